@@ -1,0 +1,1 @@
+//! The reference executor: arrives with its own change (see ARCHITECTURE.md).

@@ -1,0 +1,518 @@
+//! The processing pipeline every fake shares.
+//!
+//! A request goes through fixed points, and faults act at those points:
+//!
+//! 1. arrival: the engine plans the faults; `refuse` resets, `reject` answers and stops;
+//! 2. key: an idempotency key is looked up (`forget_keys`, `ignore_keys`), replayed,
+//!    refused as a mismatch or as in flight, or reserved;
+//! 3. before commit: `latency.before_ms`;
+//! 4. commit: now, late (`commit_after_timeout`, in a task of its own so that it happens
+//!    even when the caller has gone), or never (`silent_noop`); reads see a lagged view
+//!    (`stale_read`); `error_after_commit` replaces the result, which is what the key saves;
+//! 5. after commit: `latency.after_ms`, then the answer is sent, dropped
+//!    (`drop_after_commit`) or held and dropped (`timeout_after_commit`).
+//!
+//! Each service supplies what differs: how fields are read for matching, how its errors look,
+//! what a commit does. All state of one service sits behind one mutex that is never held
+//! across an await, so a cancelled request can never leave a half-made commit.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::distr::{Alphanumeric, SampleString};
+use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
+
+use crate::clock::ServiceClock;
+use crate::contract::{Contract, ContractPatch, KeyPolicy};
+use crate::engine::{AfterCommit, CommitMode, FaultEngine, Plan};
+use crate::record::{Journal, JournalEntry, KeyLookup, KeyStore, Ledger};
+use crate::rule::{FaultRule, RequestView};
+use crate::wire::{Disposition, FakeRequest, FakeResponse};
+
+/// An error as a service reports it; each service renders it in its own wire shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    /// The error family (Stripe's `type`).
+    pub kind: &'static str,
+    pub code: Option<&'static str>,
+    pub message: String,
+    pub param: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, kind, code: None, message: message.into(), param: None }
+    }
+
+    pub fn code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+
+    pub fn param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
+    /// A 400 for a request the service cannot read.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ApiError::new(400, "invalid_request_error", message)
+    }
+
+    /// The generic error a service answers when it fails inside.
+    pub fn internal(status: u16) -> Self {
+        ApiError::new(status, "api_error", "An unknown error occurred while processing the request.")
+    }
+}
+
+/// What differs between services at the shared points.
+pub struct Shape {
+    /// The service's error body.
+    pub error: fn(&ApiError) -> FakeResponse,
+    /// Headers every answer carries, such as a request id.
+    pub stamp: fn(&mut FakeResponse, &str),
+}
+
+/// All mutable state of one service.
+pub struct Inner<S> {
+    pub state: S,
+    pub contract: Contract,
+    pub engine: FaultEngine,
+    pub ledger: Ledger,
+    pub journal: Journal,
+    pub keys: KeyStore,
+    pub rng: ChaCha8Rng,
+}
+
+impl<S> Inner<S> {
+    /// A fresh id such as `re_3kT9...`, drawn from the service's seeded RNG.
+    pub fn new_id(&mut self, prefix: &str, len: usize) -> String {
+        format!("{prefix}{}", Alphanumeric.sample_string(&mut self.rng, len))
+    }
+}
+
+/// One request in progress.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    pub seq: u64,
+    pub plan: Plan,
+    pub request_id: String,
+    pub key: Option<String>,
+    pub is_write: bool,
+}
+
+/// What the processing produced, before the after-commit point.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub response: FakeResponse,
+    pub replayed: bool,
+}
+
+impl Outcome {
+    pub fn of(response: FakeResponse) -> Self {
+        Outcome { response, replayed: false }
+    }
+}
+
+/// Whether a commit takes effect (`Apply`) or only pretends to (`Pretend`, for
+/// `silent_noop`: the answer looks the same, the ledger does not move).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Apply,
+    Pretend,
+}
+
+/// What a commit needs to know of its request.
+#[derive(Debug, Clone)]
+pub struct Stamp {
+    pub now_ms: u64,
+    pub request_id: String,
+    pub key: Option<String>,
+}
+
+/// A service's commit step.
+pub type Commit<S> = Box<dyn FnOnce(&mut Inner<S>, Mode, &Stamp) -> FakeResponse + Send>;
+
+/// The shared core of one fake.
+pub struct ServiceCore<S> {
+    pub name: &'static str,
+    pub clock: ServiceClock,
+    shape: Shape,
+    default_contract: Contract,
+    seed: u64,
+    inner: Mutex<Inner<S>>,
+}
+
+/// A stable 64-bit hash of a name (FNV-1a), to give each service its own RNG stream.
+fn stream_of(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+impl<S: Default + Send + 'static> ServiceCore<S> {
+    pub fn new(name: &'static str, clock: ServiceClock, seed: u64, contract: Contract, shape: Shape) -> Self {
+        let inner = Inner {
+            state: S::default(),
+            contract: contract.clone(),
+            engine: FaultEngine::default(),
+            ledger: Ledger::default(),
+            journal: Journal::default(),
+            keys: KeyStore::default(),
+            rng: ChaCha8Rng::seed_from_u64(seed ^ stream_of(name)),
+        };
+        ServiceCore { name, clock, shape, default_contract: contract, seed, inner: Mutex::new(inner) }
+    }
+
+    /// The service's state. The lock is never held across an await.
+    pub fn lock(&self) -> MutexGuard<'_, Inner<S>> {
+        // A panic while holding the lock is a bug in a fake; the state it left is still the
+        // best record of what happened, so keep serving it rather than failing every request.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Forgets everything but the clock: state, rules, ledger, journal, keys, contract.
+    pub fn reset(&self) {
+        let mut inner = self.lock();
+        *inner = Inner {
+            state: S::default(),
+            contract: self.default_contract.clone(),
+            engine: FaultEngine::default(),
+            ledger: Ledger::default(),
+            journal: Journal::default(),
+            keys: KeyStore::default(),
+            rng: ChaCha8Rng::seed_from_u64(self.seed ^ stream_of(self.name)),
+        };
+    }
+
+    pub fn error(&self, error: &ApiError) -> FakeResponse {
+        (self.shape.error)(error)
+    }
+
+    /// An error for a request that never reached the pipeline, with the headers every answer
+    /// carries.
+    pub fn stamped_error(&self, error: &ApiError) -> FakeResponse {
+        let mut response = self.error(error);
+        let request_id = self.lock().new_id("req_", 14);
+        (self.shape.stamp)(&mut response, &request_id);
+        response
+    }
+
+    /// Point 1: plans the faults and opens the journal entry.
+    pub fn begin(&self, req: &FakeRequest, fields: &BTreeMap<String, String>, is_write: bool) -> Ctx {
+        let key = req.header_str("idempotency-key").map(str::to_string);
+        let now_ms = self.clock.now_ms();
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let view = RequestView { method: &req.method, path: &req.path, fields };
+        let plan = inner.engine.plan(&view, &mut inner.rng);
+        let request_id = inner.new_id("req_", 14);
+        let seq = inner.journal.begin(JournalEntry {
+            seq: 0,
+            at_ms: now_ms,
+            method: req.method.clone(),
+            path: req.path.clone(),
+            idempotency_key: key.clone(),
+            request_id: request_id.clone(),
+            faults: plan.applied.clone(),
+            outcome: "pending",
+            status: None,
+            replayed: false,
+            ended_ms: None,
+        });
+        Ctx { seq, plan, request_id, key, is_write }
+    }
+
+    /// Point 1, continued: what `refuse` and `reject` make of the request, if they fired.
+    pub fn intercept(&self, ctx: &Ctx) -> Option<Disposition> {
+        if ctx.plan.refuse {
+            self.end(ctx, "reset", None, false);
+            return Some(Disposition::Reset);
+        }
+        let (status, body) = ctx.plan.reject.clone()?;
+        let mut response = match body {
+            Some(body) => FakeResponse::json(status, &body),
+            None => self.error(&ApiError::new(status, "api_error", "The request was rejected.")),
+        };
+        (self.shape.stamp)(&mut response, &ctx.request_id);
+        self.end(ctx, "answered", Some(status), false);
+        Some(Disposition::Respond(response))
+    }
+
+    /// Points 2 to 4 for a write: keys, latency, commit.
+    pub async fn write(self: &Arc<Self>, ctx: &Ctx, fingerprint: String, commit: Commit<S>) -> Outcome {
+        let plan = &ctx.plan;
+        let now_ms = self.clock.now_ms();
+        let (key, settle_ms_max) = {
+            let mut inner = self.lock();
+            let inner = &mut *inner;
+            if let Some(older) = plan.forget_keys_older_than_ms {
+                inner.keys.forget(now_ms, older);
+            }
+            let honored = inner.contract.idempotency_keys == KeyPolicy::Honored && !plan.ignore_keys;
+            let key = ctx.key.clone().filter(|_| honored);
+            if let Some(k) = &key {
+                match inner.keys.lookup(k, &fingerprint, now_ms, inner.contract.key_retention_ms) {
+                    KeyLookup::New => {}
+                    KeyLookup::Replay(response) => {
+                        let response = response.with_header("Idempotent-Replayed", "true");
+                        return Outcome { response, replayed: true };
+                    }
+                    KeyLookup::Mismatch => {
+                        return Outcome::of(self.error(
+                            &ApiError::new(
+                                400,
+                                "idempotency_error",
+                                format!(
+                                    "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '{k}' if you meant to execute a different request."
+                                ),
+                            ),
+                        ));
+                    }
+                    KeyLookup::InFlight => {
+                        return Outcome::of(self.error(
+                            &ApiError::new(
+                                409,
+                                "invalid_request_error",
+                                "There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): please try again later.",
+                            )
+                            .code("idempotency_key_in_use"),
+                        ));
+                    }
+                }
+            }
+            (key, inner.contract.settle_ms_max)
+        };
+        let mut reservation = Reservation { core: self, key: key.clone() };
+        sleep_ms(plan.before_ms).await;
+        let error_after = match plan.after_commit {
+            AfterCommit::Error { status } => Some(status),
+            _ => None,
+        };
+        let stamp = Stamp { now_ms, request_id: ctx.request_id.clone(), key: key.clone() };
+        let response = match plan.commit {
+            CommitMode::Now | CommitMode::Noop => {
+                let mode = if plan.commit == CommitMode::Noop { Mode::Pretend } else { Mode::Apply };
+                reservation.key = None;
+                self.commit(commit, mode, stamp, error_after)
+            }
+            CommitMode::Late { delay_ms } => {
+                let delay_ms = delay_ms.unwrap_or(settle_ms_max);
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let core = Arc::clone(self);
+                // The late commit runs on its own task: the caller timing out and closing the
+                // connection must not cancel it.
+                reservation.key = None;
+                tokio::spawn(async move {
+                    sleep_ms(delay_ms).await;
+                    let stamp = Stamp { now_ms: core.clock.now_ms(), ..stamp };
+                    let response = core.commit(commit, Mode::Apply, stamp, error_after);
+                    let _ = tx.send(response);
+                });
+                match rx.await {
+                    Ok(response) => response,
+                    Err(_) => self.error(&ApiError::internal(500)),
+                }
+            }
+        };
+        Outcome::of(response)
+    }
+
+    fn commit(&self, commit: Commit<S>, mode: Mode, stamp: Stamp, error_after: Option<u16>) -> FakeResponse {
+        let mut inner = self.lock();
+        let mut response = commit(&mut inner, mode, &stamp);
+        if let Some(status) = error_after {
+            response = self.error(&ApiError::internal(status));
+        }
+        if let Some(k) = &stamp.key {
+            inner.keys.complete(k, response.clone());
+        }
+        response
+    }
+
+    /// Points 3 and 4 for a read: latency, then `read` with the newest service time whose
+    /// writes it may see (earlier than now under `stale_read`).
+    pub async fn read(&self, ctx: &Ctx, read: impl FnOnce(&mut Inner<S>, u64) -> FakeResponse) -> Outcome {
+        sleep_ms(ctx.plan.before_ms).await;
+        let now_ms = self.clock.now_ms();
+        let visible_until_ms = now_ms.saturating_sub(ctx.plan.stale_lag_ms.unwrap_or(0));
+        let mut inner = self.lock();
+        Outcome::of(read(&mut inner, visible_until_ms))
+    }
+
+    /// Point 5: what reaches the caller, and the end of the journal entry.
+    pub async fn conclude(&self, ctx: &Ctx, outcome: Outcome) -> Disposition {
+        let Outcome { mut response, replayed } = outcome;
+        if let (AfterCommit::Error { status }, false) = (ctx.plan.after_commit, ctx.is_write) {
+            response = self.error(&ApiError::internal(status));
+        }
+        if ctx.is_write {
+            if let Some(k) = &ctx.key {
+                response = response.with_header("Idempotency-Key", k);
+            }
+        }
+        (self.shape.stamp)(&mut response, &ctx.request_id);
+        sleep_ms(ctx.plan.after_ms).await;
+        match ctx.plan.after_commit {
+            AfterCommit::Drop => {
+                self.end(ctx, "closed", Some(response.status), replayed);
+                Disposition::Close
+            }
+            AfterCommit::Hold { hold_ms } => {
+                // Journal first: a caller that gives up cancels this future mid-sleep.
+                self.end(ctx, "held", Some(response.status), replayed);
+                sleep_ms(hold_ms).await;
+                Disposition::Close
+            }
+            AfterCommit::Respond | AfterCommit::Error { .. } => {
+                self.end(ctx, "answered", Some(response.status), replayed);
+                Disposition::Respond(response)
+            }
+        }
+    }
+
+    fn end(&self, ctx: &Ctx, outcome: &'static str, status: Option<u16>, replayed: bool) {
+        let now_ms = self.clock.now_ms();
+        self.lock().journal.end(ctx.seq, now_ms, outcome, status, replayed);
+    }
+
+    /// The control API under `/__twice/`; `seed` handles the service's own `POST /__twice/seed`.
+    pub fn control(
+        &self,
+        req: &FakeRequest,
+        seed: impl FnOnce(&mut Inner<S>, &[u8]) -> Result<serde_json::Value, String>,
+    ) -> FakeResponse {
+        use serde_json::json;
+        let route = req.path.trim_start_matches("/__twice").trim_end_matches('/');
+        let method = req.method.as_str();
+        let bad = |message: String| FakeResponse::json(400, &json!({"error": {"message": message}}));
+        match (method, route) {
+            ("GET", "/health") | ("GET", "") => {
+                FakeResponse::json(200, &json!({"service": self.name, "ok": true}))
+            }
+            ("GET", "/rules") => FakeResponse::json(200, &json!({"rules": self.lock().engine.rules()})),
+            ("POST", "/rules") => {
+                let rules: Vec<FaultRule> = match parse_one_or_many(&req.body) {
+                    Ok(rules) => rules,
+                    Err(e) => return bad(format!("invalid rule: {e}")),
+                };
+                let mut inner = self.lock();
+                let mut ids = Vec::new();
+                for rule in rules {
+                    match inner.engine.add(rule) {
+                        Ok(id) => ids.push(id),
+                        Err(e) => {
+                            return bad(format!("invalid rule: {e} (rules before it were armed: {ids:?})"));
+                        }
+                    }
+                }
+                FakeResponse::json(201, &json!({"ids": ids}))
+            }
+            ("DELETE", "/rules") => {
+                self.lock().engine.clear();
+                FakeResponse::json(200, &json!({"cleared": true}))
+            }
+            ("DELETE", r) if r.starts_with("/rules/") => {
+                let id = &r["/rules/".len()..];
+                if self.lock().engine.remove(id) {
+                    FakeResponse::json(200, &json!({"removed": id}))
+                } else {
+                    FakeResponse::json(404, &json!({"error": {"message": format!("no rule \"{id}\"")}}))
+                }
+            }
+            ("GET", "/clock") => FakeResponse::json(
+                200,
+                &json!({"now_ms": self.clock.now_ms(), "jumped_ms": self.clock.jumped_ms()}),
+            ),
+            ("POST", "/clock/jump") => {
+                #[derive(Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Jump {
+                    by_ms: u64,
+                }
+                match serde_json::from_slice::<Jump>(&req.body) {
+                    Ok(jump) => {
+                        self.clock.jump_ms(jump.by_ms);
+                        FakeResponse::json(
+                            200,
+                            &json!({"now_ms": self.clock.now_ms(), "jumped_ms": self.clock.jumped_ms()}),
+                        )
+                    }
+                    Err(e) => bad(format!("expected {{\"by_ms\": N}}: {e}")),
+                }
+            }
+            ("GET", "/contract") => FakeResponse::json(200, &json!(self.lock().contract)),
+            ("PATCH", "/contract") | ("POST", "/contract") => {
+                match serde_json::from_slice::<ContractPatch>(&req.body) {
+                    Ok(patch) => {
+                        let mut inner = self.lock();
+                        inner.contract.apply(patch);
+                        FakeResponse::json(200, &json!(inner.contract))
+                    }
+                    Err(e) => bad(format!("invalid contract: {e}")),
+                }
+            }
+            ("POST", "/reset") => {
+                self.reset();
+                FakeResponse::json(200, &json!({"reset": true}))
+            }
+            ("POST", "/seed") => {
+                let mut inner = self.lock();
+                match seed(&mut inner, &req.body) {
+                    Ok(seeded) => FakeResponse::json(201, &seeded),
+                    Err(e) => bad(e),
+                }
+            }
+            ("GET", "/ledger") => {
+                let inner = self.lock();
+                FakeResponse::json(200, &json!({"service": self.name, "effects": inner.ledger.effects()}))
+            }
+            ("GET", "/journal") => {
+                let inner = self.lock();
+                let entries: Vec<_> = inner.journal.entries().collect();
+                FakeResponse::json(
+                    200,
+                    &json!({"service": self.name, "entries": entries, "dropped": inner.journal.dropped()}),
+                )
+            }
+            _ => FakeResponse::json(
+                404,
+                &json!({"error": {"message": format!("no control route {method} {}; see docs/faults.md", req.path)}}),
+            ),
+        }
+    }
+}
+
+fn parse_one_or_many(body: &[u8]) -> Result<Vec<FaultRule>, String> {
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    match value {
+        serde_json::Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| serde_json::from_value(v).map_err(|e| format!("rule {i}: {e}")))
+            .collect(),
+        one => serde_json::from_value(one).map(|r| vec![r]).map_err(|e| e.to_string()),
+    }
+}
+
+/// Releases a key reservation if the request is cancelled before its commit.
+struct Reservation<'a, S: Default + Send + 'static> {
+    core: &'a ServiceCore<S>,
+    key: Option<String>,
+}
+
+impl<S: Default + Send + 'static> Drop for Reservation<'_, S> {
+    fn drop(&mut self) {
+        if let Some(key) = &self.key {
+            self.core.lock().keys.release(key);
+        }
+    }
+}
+
+async fn sleep_ms(ms: u64) {
+    if ms > 0 {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}

@@ -1,0 +1,132 @@
+//! Every fake behind one type, and the set of fakes that a run or `twice serve` starts.
+
+use std::sync::Arc;
+
+use crate::clock::{Clock, ServiceClock};
+use crate::contract::{Contract, ContractPatch};
+use crate::core::ApiError;
+use crate::engine::ArmedRule;
+use crate::payments::{self, Payments};
+use crate::record::{Effect, JournalEntry};
+use crate::rule::FaultRule;
+use crate::wire::{Disposition, FakeRequest, FakeResponse};
+use crate::workspaces::{self, Workspaces};
+
+/// One fake service.
+#[derive(Clone)]
+pub enum Fake {
+    Payments(Payments),
+    Workspaces(Workspaces),
+}
+
+/// Runs `$body` with `$core` bound to the fake's shared core, whatever its state type.
+macro_rules! with_core {
+    ($fake:expr, $core:ident => $body:expr) => {
+        match $fake {
+            Fake::Payments(f) => {
+                let $core = f.core();
+                $body
+            }
+            Fake::Workspaces(f) => {
+                let $core = f.core();
+                $body
+            }
+        }
+    };
+}
+
+impl Fake {
+    /// The service's name: `payments` or `workspaces`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fake::Payments(_) => payments::NAME,
+            Fake::Workspaces(_) => workspaces::NAME,
+        }
+    }
+
+    /// Processes one request, faults and all.
+    pub async fn handle(&self, req: FakeRequest) -> Disposition {
+        match self {
+            Fake::Payments(f) => f.handle(req).await,
+            Fake::Workspaces(f) => f.handle(req).await,
+        }
+    }
+
+    /// An error in this service's wire shape, for what the transport refuses before the fake
+    /// sees a request (an oversized body, a body that never finishes).
+    pub fn transport_error(&self, status: u16, message: &str) -> FakeResponse {
+        let error = ApiError::new(status, "invalid_request_error", message);
+        with_core!(self, core => core.stamped_error(&error))
+    }
+
+    /// Arms a rule; returns its id.
+    pub fn add_rule(&self, rule: FaultRule) -> Result<String, String> {
+        with_core!(self, core => core.lock().engine.add(rule))
+    }
+
+    pub fn rules(&self) -> Vec<ArmedRule> {
+        with_core!(self, core => core.lock().engine.rules().to_vec())
+    }
+
+    pub fn clear_rules(&self) {
+        with_core!(self, core => core.lock().engine.clear())
+    }
+
+    /// The effects that really happened, in commit order.
+    pub fn ledger(&self) -> Vec<Effect> {
+        with_core!(self, core => core.lock().ledger.effects().to_vec())
+    }
+
+    /// The requests seen, oldest first (bounded; see [`crate::record::JOURNAL_ENTRIES_MAX`]).
+    pub fn journal(&self) -> Vec<JournalEntry> {
+        with_core!(self, core => core.lock().journal.entries().cloned().collect())
+    }
+
+    pub fn contract(&self) -> Contract {
+        with_core!(self, core => core.lock().contract.clone())
+    }
+
+    pub fn patch_contract(&self, patch: ContractPatch) -> Contract {
+        with_core!(self, core => {
+            let mut inner = core.lock();
+            inner.contract.apply(patch);
+            inner.contract.clone()
+        })
+    }
+
+    pub fn clock(&self) -> &ServiceClock {
+        with_core!(self, core => &core.clock)
+    }
+
+    /// Forgets state, rules, ledger, journal and keys; the clock keeps its jumps.
+    pub fn reset(&self) {
+        with_core!(self, core => core.reset())
+    }
+}
+
+/// The set of fakes that share one base clock and one seed.
+#[derive(Clone)]
+pub struct Fakes {
+    pub payments: Payments,
+    pub workspaces: Workspaces,
+}
+
+impl Fakes {
+    /// Every fake, each with its own service clock over `base` and its own RNG stream of `seed`.
+    pub fn new(base: Arc<dyn Clock>, seed: u64) -> Self {
+        Fakes {
+            payments: Payments::new(ServiceClock::new(Arc::clone(&base)), seed),
+            workspaces: Workspaces::new(ServiceClock::new(base), seed),
+        }
+    }
+
+    /// All fakes, in a fixed order.
+    pub fn all(&self) -> Vec<Fake> {
+        vec![Fake::Payments(self.payments.clone()), Fake::Workspaces(self.workspaces.clone())]
+    }
+
+    /// The fake with this name.
+    pub fn get(&self, name: &str) -> Option<Fake> {
+        self.all().into_iter().find(|f| f.name() == name)
+    }
+}

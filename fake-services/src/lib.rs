@@ -1,0 +1,43 @@
+//! Stateful fakes of the services an agent changes the world through, with faults injected
+//! at exact points of their own processing and a ledger of what really happened.
+//!
+//! A guided tour:
+//!
+//! - A fake is a [`Fake`]: [`payments::Payments`] (Stripe-style refunds) or
+//!   [`workspaces::Workspaces`] (a SaaS create API). It turns a [`FakeRequest`] into a
+//!   [`Disposition`]: an answer, a closed connection or a reset one. It knows nothing of
+//!   sockets, so the same fake serves loopback HTTP ([`server::Server`], behind
+//!   `twice serve`) and in-process callers on virtual time.
+//! - Every fake shares one pipeline ([`core`]): arrival, key lookup, before commit, commit,
+//!   after commit. A [`FaultRule`] selects requests (method, path, fields, n-th match, seeded
+//!   probability) and a [`FaultSpec`] says what goes wrong at which point.
+//! - A [`Contract`] is what a service promises (keys honoured, retention, read freshness,
+//!   honest acks, settle bound, unique business keys, fencing, conditional writes). Some terms
+//!   change what the fake does; [`Contract::admits`] says which faults stay inside the promise.
+//! - Time is a [`ServiceClock`]: an injected base [`Clock`] plus jumps. Randomness is one
+//!   seeded RNG per service. The same seed and the same requests give the same bytes.
+//! - What happened is in the ledger ([`record::Effect`]); what was asked is in the journal
+//!   ([`record::JournalEntry`]). A checker reads the ledger, never the caller's word.
+//! - The control API under `/__twice/` (documented in `docs/faults.md`) exposes all of it
+//!   over HTTP.
+
+pub mod clock;
+pub mod contract;
+pub mod core;
+pub mod engine;
+pub mod fake;
+pub mod form;
+pub mod payments;
+pub mod record;
+pub mod rule;
+pub mod server;
+pub mod wire;
+pub mod workspaces;
+
+pub use clock::{Clock, ManualClock, ServiceClock, TokioClock};
+pub use contract::{Acks, Contract, ContractPatch, KeyPolicy, Reads};
+pub use fake::{Fake, Fakes};
+pub use record::{Effect, JournalEntry};
+pub use rule::{FaultRule, FaultSpec};
+pub use server::Server;
+pub use wire::{Disposition, FakeRequest, FakeResponse};

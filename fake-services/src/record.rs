@@ -1,0 +1,271 @@
+//! What a fake remembers: the ledger of effects, the journal of requests, and the
+//! idempotency keys it has seen.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+use crate::engine::Applied;
+use crate::wire::FakeResponse;
+
+/// One effect that really happened: the ground truth a checker reads.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Effect {
+    /// Position in this service's ledger, from 1.
+    pub seq: u64,
+    /// Service time of the commit.
+    pub at_ms: u64,
+    /// What happened, e.g. `refund.created`.
+    pub kind: String,
+    /// The id of the object the effect created or changed.
+    pub object_id: String,
+    /// The parameters the effect was executed with.
+    pub params: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fencing_token: Option<u64>,
+    /// The request that caused it.
+    pub request_id: String,
+}
+
+/// The append-only ledger of one service. It is never trimmed: it is the truth.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    effects: Vec<Effect>,
+}
+
+impl Ledger {
+    /// Appends an effect and returns its sequence number.
+    pub fn record(&mut self, mut effect: Effect) -> u64 {
+        effect.seq = self.effects.len() as u64 + 1;
+        let seq = effect.seq;
+        self.effects.push(effect);
+        seq
+    }
+
+    pub fn effects(&self) -> &[Effect] {
+        &self.effects
+    }
+}
+
+/// One request as the fake saw it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JournalEntry {
+    pub seq: u64,
+    pub at_ms: u64,
+    pub method: String,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    pub request_id: String,
+    /// Faults that fired on this request.
+    pub faults: Vec<Applied>,
+    /// `pending` until the request ends, then `answered`, `reset`, `closed` or `held`.
+    pub outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The answer was a stored idempotent result.
+    pub replayed: bool,
+    /// Service time at which the request ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+}
+
+/// A bounded journal: the newest `capacity` requests, and a count of those let go.
+#[derive(Debug)]
+pub struct Journal {
+    entries: VecDeque<JournalEntry>,
+    capacity: usize,
+    next_seq: u64,
+    dropped: u64,
+}
+
+/// Requests a journal keeps by default before it lets the oldest go.
+pub const JOURNAL_ENTRIES_MAX: usize = 100_000;
+
+impl Default for Journal {
+    fn default() -> Self {
+        Journal { entries: VecDeque::new(), capacity: JOURNAL_ENTRIES_MAX, next_seq: 0, dropped: 0 }
+    }
+}
+
+impl Journal {
+    /// Starts an entry and returns its sequence number.
+    pub fn begin(&mut self, mut entry: JournalEntry) -> u64 {
+        self.next_seq += 1;
+        entry.seq = self.next_seq;
+        if self.entries.len() == self.capacity {
+            self.entries.pop_front();
+            self.dropped += 1;
+        }
+        self.entries.push_back(entry);
+        self.next_seq
+    }
+
+    /// Records how request `seq` ended; a no-op if the entry was already let go.
+    pub fn end(&mut self, seq: u64, at_ms: u64, outcome: &'static str, status: Option<u16>, replayed: bool) {
+        let Some(first) = self.entries.front().map(|e| e.seq) else { return };
+        let Some(index) = seq.checked_sub(first) else { return };
+        if let Some(entry) = self.entries.get_mut(index as usize) {
+            entry.outcome = outcome;
+            entry.status = status;
+            entry.replayed = replayed;
+            entry.ended_ms = Some(at_ms);
+        }
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &JournalEntry> {
+        self.entries.iter()
+    }
+
+    /// How many of the oldest entries were let go to stay within capacity.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
+
+/// What the service remembers of an idempotency key.
+#[derive(Debug, Clone)]
+pub enum KeyState {
+    /// The first request with this key is still executing.
+    InFlight,
+    /// The first result, replayed to every later request with the key.
+    Done(FakeResponse),
+}
+
+#[derive(Debug, Clone)]
+struct KeyEntry {
+    created_ms: u64,
+    fingerprint: String,
+    state: KeyState,
+}
+
+/// What a key lookup found.
+#[derive(Debug, Clone)]
+pub enum KeyLookup {
+    New,
+    InFlight,
+    Replay(FakeResponse),
+    /// The key was first used with other parameters.
+    Mismatch,
+}
+
+/// Idempotency keys, pruned by age against the service clock.
+#[derive(Debug, Default)]
+pub struct KeyStore {
+    keys: BTreeMap<String, KeyEntry>,
+}
+
+impl KeyStore {
+    /// Looks `key` up, treating entries at least `retention_ms` old as pruned. A new key is
+    /// reserved as in flight.
+    pub fn lookup(&mut self, key: &str, fingerprint: &str, now_ms: u64, retention_ms: u64) -> KeyLookup {
+        if let Some(entry) = self.keys.get(key) {
+            if now_ms.saturating_sub(entry.created_ms) < retention_ms {
+                return if entry.fingerprint != fingerprint {
+                    KeyLookup::Mismatch
+                } else {
+                    match &entry.state {
+                        KeyState::InFlight => KeyLookup::InFlight,
+                        KeyState::Done(response) => KeyLookup::Replay(response.clone()),
+                    }
+                };
+            }
+        }
+        self.keys.insert(
+            key.to_string(),
+            KeyEntry { created_ms: now_ms, fingerprint: fingerprint.to_string(), state: KeyState::InFlight },
+        );
+        KeyLookup::New
+    }
+
+    /// Saves the first result for `key`.
+    pub fn complete(&mut self, key: &str, response: FakeResponse) {
+        if let Some(entry) = self.keys.get_mut(key) {
+            entry.state = KeyState::Done(response);
+        }
+    }
+
+    /// Drops a reservation whose request never executed (it was cancelled before the commit).
+    pub fn release(&mut self, key: &str) {
+        if matches!(self.keys.get(key), Some(KeyEntry { state: KeyState::InFlight, .. })) {
+            self.keys.remove(key);
+        }
+    }
+
+    /// Forgets every key at least `older_than_ms` old.
+    pub fn forget(&mut self, now_ms: u64, older_than_ms: u64) {
+        self.keys.retain(|_, e| now_ms.saturating_sub(e.created_ms) < older_than_ms);
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok() -> FakeResponse {
+        FakeResponse::json(200, &serde_json::json!({"id": "re_1"}))
+    }
+
+    #[test]
+    fn keys_replay_until_retention_then_start_over() {
+        let mut keys = KeyStore::default();
+        assert!(matches!(keys.lookup("k", "a", 0, 100), KeyLookup::New));
+        assert!(matches!(keys.lookup("k", "a", 10, 100), KeyLookup::InFlight));
+        keys.complete("k", ok());
+        assert!(matches!(keys.lookup("k", "a", 99, 100), KeyLookup::Replay(r) if r == ok()));
+        assert!(matches!(keys.lookup("k", "b", 99, 100), KeyLookup::Mismatch));
+        assert!(matches!(keys.lookup("k", "b", 100, 100), KeyLookup::New), "pruned at retention");
+    }
+
+    #[test]
+    fn forget_and_release_drop_keys() {
+        let mut keys = KeyStore::default();
+        keys.lookup("old", "a", 0, 1_000);
+        keys.complete("old", ok());
+        keys.lookup("young", "a", 90, 1_000);
+        keys.complete("young", ok());
+        keys.forget(100, 50);
+        assert_eq!(keys.len(), 1);
+        keys.forget(100, 0);
+        assert!(keys.is_empty());
+        keys.lookup("k", "a", 0, 1_000);
+        keys.release("k");
+        assert!(keys.is_empty());
+    }
+
+    #[test]
+    fn the_journal_is_bounded_and_ends_entries_by_seq() {
+        let mut journal = Journal { capacity: 2, ..Journal::default() };
+        let entry = JournalEntry {
+            seq: 0,
+            at_ms: 0,
+            method: "GET".into(),
+            path: "/".into(),
+            idempotency_key: None,
+            request_id: "req".into(),
+            faults: vec![],
+            outcome: "pending",
+            status: None,
+            replayed: false,
+            ended_ms: None,
+        };
+        for _ in 0..3 {
+            journal.begin(entry.clone());
+        }
+        journal.end(1, 5, "answered", Some(200), false);
+        journal.end(3, 5, "reset", None, false);
+        let outcomes: Vec<_> = journal.entries().map(|e| (e.seq, e.outcome)).collect();
+        assert_eq!(outcomes, vec![(2, "pending"), (3, "reset")]);
+        assert_eq!(journal.dropped(), 1);
+    }
+}

@@ -1,0 +1,194 @@
+//! The loopback HTTP transport: hyper serving a [`Fake`], one task per connection.
+//!
+//! The transport only turns bytes into a [`FakeRequest`] and a [`Disposition`] back into
+//! bytes, or into a closed (FIN) or reset (RST) connection. Reading is bounded: headers
+//! within [`HEADER_READ_MS_MAX`], bodies within [`BODY_READ_MS_MAX`] and
+//! [`crate::wire::BODY_BYTES_MAX`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::fake::Fake;
+use crate::wire::{BODY_BYTES_MAX, Disposition, FakeRequest, FakeResponse};
+
+/// A client has this long to send a request's headers.
+pub const HEADER_READ_MS_MAX: u64 = 30_000;
+/// And this long to send its body.
+pub const BODY_READ_MS_MAX: u64 = 30_000;
+
+/// A fake listening on a socket.
+pub struct Server {
+    name: &'static str,
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds `addr` (port 0 for an ephemeral port) and starts serving `fake`.
+    pub async fn start(fake: Fake, addr: SocketAddr) -> std::io::Result<Server> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = watch::channel(false);
+        let name = fake.name();
+        let task = tokio::spawn(accept_loop(fake, listener, stopped));
+        Ok(Server { name, addr, stop, task: Some(task) })
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://IP:PORT`, without a trailing slash.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting, closes every connection and waits for the tasks to end.
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+async fn accept_loop(fake: Fake, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stopped.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(serve_connection(fake.clone(), stream));
+                }
+                // Running out of file descriptors must not end the server: wait a moment
+                // for connections to close, then accept again.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.shutdown().await;
+}
+
+/// Why the connection ends without an answer.
+#[derive(Debug)]
+struct NoAnswer;
+
+impl std::fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the fault plan ends this connection without an answer")
+    }
+}
+
+impl std::error::Error for NoAnswer {}
+
+async fn serve_connection(fake: Fake, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    // A second handle on the same socket lets a request turn the coming close into a reset
+    // (SO_LINGER 0) while hyper owns the stream. Socket options belong to the socket, so
+    // setting one through the duplicate applies to both.
+    let Ok(std_stream) = stream.into_std() else { return };
+    let Ok(twin) = std_stream.try_clone() else { return };
+    let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+    let twin = Arc::new(twin);
+    let service = service_fn(move |req: Request<Incoming>| {
+        let fake = fake.clone();
+        let twin = Arc::clone(&twin);
+        async move {
+            let request = match read_request(req).await {
+                Ok(request) => request,
+                Err(ReadError::TooLarge) => {
+                    let message = format!("The request body is larger than {BODY_BYTES_MAX} bytes.");
+                    return Ok(to_hyper(fake.transport_error(413, &message)));
+                }
+                Err(ReadError::Slow) => {
+                    let message = format!("The request body did not arrive within {BODY_READ_MS_MAX} ms.");
+                    return Ok(to_hyper(fake.transport_error(408, &message)));
+                }
+                Err(ReadError::Broken) => return Err(NoAnswer),
+            };
+            match fake.handle(request).await {
+                Disposition::Respond(response) => Ok(to_hyper(response)),
+                Disposition::Reset => {
+                    let _ = socket2::SockRef::from(&*twin).set_linger(Some(Duration::ZERO));
+                    Err(NoAnswer)
+                }
+                Disposition::Close => Err(NoAnswer),
+            }
+        }
+    });
+    let _ = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(HEADER_READ_MS_MAX))
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+enum ReadError {
+    TooLarge,
+    Slow,
+    Broken,
+}
+
+async fn read_request(req: Request<Incoming>) -> Result<FakeRequest, ReadError> {
+    let (parts, body) = req.into_parts();
+    let collected = tokio::time::timeout(
+        Duration::from_millis(BODY_READ_MS_MAX),
+        Limited::new(body, BODY_BYTES_MAX).collect(),
+    )
+    .await
+    .map_err(|_| ReadError::Slow)?;
+    let body = match collected {
+        Ok(c) => c.to_bytes(),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            return Err(ReadError::TooLarge);
+        }
+        Err(_) => return Err(ReadError::Broken),
+    };
+    Ok(FakeRequest {
+        method: parts.method.as_str().to_string(),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().unwrap_or("").to_string(),
+        headers: parts.headers,
+        body,
+    })
+}
+
+fn to_hyper(response: FakeResponse) -> Response<Full<Bytes>> {
+    let mut builder = Response::builder().status(response.status);
+    for (name, value) in &response.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    builder.body(Full::new(response.body)).unwrap_or_else(|_| {
+        // Only a header a fake built wrongly can get here; answer rather than drop.
+        let mut fallback =
+            Response::new(Full::new(Bytes::from_static(b"{\"error\":{\"type\":\"api_error\"}}")));
+        *fallback.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+        fallback
+    })
+}

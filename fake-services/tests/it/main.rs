@@ -1,0 +1,7 @@
+//! Integration tests of the fakes: one binary, modules by theme.
+
+mod bad_input;
+mod client;
+mod control;
+mod faults;
+mod props;

@@ -1,0 +1,109 @@
+//! The `twice` binary as a user runs it: a real child process, real signals, real sockets.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WAIT_MS_MAX: u64 = 30_000;
+
+fn twice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_twice"))
+}
+
+/// Waits for a child to exit, killing it if it outlives the bound.
+fn wait_bounded(child: &mut Child) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS_MAX);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
+}
+
+fn read_urls(path: &Path, child: &mut Child) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS_MAX);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(urls) = serde_json::from_str(&text) {
+                return urls;
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "twice serve exited early");
+        assert!(Instant::now() < deadline, "no URLs file within {WAIT_MS_MAX} ms");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn get(url: &str, path: &str) -> String {
+    let addr = url.strip_prefix("http://").unwrap();
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(WAIT_MS_MAX))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill").arg(format!("-{name}")).arg(child.id().to_string()).status().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn serve_prints_urls_answers_and_stops_cleanly_on_signals() {
+    for stop_signal in ["TERM", "INT"] {
+        let dir = std::env::temp_dir().join(format!("twice-serve-{}-{stop_signal}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let urls_file = dir.join("urls.json");
+        let _ = std::fs::remove_file(&urls_file);
+        let mut child = twice()
+            .args(["serve", "--seed", "5", "--urls-file"])
+            .arg(&urls_file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let urls = read_urls(&urls_file, &mut child);
+        for service in ["payments", "workspaces"] {
+            let url = urls[service].as_str().unwrap();
+            assert!(url.starts_with("http://127.0.0.1:"), "loopback by default: {url}");
+            let health = get(url, "/__twice/health");
+            assert!(health.starts_with("HTTP/1.1 200") && health.contains(service), "{health}");
+        }
+        signal(&child, stop_signal);
+        assert_eq!(wait_bounded(&mut child), Some(0), "clean exit on SIG{stop_signal}");
+        let mut stdout = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+        assert!(stdout.contains(urls["payments"].as_str().unwrap()), "URLs are printed: {stdout}");
+        assert!(stdout.contains("stopped"), "{stdout}");
+    }
+}
+
+#[test]
+fn a_port_in_use_is_a_harness_error_with_a_hint() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let mut child = twice()
+        .args(["serve", "--payments-port", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(wait_bounded(&mut child), Some(2));
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(stderr.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{stderr}");
+}
+
+#[test]
+fn unknown_arguments_are_refused_with_usage() {
+    let out = twice().args(["serve", "--bnd", "0.0.0.0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--bind"), "clap suggests the flag: {stderr}");
+}

@@ -1,0 +1,1 @@
+//! Report renderers: arrive with their own change (see ARCHITECTURE.md).
