@@ -1,1 +1,32 @@
-//! The reference executor: arrives with its own change (see ARCHITECTURE.md).
+//! The reference executor: turns intents into effects, and never does anything twice.
+//!
+//! A guided tour:
+//!
+//! - An agent proposes an [`Proposal`]; [`Executor::propose`] checks the action and its
+//!   parameters ([`model::Action`]), writes the intent with its canonical payload, the
+//!   payload's hash and a fresh idempotency key to a SQLite file ([`log::IntentLog`]), and
+//!   returns once that is durable.
+//! - [`Executor::pass`] drives intents: `recorded` → `submitted` → `confirmed` | `failed` |
+//!   `unknown`; `unknown` → reconciliation → `confirmed` | `failed` | `escalated`; `blocked`
+//!   while the intent it replaces is unresolved. [`services`] says what each answer means
+//!   (a timeout is never a "no") and how to look an effect up.
+//! - What is safe depends on the service's [`config::Contract`]: a write is sent again with
+//!   the same key only where keys are honoured and still retained; otherwise the executor
+//!   looks first, and trusts "not there" only after the settle and read-lag bounds.
+//! - Leases with epochs let several workers share one log; the epoch is the fencing token.
+//! - The world is injected ([`World`]: clock, ids, transport), so a simulation runs the same
+//!   code on virtual time. `twice-executor` (in `src/bin`) speaks the stdio protocol
+//!   `twice/1` of `docs/protocol.md`.
+
+pub mod config;
+pub mod engine;
+pub mod log;
+pub mod model;
+pub mod protocol;
+pub mod services;
+pub mod world;
+
+pub use config::{Config, Contract, Limits, Service};
+pub use engine::{DrainError, Executor, OpenError, PassReport, Proposal, ProposeError, Transition, World};
+pub use log::Durability;
+pub use model::{Action, Evidence, Intent, State};

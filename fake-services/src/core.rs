@@ -348,10 +348,10 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         if let (AfterCommit::Error { status }, false) = (ctx.plan.after_commit, ctx.is_write) {
             response = self.error(&ApiError::internal(status));
         }
-        if ctx.is_write {
-            if let Some(k) = &ctx.key {
-                response = response.with_header("Idempotency-Key", k);
-            }
+        if ctx.is_write
+            && let Some(k) = &ctx.key
+        {
+            response = response.with_header("Idempotency-Key", k);
         }
         (self.shape.stamp)(&mut response, &ctx.request_id);
         sleep_ms(ctx.plan.after_ms).await;

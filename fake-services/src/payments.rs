@@ -71,11 +71,22 @@ pub struct PaymentsState {
     charges: BTreeMap<String, String>,
     /// In creation order.
     refunds: Vec<Refund>,
+    /// Refund id to its index in `refunds`.
+    by_id: BTreeMap<String, usize>,
+    /// Amount refunded so far per payment intent, kept as refunds are made so that a create
+    /// does not scan every refund while holding the service's lock.
+    refunded: BTreeMap<String, u64>,
 }
 
 impl PaymentsState {
     fn refunded(&self, payment_intent: &str) -> u64 {
-        self.refunds.iter().filter(|r| r.payment_intent == payment_intent).map(|r| r.amount).sum()
+        self.refunded.get(payment_intent).copied().unwrap_or(0)
+    }
+
+    fn add(&mut self, refund: Refund) {
+        *self.refunded.entry(refund.payment_intent.clone()).or_insert(0) += refund.amount;
+        self.by_id.insert(refund.id.clone(), self.refunds.len());
+        self.refunds.push(refund);
     }
 }
 
@@ -125,7 +136,7 @@ impl Payments {
 
     pub async fn handle(&self, req: FakeRequest) -> Disposition {
         if req.path.starts_with("/__twice") {
-            let response = self.core.control(&req, |inner, body| seed_from_json(inner, body));
+            let response = self.core.control(&req, seed_from_json);
             return Disposition::Respond(response);
         }
         let is_write = req.method == "POST";
@@ -197,10 +208,10 @@ impl Payments {
         };
         let pi = optional_string(&params, "payment_intent")?;
         let charge = optional_string(&params, "charge")?;
-        if let Some(currency) = optional_string(&params, "currency")? {
-            if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_alphabetic()) {
-                return Err(ApiError::invalid(format!("Invalid currency: {currency}")).param("currency"));
-            }
+        if let Some(currency) = optional_string(&params, "currency")?
+            && (currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_alphabetic()))
+        {
+            return Err(ApiError::invalid(format!("Invalid currency: {currency}")).param("currency"));
         }
         let intent = {
             let inner = self.core.lock();
@@ -381,12 +392,13 @@ fn create_refund(
         fencing_token: None,
         request_id: stamp.request_id.clone(),
     });
-    inner.state.refunds.push(refund);
+    inner.state.add(refund);
     FakeResponse::json(200, &body)
 }
 
 fn retrieve(inner: &mut Inner<PaymentsState>, id: &str, visible_until_ms: u64) -> FakeResponse {
-    match inner.state.refunds.iter().find(|r| r.id == id && r.created_ms <= visible_until_ms) {
+    let found = inner.state.by_id.get(id).and_then(|i| inner.state.refunds.get(*i));
+    match found.filter(|r| r.created_ms <= visible_until_ms) {
         Some(r) => FakeResponse::json(200, &r.to_json()),
         None => stripe_error(&missing("refund", id).param("id")),
     }
@@ -444,21 +456,25 @@ fn list(inner: &mut Inner<PaymentsState>, query: &ListQuery, visible_until_ms: u
         .filter(|r| query.payment_intent.as_ref().is_none_or(|p| &r.payment_intent == p))
         .filter(|r| query.charge.as_ref().is_none_or(|c| &r.charge == c))
         .collect();
-    let window: Vec<&Refund> = if let Some(after) = &query.starting_after {
+    // The page is the `limit` items next to the cursor; `has_more` says whether the list goes
+    // on beyond the page in the direction of travel.
+    let (page, has_more): (Vec<&Refund>, bool) = if let Some(after) = &query.starting_after {
         match matching.iter().position(|r| &r.id == after) {
-            Some(i) => matching[i + 1..].to_vec(),
+            Some(i) => {
+                let rest = &matching[i + 1..];
+                (rest.iter().take(query.limit).copied().collect(), rest.len() > query.limit)
+            }
             None => return stripe_error(&missing("refund", after).param("starting_after")),
         }
     } else if let Some(before) = &query.ending_before {
         match matching.iter().position(|r| &r.id == before) {
-            Some(i) => matching[..i].iter().rev().take(query.limit).rev().copied().collect::<Vec<_>>(),
+            Some(i) => (matching[i.saturating_sub(query.limit)..i].to_vec(), i > query.limit),
             None => return stripe_error(&missing("refund", before).param("ending_before")),
         }
     } else {
-        matching
+        (matching.iter().take(query.limit).copied().collect(), matching.len() > query.limit)
     };
-    let has_more = window.len() > query.limit;
-    let data: Vec<Value> = window.iter().take(query.limit).map(|r| r.to_json()).collect();
+    let data: Vec<Value> = page.iter().map(|r| r.to_json()).collect();
     FakeResponse::json(
         200,
         &json!({"object": "list", "url": "/v1/refunds", "has_more": has_more, "data": data}),

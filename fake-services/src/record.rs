@@ -161,17 +161,17 @@ impl KeyStore {
     /// Looks `key` up, treating entries at least `retention_ms` old as pruned. A new key is
     /// reserved as in flight.
     pub fn lookup(&mut self, key: &str, fingerprint: &str, now_ms: u64, retention_ms: u64) -> KeyLookup {
-        if let Some(entry) = self.keys.get(key) {
-            if now_ms.saturating_sub(entry.created_ms) < retention_ms {
-                return if entry.fingerprint != fingerprint {
-                    KeyLookup::Mismatch
-                } else {
-                    match &entry.state {
-                        KeyState::InFlight => KeyLookup::InFlight,
-                        KeyState::Done(response) => KeyLookup::Replay(response.clone()),
-                    }
-                };
-            }
+        if let Some(entry) = self.keys.get(key)
+            && now_ms.saturating_sub(entry.created_ms) < retention_ms
+        {
+            return if entry.fingerprint != fingerprint {
+                KeyLookup::Mismatch
+            } else {
+                match &entry.state {
+                    KeyState::InFlight => KeyLookup::InFlight,
+                    KeyState::Done(response) => KeyLookup::Replay(response.clone()),
+                }
+            };
         }
         self.keys.insert(
             key.to_string(),

@@ -353,15 +353,15 @@ impl FaultRule {
         if self.nth == Some(0) {
             return Err("nth is 1-based: the first matching request is nth = 1".into());
         }
-        if let Some(p) = self.probability {
-            if !(0.0..=1.0).contains(&p) || p.is_nan() {
-                return Err(format!("probability is {p}; it must be between 0 and 1"));
-            }
+        if let Some(p) = self.probability
+            && (!(0.0..=1.0).contains(&p) || p.is_nan())
+        {
+            return Err(format!("probability is {p}; it must be between 0 and 1"));
         }
-        if let Some(m) = &self.method {
-            if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()) {
-                return Err(format!("method \"{m}\" is not an HTTP method"));
-            }
+        if let Some(m) = &self.method
+            && (m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()))
+        {
+            return Err(format!("method \"{m}\" is not an HTTP method"));
         }
         self.fault.validate()
     }
@@ -369,10 +369,10 @@ impl FaultRule {
     /// Whether the request's method, path and fields match; counting and probability are
     /// the engine's business.
     pub fn matches(&self, request: &RequestView<'_>) -> bool {
-        if let Some(m) = &self.method {
-            if !m.eq_ignore_ascii_case(request.method) {
-                return false;
-            }
+        if let Some(m) = &self.method
+            && !m.eq_ignore_ascii_case(request.method)
+        {
+            return false;
         }
         if let Some(p) = &self.path {
             let hit = match p.strip_suffix('*') {

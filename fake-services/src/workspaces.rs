@@ -184,9 +184,10 @@ fn create(
 ) -> FakeResponse {
     let fencing = inner.contract.fencing;
     let token = token.filter(|_| fencing);
-    if let (Some(token), Some(highest)) = (token, inner.state.fences.get(&external_id)) {
-        if token < *highest {
-            return error_body(
+    if let (Some(token), Some(highest)) = (token, inner.state.fences.get(&external_id))
+        && token < *highest
+    {
+        return error_body(
                 &ApiError::new(
                     409,
                     "invalid_request_error",
@@ -195,20 +196,20 @@ fn create(
                 .code("stale_fencing_token")
                 .param("Fencing-Token"),
             );
-        }
     }
-    if inner.contract.unique_business_key && mode == Mode::Apply {
-        if let Some(existing) = inner.state.workspaces.iter().find(|w| w.external_id == external_id) {
-            return error_body(
-                &ApiError::new(
-                    409,
-                    "invalid_request_error",
-                    format!("A workspace with external_id '{external_id}' already exists: {}.", existing.id),
-                )
-                .code("workspace_exists")
-                .param("external_id"),
-            );
-        }
+    if inner.contract.unique_business_key
+        && mode == Mode::Apply
+        && let Some(existing) = inner.state.workspaces.iter().find(|w| w.external_id == external_id)
+    {
+        return error_body(
+            &ApiError::new(
+                409,
+                "invalid_request_error",
+                format!("A workspace with external_id '{external_id}' already exists: {}.", existing.id),
+            )
+            .code("workspace_exists")
+            .param("external_id"),
+        );
     }
     let workspace = Workspace {
         id: inner.new_id("ws_", 20),

@@ -1,5 +1,6 @@
 //! Integration tests of the fakes: one binary, modules by theme.
 
+mod api;
 mod bad_input;
 mod client;
 mod control;

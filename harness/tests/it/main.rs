@@ -28,10 +28,10 @@ fn wait_bounded(child: &mut Child) -> Option<i32> {
 fn read_urls(path: &Path, child: &mut Child) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_millis(WAIT_MS_MAX);
     loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if let Ok(urls) = serde_json::from_str(&text) {
-                return urls;
-            }
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Ok(urls) = serde_json::from_str(&text)
+        {
+            return urls;
         }
         assert!(child.try_wait().unwrap().is_none(), "twice serve exited early");
         assert!(Instant::now() < deadline, "no URLs file within {WAIT_MS_MAX} ms");

@@ -1,0 +1,670 @@
+//! The executor: propose intents, then drive them through passes until each is resolved.
+//!
+//! A pass reads the unresolved intents and works in phases, so that many intents share one
+//! commit:
+//!
+//! 1. decide, in memory, what each intent needs: a send (recorded), a lookup (submitted by a
+//!    worker that died, or unknown), a lineage decision (blocked), or an escalation (a
+//!    payload that no longer matches its hash);
+//! 2. run the lookups, and decide from each whether the effect is confirmed, certainly
+//!    absent (so a new attempt is safe), or not yet knowable;
+//! 3. commit every decision and mark every intent about to be sent `submitted` (with its
+//!    lease and key) in one transaction: nothing leaves the process before this commit;
+//! 4. send, concurrently;
+//! 5. commit every outcome in one transaction.
+//!
+//! Every write is conditional on the row's version, and a worker writes only while its lease
+//! has not expired on its own clock, so a paused or partitioned worker cannot overwrite the
+//! decision of the worker that took its intents over.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::{Acks, Config, KeyPolicy};
+use crate::log::{Change, Durability, IntentLog, LogError, Recorded};
+use crate::model::{Action, ActionError, Evidence, Intent, State, canonical_json, payload_hash};
+use crate::services::{self, Lookup, WriteOutcome};
+use crate::world::{Clock, HttpTransport, IdSource, SystemClock, Transport, UuidV7};
+
+/// Added to every bound the executor waits out before trusting a negative answer, for the
+/// distance between its clock and the service's.
+pub const SAFETY_MARGIN_MS: u64 = 100;
+
+/// The file name of the log inside the state directory.
+pub const LOG_FILE: &str = "intents.sqlite";
+
+/// What the executor is given of the world.
+#[derive(Clone)]
+pub struct World {
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn IdSource>,
+    pub transport: Arc<dyn Transport>,
+}
+
+impl World {
+    /// The system clock, UUID v7 keys and real sockets.
+    pub fn real() -> World {
+        World { clock: Arc::new(SystemClock), ids: Arc::new(UuidV7), transport: Arc::new(HttpTransport) }
+    }
+}
+
+/// A new intent, as an agent proposes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    pub id: String,
+    pub action: String,
+    pub params: Value,
+    pub replaces: Option<String>,
+}
+
+/// Why a proposal was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ProposeError {
+    #[error(transparent)]
+    Action(#[from] ActionError),
+    #[error("action {action} needs service \"{service}\", which init did not configure")]
+    NotConfigured { action: String, service: String },
+    #[error("intent {0} replaces {1}, which this executor has never recorded")]
+    UnknownPredecessor(String, String),
+    #[error("intent id {0} was already recorded with another action or payload")]
+    Conflict(String),
+    #[error("intent {0}: {1}")]
+    Payload(String, String),
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+/// Why the executor could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot create the state directory {path}: {source}")]
+    StateDir { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+/// Why a drain ended without draining.
+#[derive(Debug, thiserror::Error)]
+pub enum DrainError {
+    #[error("{busy} intents still recorded or submitted after {timeout_ms} ms")]
+    Timeout { busy: usize, timeout_ms: u64, transitions: Vec<Transition> },
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+/// One state change this worker made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub intent_id: String,
+    pub from: State,
+    pub to: State,
+    pub note: String,
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PassReport {
+    pub transitions: Vec<Transition>,
+    pub sent: usize,
+    pub looked_up: usize,
+}
+
+/// The reference executor.
+pub struct Executor {
+    config: Config,
+    owner: String,
+    log: Mutex<IntentLog>,
+    world: World,
+}
+
+/// A planned write: the row as it should become, and what it was.
+struct Planned {
+    new: Intent,
+    expect_version: u64,
+    from: State,
+    note: String,
+}
+
+/// An intent about to be sent.
+struct Send {
+    intent: Intent,
+    action: Action,
+}
+
+/// What a lookup led to.
+enum Decision {
+    Write(Planned),
+    Send(Planned),
+    Stay,
+}
+
+impl Executor {
+    /// Opens the log in `state_dir` (creating both if needed) for worker `config.worker_id`.
+    pub fn open(
+        config: Config,
+        state_dir: &Path,
+        durability: Durability,
+        world: World,
+    ) -> Result<Executor, OpenError> {
+        std::fs::create_dir_all(state_dir)
+            .map_err(|source| OpenError::StateDir { path: state_dir.display().to_string(), source })?;
+        let log = IntentLog::open(&state_dir.join(LOG_FILE), durability)?;
+        // A fresh incarnation per process: leases of an earlier life of this worker are
+        // recognised as dead (same worker id, other incarnation) and taken over at once.
+        let owner = format!("{}#{}", config.worker_id, world.ids.next_id());
+        Ok(Executor { config, owner, log: Mutex::new(log), world })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// `worker_id#incarnation`: who holds a lease.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The log, for inspection.
+    pub fn log(&self) -> MutexGuard<'_, IntentLog> {
+        // A panic while holding the log is a bug; the SQLite file is still consistent (every
+        // change is a transaction), so keep using it.
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> u64 {
+        self.world.clock.now_ms()
+    }
+
+    /// Records an intent durably. When this returns `Ok`, the intent survives SIGKILL.
+    pub fn propose(&self, proposal: Proposal) -> Result<Intent, ProposeError> {
+        let action = Action::parse(&proposal.action, &proposal.params)?;
+        if !self.config.services.contains_key(action.service()) {
+            return Err(ProposeError::NotConfigured {
+                action: proposal.action,
+                service: action.service().to_string(),
+            });
+        }
+        let params =
+            canonical_json(&action.params()).map_err(|e| ProposeError::Payload(proposal.id.clone(), e))?;
+        let now = self.now();
+        let mut state = State::Recorded;
+        let mut reason = None;
+        if let Some(old) = &proposal.replaces {
+            let predecessor = self
+                .log()
+                .get(old)?
+                .ok_or_else(|| ProposeError::UnknownPredecessor(proposal.id.clone(), old.clone()))?;
+            match predecessor.state {
+                // Every supported action is exclusive (one refund per payment intent, one
+                // workspace per external id), so a confirmed predecessor cancels its replacement.
+                State::Confirmed => {
+                    state = State::Failed;
+                    reason = Some(format!("cancelled: the intent it replaces ({old}) is confirmed"));
+                }
+                State::Failed => {}
+                _ => state = State::Blocked,
+            }
+        }
+        let key = self.world.ids.next_id();
+        let intent = Intent {
+            id: proposal.id.clone(),
+            action: proposal.action.clone(),
+            params_hash: payload_hash(&params),
+            params,
+            key: key.clone(),
+            state,
+            attempts: 0,
+            replaces: proposal.replaces.clone(),
+            evidence: Evidence { key: Some(key), reason, ..Evidence::default() },
+            maybe_executed: false,
+            lease_owner: None,
+            lease_epoch: 0,
+            lease_until_ms: 0,
+            version: 0,
+            created_ms: now,
+            updated_ms: now,
+            key_first_sent_ms: None,
+            last_sent_ms: None,
+        };
+        match self.log().record(&intent)? {
+            Recorded::New(i) | Recorded::Existing(i) => Ok(i),
+            Recorded::Conflict(_) => Err(ProposeError::Conflict(proposal.id)),
+        }
+    }
+
+    /// Intents by id (all when `ids` is `None`), in the order they were recorded.
+    pub fn status(&self, ids: Option<&[String]>) -> Result<Vec<Intent>, LogError> {
+        let all = self.log().all()?;
+        Ok(match ids {
+            None => all,
+            Some(ids) => all.into_iter().filter(|i| ids.contains(&i.id)).collect(),
+        })
+    }
+
+    /// Intents that need a person, with their evidence.
+    pub fn escalations(&self) -> Result<Vec<Intent>, LogError> {
+        self.log().in_state(State::Escalated)
+    }
+
+    /// Takes or renews the lease on `intent` in memory, or `None` if another live worker
+    /// holds it.
+    fn lease(&self, intent: &Intent, now: u64) -> Option<Intent> {
+        let mine = intent.lease_owner.as_deref() == Some(self.owner.as_str());
+        let my_earlier_life = intent
+            .lease_owner
+            .as_deref()
+            .and_then(|o| o.rsplit_once('#'))
+            .is_some_and(|(worker, _)| worker == self.config.worker_id);
+        let free = intent.lease_owner.is_none() || intent.lease_until_ms < now || mine || my_earlier_life;
+        if !free {
+            return None;
+        }
+        let mut leased = intent.clone();
+        if !mine {
+            leased.lease_owner = Some(self.owner.clone());
+            leased.lease_epoch += 1;
+        }
+        leased.lease_until_ms = now + self.config.limits.lease_ms;
+        leased.updated_ms = now;
+        Some(leased)
+    }
+
+    /// One pass over the unresolved intents.
+    pub async fn pass(&self) -> Result<PassReport, LogError> {
+        let now = self.now();
+        let active = self.log().active()?;
+        let mut report = PassReport::default();
+        let mut writes: Vec<Planned> = Vec::new();
+        let mut sends: Vec<(Planned, Action)> = Vec::new();
+        let mut resolves: Vec<(Intent, Action)> = Vec::new();
+
+        // Phase 1: decide in memory.
+        for intent in active.into_iter().take(self.config.limits.batch_max) {
+            let Some(leased) = self.lease(&intent, now) else { continue };
+            let from = intent.state;
+            let planned =
+                |new: Intent, note: String| Planned { new, expect_version: intent.version, from, note };
+            let action = match intent.action() {
+                Ok(a) => a,
+                Err(problem) => {
+                    let mut new = leased;
+                    new.state = State::Escalated;
+                    new.evidence.reason = Some(format!("not executed: {problem}"));
+                    writes.push(planned(new, problem));
+                    continue;
+                }
+            };
+            match from {
+                State::Blocked => {
+                    if let Some(new) = self.unblock(&intent, leased)? {
+                        let note = new.evidence.reason.clone().unwrap_or_default();
+                        writes.push(planned(new, note));
+                    }
+                }
+                State::Recorded => {
+                    let new = self.submitted(leased, now, false);
+                    sends.push((planned(new, "sent".into()), action));
+                }
+                State::Submitted | State::Unknown => resolves.push((intent, action)),
+                _ => {}
+            }
+        }
+
+        // Phase 2: look up what really happened to the uncertain ones.
+        report.looked_up = resolves.len();
+        let lookups = futures_util::future::join_all(resolves.iter().map(|(intent, action)| async move {
+            match self.config.services.get(action.service()) {
+                Some(service) => {
+                    services::lookup(action, intent, &self.config, service, self.world.transport.as_ref())
+                        .await
+                }
+                None => Lookup::Failed { error: format!("service {} is not configured", action.service()) },
+            }
+        }))
+        .await;
+        let now = self.now();
+        for ((intent, action), found) in resolves.into_iter().zip(lookups) {
+            match self.decide(&intent, &action, found, now) {
+                Decision::Write(p) => writes.push(p),
+                Decision::Send(p) => sends.push((p, action)),
+                Decision::Stay => {}
+            }
+        }
+
+        // Phase 3: one commit for every decision and every intent about to leave.
+        let mut changes: Vec<&Planned> = writes.iter().collect();
+        changes.extend(sends.iter().map(|(p, _)| p));
+        let applied = self.commit(&changes, &mut report)?;
+        let sends: Vec<Send> = sends
+            .into_iter()
+            .zip(applied[writes.len()..].iter())
+            .filter(|(_, ok)| **ok)
+            .map(|((p, action), _)| Send { intent: p.new, action })
+            .collect();
+
+        // Phase 4: send.
+        report.sent = sends.len();
+        let outcomes = futures_util::future::join_all(sends.iter().map(|s| self.attempt(s))).await;
+
+        // Phase 5: one commit for every outcome.
+        let now = self.now();
+        let mut outcome_writes = Vec::new();
+        for (send, (outcome, read_back)) in sends.into_iter().zip(outcomes) {
+            if now > send.intent.lease_until_ms {
+                // The lease ran out while the request was out: another worker may own the
+                // intent now, and this worker's view is stale. Write nothing.
+                continue;
+            }
+            if let Some(p) = self.after_send(send.intent, outcome, read_back, now) {
+                outcome_writes.push(p);
+            }
+        }
+        let changes: Vec<&Planned> = outcome_writes.iter().collect();
+        self.commit(&changes, &mut report)?;
+        Ok(report)
+    }
+
+    fn commit(&self, planned: &[&Planned], report: &mut PassReport) -> Result<Vec<bool>, LogError> {
+        if planned.is_empty() {
+            return Ok(vec![]);
+        }
+        let changes: Vec<Change<'_>> = planned
+            .iter()
+            .map(|p| Change {
+                new: &p.new,
+                expect_version: p.expect_version,
+                from_state: p.from,
+                note: Some(&p.note),
+            })
+            .collect();
+        let applied = self.log().update(&changes)?;
+        for (p, ok) in planned.iter().zip(&applied) {
+            if *ok && p.from != p.new.state {
+                report.transitions.push(Transition {
+                    intent_id: p.new.id.clone(),
+                    from: p.from,
+                    to: p.new.state,
+                    note: p.note.clone(),
+                });
+            }
+        }
+        Ok(applied)
+    }
+
+    /// A blocked intent whose predecessor is now resolved, or `None` while it is not.
+    fn unblock(&self, intent: &Intent, mut leased: Intent) -> Result<Option<Intent>, LogError> {
+        let old = intent.replaces.clone().unwrap_or_default();
+        let predecessor = self.log().get(&old)?;
+        let (state, reason) = match predecessor.map(|p| p.state) {
+            Some(State::Confirmed) => {
+                (State::Failed, format!("cancelled: the intent it replaces ({old}) is confirmed"))
+            }
+            Some(State::Failed) => {
+                (State::Recorded, format!("unblocked: the intent it replaces ({old}) failed"))
+            }
+            Some(State::Escalated) => (
+                State::Escalated,
+                format!("the intent it replaces ({old}) is escalated; executing this one could do it twice"),
+            ),
+            None => (State::Escalated, format!("the intent it replaces ({old}) is missing from the log")),
+            Some(_) => return Ok(None),
+        };
+        leased.state = state;
+        leased.evidence.reason = Some(reason);
+        Ok(Some(leased))
+    }
+
+    /// The row as it is written just before a send: submitted, counted, key and times kept.
+    fn submitted(&self, mut intent: Intent, now: u64, rotate_key: bool) -> Intent {
+        if rotate_key {
+            let old = std::mem::replace(&mut intent.key, self.world.ids.next_id());
+            intent.evidence.previous_keys.push(old);
+            intent.key_first_sent_ms = None;
+        }
+        intent.state = State::Submitted;
+        intent.attempts += 1;
+        intent.key_first_sent_ms.get_or_insert(now);
+        intent.last_sent_ms = Some(now);
+        intent.evidence.key = Some(intent.key.clone());
+        intent.evidence.first_sent_ms.get_or_insert(now);
+        intent.evidence.last_sent_ms = Some(now);
+        intent.updated_ms = now;
+        intent
+    }
+
+    /// After a lookup: what the intent becomes.
+    fn decide(&self, intent: &Intent, action: &Action, found: Lookup, now: u64) -> Decision {
+        let limits = &self.config.limits;
+        let Some(service) = self.config.services.get(action.service()) else {
+            return Decision::Stay;
+        };
+        let contract = &service.contract;
+        let Some(leased) = self.lease(intent, now) else { return Decision::Stay };
+        let write = |mut new: Intent, state: State, note: String| {
+            new.state = state;
+            new.evidence.reason = Some(note.clone());
+            Decision::Write(Planned { new, expect_version: intent.version, from: intent.state, note })
+        };
+        // A negative answer is final once every request sent could no longer land and every
+        // read could no longer lag.
+        let settled_at = intent.last_sent_ms.map(|t| {
+            t + contract.settle_ms_max
+                + contract.read_lag_ms_max
+                + limits.request_timeout_ms
+                + SAFETY_MARGIN_MS
+        });
+        let settled = settled_at.is_none_or(|t| now >= t);
+        let deadline = intent.evidence.first_sent_ms.map(|t| {
+            t + limits
+                .escalate_after_ms
+                .max(settled_at.unwrap_or(0).saturating_sub(intent.last_sent_ms.unwrap_or(0)) * 2)
+        });
+        let overdue = deadline.is_some_and(|d| now >= d);
+        match found {
+            Lookup::Found { external_id, params_match: true } => {
+                let mut new = leased;
+                new.evidence.external_id = Some(external_id);
+                new.evidence.last_error = None;
+                write(new, State::Confirmed, "confirmed by lookup".into())
+            }
+            Lookup::Found { external_id, params_match: false } => {
+                let mut new = leased;
+                new.evidence.external_id = Some(external_id);
+                write(
+                    new,
+                    State::Escalated,
+                    "an effect exists with parameters other than the authorised ones".into(),
+                )
+            }
+            Lookup::Absent if settled => {
+                if intent.attempts >= limits.attempts_max {
+                    let mut new = leased;
+                    new.maybe_executed = false;
+                    return write(
+                        new,
+                        State::Failed,
+                        format!("no effect after {} attempts, and none can appear any more", intent.attempts),
+                    );
+                }
+                // Nothing landed and nothing can land: a new attempt is safe. A fresh key,
+                // because the service may have saved an answer under the old one (a silent
+                // no-op's success) that a resend would only replay.
+                let mut new = leased;
+                new.maybe_executed = false;
+                let new = self.submitted(new, now, intent.last_sent_ms.is_some());
+                Decision::Send(Planned {
+                    new,
+                    expect_version: intent.version,
+                    from: intent.state,
+                    note: "absent for good: sent again".into(),
+                })
+            }
+            Lookup::Absent => {
+                let key_safe = contract.idempotency_keys == KeyPolicy::Honored
+                    && contract.acks == Acks::Reliable
+                    && intent.key_first_sent_ms.is_some_and(|t| {
+                        now + limits.request_timeout_ms + SAFETY_MARGIN_MS < t + contract.key_retention_ms
+                    });
+                let paused_enough = intent
+                    .last_sent_ms
+                    .is_none_or(|t| now >= t + limits.request_timeout_ms * u64::from(intent.attempts.max(1)));
+                if key_safe && paused_enough && intent.attempts < limits.attempts_max {
+                    let new = self.submitted(leased, now, false);
+                    Decision::Send(Planned {
+                        new,
+                        expect_version: intent.version,
+                        from: intent.state,
+                        note: "sent again with the same key".into(),
+                    })
+                } else if intent.state == State::Submitted {
+                    // A send whose worker died: nothing is known yet.
+                    let mut new = leased;
+                    new.maybe_executed = true;
+                    write(
+                        new,
+                        State::Unknown,
+                        "the worker that sent it stopped before recording the answer".into(),
+                    )
+                } else {
+                    Decision::Stay
+                }
+            }
+            Lookup::Failed { error } => {
+                if overdue {
+                    let mut new = leased;
+                    new.evidence.last_error = Some(error.clone());
+                    write(
+                        new,
+                        State::Escalated,
+                        format!("unresolved past its deadline; the lookup failed: {error}"),
+                    )
+                } else if intent.state == State::Submitted {
+                    let mut new = leased;
+                    new.maybe_executed = true;
+                    new.evidence.last_error = Some(error);
+                    write(
+                        new,
+                        State::Unknown,
+                        "the worker that sent it stopped before recording the answer".into(),
+                    )
+                } else {
+                    Decision::Stay
+                }
+            }
+        }
+    }
+
+    /// One send, and for a service whose acks may lie, the read-back of a success.
+    async fn attempt(&self, send: &Send) -> (WriteOutcome, Option<Lookup>) {
+        let Some(service) = self.config.services.get(send.action.service()) else {
+            return (WriteOutcome::NotExecuted { error: "service not configured".into() }, None);
+        };
+        let request = services::write_request(
+            &send.action,
+            &send.intent,
+            &self.config,
+            service,
+            send.intent.lease_epoch,
+        );
+        let answer = self.world.transport.send(request).await;
+        let outcome = services::classify_write(&send.action, answer);
+        let read_back = match (&outcome, service.contract.acks) {
+            (WriteOutcome::Done { .. }, Acks::MayLie) => Some(
+                services::lookup(
+                    &send.action,
+                    &send.intent,
+                    &self.config,
+                    service,
+                    self.world.transport.as_ref(),
+                )
+                .await,
+            ),
+            _ => None,
+        };
+        (outcome, read_back)
+    }
+
+    /// The row after a send's outcome, or `None` when nothing must be written.
+    fn after_send(
+        &self,
+        sent: Intent,
+        outcome: WriteOutcome,
+        read_back: Option<Lookup>,
+        now: u64,
+    ) -> Option<Planned> {
+        let mut new = sent.clone();
+        new.updated_ms = now;
+        let from = sent.state;
+        let expect_version = sent.version + 1;
+        let limits = &self.config.limits;
+        let (state, note) = match outcome {
+            WriteOutcome::Done { external_id } => match read_back {
+                None | Some(Lookup::Found { params_match: true, .. }) => {
+                    new.evidence.external_id = Some(external_id);
+                    new.evidence.last_error = None;
+                    (State::Confirmed, "confirmed by the service".to_string())
+                }
+                Some(other) => {
+                    new.maybe_executed = true;
+                    new.evidence.last_error =
+                        Some(format!("success not confirmed by a read-back: {other:?}"));
+                    (State::Unknown, "a success the read-back did not show".into())
+                }
+            },
+            WriteOutcome::Rejected { error } => {
+                new.evidence.last_error = Some(error.clone());
+                if sent.maybe_executed {
+                    (State::Unknown, format!("rejected, but an earlier attempt may have landed: {error}"))
+                } else {
+                    (State::Failed, format!("rejected: {error}"))
+                }
+            }
+            WriteOutcome::NotExecuted { error } => {
+                new.evidence.last_error = Some(error.clone());
+                if sent.maybe_executed {
+                    (State::Unknown, format!("not executed, but an earlier attempt may have landed: {error}"))
+                } else if sent.attempts >= limits.attempts_max {
+                    (State::Failed, format!("never executed in {} attempts: {error}", sent.attempts))
+                } else {
+                    (State::Recorded, format!("not executed, will retry: {error}"))
+                }
+            }
+            WriteOutcome::Ambiguous { error } => {
+                new.maybe_executed = true;
+                new.evidence.last_error = Some(error.clone());
+                (State::Unknown, format!("no definite answer: {error}"))
+            }
+            // A newer worker holds the intent; its decision stands.
+            WriteOutcome::Fenced { .. } => return None,
+        };
+        new.state = state;
+        new.evidence.reason = Some(note.clone());
+        Some(Planned { new, expect_version, from, note })
+    }
+
+    /// Passes until nothing is recorded or submitted, within `timeout_ms` (tokio time).
+    pub async fn drain(&self, timeout_ms: u64) -> Result<Vec<Transition>, DrainError> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+        let mut transitions = Vec::new();
+        loop {
+            let report = self.pass().await?;
+            transitions.extend(report.transitions);
+            let busy = self
+                .log()
+                .active()?
+                .iter()
+                .filter(|i| matches!(i.state, State::Recorded | State::Submitted))
+                .count();
+            if busy == 0 {
+                return Ok(transitions);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(DrainError::Timeout { busy, timeout_ms, transitions });
+            }
+            tokio::time::sleep(Duration::from_millis(self.config.limits.pass_pause_ms)).await;
+        }
+    }
+}

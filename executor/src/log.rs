@@ -1,0 +1,374 @@
+//! The durable intent log: one SQLite file in the state directory.
+//!
+//! Every change is an optimistic, conditional write: a row is read with its `version`, changed
+//! in memory, and written back only if the version is still the same. Several writes can go
+//! in one transaction (one fsync), which is how a pass over many intents stays cheap. The
+//! payload (`params`) is written once, at record time, with its hash; no update touches it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::model::{Evidence, Intent, State};
+
+/// How hard SQLite works to make a commit durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL`: a commit survives power loss. The default.
+    Full,
+    /// `synchronous=NORMAL` in WAL mode: a commit survives a process crash (SIGKILL), and may
+    /// be lost on power loss.
+    Normal,
+}
+
+/// What can go wrong with the log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("intent log {path}: {source}")]
+    Sqlite { path: PathBuf, source: rusqlite::Error },
+    #[error("intent log {path}: row {id} is unreadable: {problem}")]
+    Corrupt { path: PathBuf, id: String, problem: String },
+}
+
+/// The result of recording an intent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// A new row.
+    New(Intent),
+    /// The same id with the same payload was recorded before: nothing changed.
+    Existing(Intent),
+    /// The same id was recorded before with another payload: refused.
+    Conflict(Intent),
+}
+
+/// Schema version in `PRAGMA user_version`.
+const SCHEMA_VERSION: i64 = 1;
+/// How long a writer waits for another process's lock before giving up.
+const BUSY_TIMEOUT_MS: u64 = 5_000;
+
+const COLUMNS: &str = "id, action, params, params_hash, idem_key, state, attempts, replaces, evidence, \
+     maybe_executed, lease_owner, lease_epoch, lease_until_ms, version, created_ms, updated_ms, \
+     key_first_sent_ms, last_sent_ms";
+
+/// The intent log.
+pub struct IntentLog {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl IntentLog {
+    /// Opens (creating if needed) the log at `path`.
+    pub fn open(path: &Path, durability: Durability) -> Result<IntentLog, LogError> {
+        let err = |source| LogError::Sqlite { path: path.to_path_buf(), source };
+        let conn = Connection::open(path).map_err(err)?;
+        conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(err)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+        let sync = match durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        };
+        conn.pragma_update(None, "synchronous", sync).map_err(err)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS intents (
+                 seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                 id TEXT NOT NULL UNIQUE,
+                 action TEXT NOT NULL,
+                 params TEXT NOT NULL,
+                 params_hash TEXT NOT NULL,
+                 idem_key TEXT NOT NULL,
+                 state TEXT NOT NULL,
+                 attempts INTEGER NOT NULL,
+                 replaces TEXT,
+                 evidence TEXT NOT NULL,
+                 maybe_executed INTEGER NOT NULL,
+                 lease_owner TEXT,
+                 lease_epoch INTEGER NOT NULL,
+                 lease_until_ms INTEGER NOT NULL,
+                 version INTEGER NOT NULL,
+                 created_ms INTEGER NOT NULL,
+                 updated_ms INTEGER NOT NULL,
+                 key_first_sent_ms INTEGER,
+                 last_sent_ms INTEGER
+             );
+             CREATE INDEX IF NOT EXISTS intents_state ON intents(state);
+             CREATE TABLE IF NOT EXISTS history (
+                 seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                 intent_id TEXT NOT NULL,
+                 at_ms INTEGER NOT NULL,
+                 from_state TEXT,
+                 to_state TEXT NOT NULL,
+                 owner TEXT,
+                 epoch INTEGER NOT NULL,
+                 note TEXT
+             );",
+        )
+        .map_err(err)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err)?;
+        Ok(IntentLog { conn, path: path.to_path_buf() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn sqlite(&self, source: rusqlite::Error) -> LogError {
+        LogError::Sqlite { path: self.path.clone(), source }
+    }
+
+    /// Records a new intent, durably, unless its id exists already.
+    pub fn record(&mut self, intent: &Intent) -> Result<Recorded, LogError> {
+        let path = self.path.clone();
+        let err = |source| LogError::Sqlite { path: path.clone(), source };
+        let tx = self.conn.transaction().map_err(err)?;
+        let existing = tx
+            .query_row(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"), [&intent.id], read_row)
+            .optional()
+            .map_err(err)?;
+        if let Some(existing) = existing {
+            let existing = existing.map_err(|problem| LogError::Corrupt {
+                path: path.clone(),
+                id: intent.id.clone(),
+                problem,
+            })?;
+            return Ok(if existing.params_hash == intent.params_hash && existing.action == intent.action {
+                Recorded::Existing(existing)
+            } else {
+                Recorded::Conflict(existing)
+            });
+        }
+        insert(&tx, intent).map_err(err)?;
+        history(&tx, intent, None, "recorded").map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(Recorded::New(intent.clone()))
+    }
+
+    /// One intent by id.
+    pub fn get(&self, id: &str) -> Result<Option<Intent>, LogError> {
+        let row = self
+            .conn
+            .query_row(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"), [id], read_row)
+            .optional()
+            .map_err(|e| self.sqlite(e))?;
+        match row {
+            None => Ok(None),
+            Some(r) => r.map(Some).map_err(|problem| self.corrupt(id, problem)),
+        }
+    }
+
+    /// Every intent, in the order they were recorded.
+    pub fn all(&self) -> Result<Vec<Intent>, LogError> {
+        self.select("SELECT {COLUMNS} FROM intents ORDER BY seq", [])
+    }
+
+    /// Intents not yet terminal, in the order they were recorded.
+    pub fn active(&self) -> Result<Vec<Intent>, LogError> {
+        self.select(
+            "SELECT {COLUMNS} FROM intents WHERE state IN ('recorded', 'blocked', 'submitted', 'unknown') ORDER BY seq",
+            [],
+        )
+    }
+
+    /// Intents in one state, in the order they were recorded.
+    pub fn in_state(&self, state: State) -> Result<Vec<Intent>, LogError> {
+        self.select("SELECT {COLUMNS} FROM intents WHERE state = ?1 ORDER BY seq", [state.as_str()])
+    }
+
+    fn select<P: rusqlite::Params>(&self, sql: &str, params: P) -> Result<Vec<Intent>, LogError> {
+        let sql = sql.replace("{COLUMNS}", COLUMNS);
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.sqlite(e))?;
+        let rows = stmt.query_map(params, read_row).map_err(|e| self.sqlite(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let row = row.map_err(|e| self.sqlite(e))?;
+            out.push(row.map_err(|problem| self.corrupt("?", problem))?);
+        }
+        Ok(out)
+    }
+
+    /// Writes each changed intent if its row still has the version it was read with, all in
+    /// one transaction; returns, per intent, whether it was written. A state change also
+    /// appends to the history.
+    pub fn update(&mut self, changes: &[Change<'_>]) -> Result<Vec<bool>, LogError> {
+        let path = self.path.clone();
+        let err = move |source| LogError::Sqlite { path: path.clone(), source };
+        let tx = self.conn.transaction().map_err(err.clone())?;
+        let mut applied = Vec::with_capacity(changes.len());
+        for change in changes {
+            let new = change.new;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE intents SET idem_key = ?1, state = ?2, attempts = ?3, evidence = ?4,
+                         maybe_executed = ?5, lease_owner = ?6, lease_epoch = ?7, lease_until_ms = ?8,
+                         version = ?9 + 1, updated_ms = ?10, key_first_sent_ms = ?11, last_sent_ms = ?12
+                     WHERE id = ?13 AND version = ?9",
+                )
+                .and_then(|mut stmt| {
+                    stmt.execute(params![
+                        new.key,
+                        new.state.as_str(),
+                        new.attempts,
+                        evidence_json(&new.evidence),
+                        new.maybe_executed,
+                        new.lease_owner,
+                        new.lease_epoch as i64,
+                        new.lease_until_ms as i64,
+                        change.expect_version as i64,
+                        new.updated_ms as i64,
+                        new.key_first_sent_ms.map(|v| v as i64),
+                        new.last_sent_ms.map(|v| v as i64),
+                        new.id,
+                    ])
+                })
+                .map_err(err.clone())?;
+            if n == 1 && change.from_state != new.state {
+                history(&tx, new, Some(change.from_state), change.note.unwrap_or("")).map_err(err.clone())?;
+            }
+            applied.push(n == 1);
+        }
+        tx.commit().map_err(err)?;
+        Ok(applied)
+    }
+
+    /// The recorded state changes of one intent, oldest first.
+    pub fn history(&self, id: &str) -> Result<Vec<HistoryEntry>, LogError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT at_ms, from_state, to_state, owner, note FROM history WHERE intent_id = ?1 ORDER BY seq",
+            )
+            .map_err(|e| self.sqlite(e))?;
+        let rows = stmt
+            .query_map([id], |r| {
+                Ok(HistoryEntry {
+                    at_ms: r.get::<_, i64>(0)? as u64,
+                    from: r.get::<_, Option<String>>(1)?.as_deref().and_then(State::parse),
+                    to: State::parse(&r.get::<_, String>(2)?).unwrap_or(State::Escalated),
+                    owner: r.get(3)?,
+                    note: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+                })
+            })
+            .map_err(|e| self.sqlite(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.sqlite(e))
+    }
+
+    /// Overwrites a stored payload without its hash: only for tests that prove a corrupted
+    /// row is escalated rather than executed.
+    #[doc(hidden)]
+    pub fn corrupt_payload_for_tests(&mut self, id: &str, params: &str) -> Result<(), LogError> {
+        self.conn
+            .execute("UPDATE intents SET params = ?1 WHERE id = ?2", params![params, id])
+            .map(|_| ())
+            .map_err(|e| self.sqlite(e))
+    }
+
+    fn corrupt(&self, id: &str, problem: String) -> LogError {
+        LogError::Corrupt { path: self.path.clone(), id: id.to_string(), problem }
+    }
+}
+
+/// One recorded state change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    pub at_ms: u64,
+    /// `None` for the recording itself.
+    pub from: Option<State>,
+    pub to: State,
+    /// The lease owner that made the change.
+    pub owner: Option<String>,
+    pub note: String,
+}
+
+/// One conditional write.
+#[derive(Debug)]
+pub struct Change<'a> {
+    pub new: &'a Intent,
+    pub expect_version: u64,
+    pub from_state: State,
+    pub note: Option<&'a str>,
+}
+
+fn evidence_json(evidence: &Evidence) -> String {
+    serde_json::to_string(evidence).unwrap_or_else(|_| "{}".into())
+}
+
+fn insert(tx: &rusqlite::Transaction<'_>, i: &Intent) -> rusqlite::Result<usize> {
+    tx.execute(
+        &format!(
+            "INSERT INTO intents ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+        ),
+        params![
+            i.id,
+            i.action,
+            i.params,
+            i.params_hash,
+            i.key,
+            i.state.as_str(),
+            i.attempts,
+            i.replaces,
+            evidence_json(&i.evidence),
+            i.maybe_executed,
+            i.lease_owner,
+            i.lease_epoch as i64,
+            i.lease_until_ms as i64,
+            i.version as i64,
+            i.created_ms as i64,
+            i.updated_ms as i64,
+            i.key_first_sent_ms.map(|v| v as i64),
+            i.last_sent_ms.map(|v| v as i64),
+        ],
+    )
+}
+
+fn history(
+    tx: &rusqlite::Transaction<'_>,
+    i: &Intent,
+    from: Option<State>,
+    note: &str,
+) -> rusqlite::Result<usize> {
+    tx.prepare_cached(
+        "INSERT INTO history (intent_id, at_ms, from_state, to_state, owner, epoch, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        i.id,
+        i.updated_ms as i64,
+        from.map(State::as_str),
+        i.state.as_str(),
+        i.lease_owner,
+        i.lease_epoch as i64,
+        if note.is_empty() { None } else { Some(note) },
+    ])
+}
+
+/// Reads a row; the inner error is a row that SQLite returned but that does not make sense.
+fn read_row(r: &Row<'_>) -> rusqlite::Result<Result<Intent, String>> {
+    let state: String = r.get(5)?;
+    let evidence: String = r.get(8)?;
+    let Some(state) = State::parse(&state) else {
+        return Ok(Err(format!("unknown state \"{state}\"")));
+    };
+    let evidence: Evidence = match serde_json::from_str(&evidence) {
+        Ok(e) => e,
+        Err(e) => return Ok(Err(format!("evidence: {e}"))),
+    };
+    Ok(Ok(Intent {
+        id: r.get(0)?,
+        action: r.get(1)?,
+        params: r.get(2)?,
+        params_hash: r.get(3)?,
+        key: r.get(4)?,
+        state,
+        attempts: r.get(6)?,
+        replaces: r.get(7)?,
+        evidence,
+        maybe_executed: r.get(9)?,
+        lease_owner: r.get(10)?,
+        lease_epoch: r.get::<_, i64>(11)? as u64,
+        lease_until_ms: r.get::<_, i64>(12)? as u64,
+        version: r.get::<_, i64>(13)? as u64,
+        created_ms: r.get::<_, i64>(14)? as u64,
+        updated_ms: r.get::<_, i64>(15)? as u64,
+        key_first_sent_ms: r.get::<_, Option<i64>>(16)?.map(|v| v as u64),
+        last_sent_ms: r.get::<_, Option<i64>>(17)?.map(|v| v as u64),
+    }))
+}

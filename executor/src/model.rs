@@ -1,0 +1,333 @@
+//! Intents, their states and the actions they carry.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+/// Where an intent is in its life. See `docs/protocol.md` for the transitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Durable, not sent.
+    Recorded,
+    /// Waiting for the intent it replaces to be resolved.
+    Blocked,
+    /// May have been sent; no answer recorded yet.
+    Submitted,
+    /// The effect exists, with the authorised parameters.
+    Confirmed,
+    /// No effect exists and none can appear later.
+    Failed,
+    /// The outcome cannot be told yet; reconciliation will find out.
+    Unknown,
+    /// A person must decide; the evidence says what is known.
+    Escalated,
+}
+
+impl State {
+    pub const ALL: [State; 7] = [
+        State::Recorded,
+        State::Blocked,
+        State::Submitted,
+        State::Confirmed,
+        State::Failed,
+        State::Unknown,
+        State::Escalated,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Recorded => "recorded",
+            State::Blocked => "blocked",
+            State::Submitted => "submitted",
+            State::Confirmed => "confirmed",
+            State::Failed => "failed",
+            State::Unknown => "unknown",
+            State::Escalated => "escalated",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<State> {
+        State::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Confirmed, failed or escalated: the executor will not act on it again by itself.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, State::Confirmed | State::Failed | State::Escalated)
+    }
+
+    /// Not yet known to have or not to have taken effect.
+    pub fn is_unresolved(self) -> bool {
+        matches!(self, State::Recorded | State::Blocked | State::Submitted | State::Unknown)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the executor knows about an intent's effect, for people and checkers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The idempotency key in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Keys used before a rotation (only after a negative lookup became authoritative).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_keys: Vec<String>,
+    /// The id the service gave the effect (refund id, workspace id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Why the intent is in its state, when that is not obvious.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Executor time of the first and the latest send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_sent_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sent_ms: Option<u64>,
+}
+
+/// An action the executor can take in the world, with checked parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// `payments.refund {payment_intent, amount}`
+    Refund { payment_intent: String, amount: u64 },
+    /// `workspaces.create {external_id, name}`
+    CreateWorkspace { external_id: String, name: String },
+}
+
+/// Every action name the executor supports.
+pub const ACTIONS: &[&str] = &["payments.refund", "workspaces.create"];
+
+/// Why an action was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActionError {
+    #[error("action \"{0}\" is not supported; supported: {list}", list = ACTIONS.join(", "))]
+    Unsupported(String),
+    #[error("{action}: {problem}")]
+    Malformed { action: String, problem: String },
+}
+
+impl Action {
+    /// Checks `params` for `action`.
+    pub fn parse(action: &str, params: &Value) -> Result<Action, ActionError> {
+        let malformed = |problem: String| ActionError::Malformed { action: action.to_string(), problem };
+        let Value::Object(map) = params else {
+            return Err(malformed("params must be a JSON object".into()));
+        };
+        let text = |name: &str| -> Result<String, ActionError> {
+            match map.get(name) {
+                Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+                _ => Err(malformed(format!("\"{name}\" must be a non-empty string"))),
+            }
+        };
+        let only = |names: &[&str]| -> Result<(), ActionError> {
+            match map.keys().find(|k| !names.contains(&k.as_str())) {
+                Some(extra) => Err(malformed(format!("unknown parameter \"{extra}\""))),
+                None => Ok(()),
+            }
+        };
+        match action {
+            "payments.refund" => {
+                only(&["payment_intent", "amount"])?;
+                let amount = match map.get("amount") {
+                    Some(Value::Number(n)) => n.as_u64().filter(|a| *a > 0),
+                    _ => None,
+                }
+                .ok_or_else(|| malformed("\"amount\" must be a positive integer".into()))?;
+                Ok(Action::Refund { payment_intent: text("payment_intent")?, amount })
+            }
+            "workspaces.create" => {
+                only(&["external_id", "name"])?;
+                Ok(Action::CreateWorkspace { external_id: text("external_id")?, name: text("name")? })
+            }
+            other => Err(ActionError::Unsupported(other.to_string())),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Refund { .. } => "payments.refund",
+            Action::CreateWorkspace { .. } => "workspaces.create",
+        }
+    }
+
+    /// The service the action is carried out by.
+    pub fn service(&self) -> &'static str {
+        match self {
+            Action::Refund { .. } => "payments",
+            Action::CreateWorkspace { .. } => "workspaces",
+        }
+    }
+
+    /// The parameters as JSON, in canonical form.
+    pub fn params(&self) -> Value {
+        match self {
+            Action::Refund { payment_intent, amount } => {
+                json!({"payment_intent": payment_intent, "amount": amount})
+            }
+            Action::CreateWorkspace { external_id, name } => {
+                json!({"external_id": external_id, "name": name})
+            }
+        }
+    }
+}
+
+/// Canonical JSON (RFC 8785) for the values intents carry: objects with sorted keys, no
+/// insignificant white space, strings escaped as RFC 8785 says, integers only. Floats are
+/// refused, since no action takes one and their canonical form is the hard part of the RFC.
+pub fn canonical_json(value: &Value) -> Result<String, String> {
+    let mut out = String::new();
+    write_canonical(value, &mut out)?;
+    Ok(out)
+}
+
+fn write_canonical(value: &Value, out: &mut String) -> Result<(), String> {
+    match value {
+        Value::Null | Value::Bool(_) | Value::String(_) => out.push_str(&value.to_string()),
+        Value::Number(n) => {
+            if n.is_f64() {
+                return Err(format!("{n}: intents carry integers, not floats"));
+            }
+            out.push_str(&n.to_string());
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out)?;
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            // RFC 8785 sorts by UTF-16 code units; for the keys actions use (ASCII) that is
+            // the same as sorting by bytes.
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+            out.push('{');
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String((*key).clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key.as_str()], out)?;
+            }
+            out.push('}');
+        }
+    }
+    Ok(())
+}
+
+/// SHA-256 of the canonical text, in lowercase hex.
+pub fn payload_hash(canonical: &str) -> String {
+    let digest = Sha256::digest(canonical.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An intent as the log holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intent {
+    pub id: String,
+    pub action: String,
+    /// Canonical JSON text of the parameters, exactly as recorded.
+    pub params: String,
+    pub params_hash: String,
+    pub key: String,
+    pub state: State,
+    pub attempts: u32,
+    pub replaces: Option<String>,
+    pub evidence: Evidence,
+    /// An earlier attempt may have taken effect (its answer was lost or ambiguous), so a
+    /// definite rejection of a later attempt does not prove that nothing happened.
+    pub maybe_executed: bool,
+    pub lease_owner: Option<String>,
+    pub lease_epoch: u64,
+    pub lease_until_ms: u64,
+    pub version: u64,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    /// When the current key was first sent (for the retention window).
+    pub key_first_sent_ms: Option<u64>,
+    pub last_sent_ms: Option<u64>,
+}
+
+impl Intent {
+    /// The payload, checked against its hash: a mismatch means the stored row was changed
+    /// behind the executor's back, and the intent must not be executed.
+    pub fn action(&self) -> Result<Action, String> {
+        if payload_hash(&self.params) != self.params_hash {
+            return Err("the stored payload does not match its hash".into());
+        }
+        let params: Value = serde_json::from_str(&self.params).map_err(|e| format!("stored payload: {e}"))?;
+        Action::parse(&self.action, &params).map_err(|e| e.to_string())
+    }
+
+    /// The view a caller gets (`status` in the protocol).
+    pub fn view(&self) -> Value {
+        let params: Value = serde_json::from_str(&self.params).unwrap_or(Value::Null);
+        let mut v = Map::new();
+        v.insert("id".into(), json!(self.id));
+        v.insert("action".into(), json!(self.action));
+        v.insert("params".into(), params);
+        v.insert("state".into(), json!(self.state));
+        v.insert("attempts".into(), json!(self.attempts));
+        if let Some(r) = &self.replaces {
+            v.insert("replaces".into(), json!(r));
+        }
+        v.insert("evidence".into(), serde_json::to_value(&self.evidence).unwrap_or(Value::Null));
+        Value::Object(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys_and_drops_space() {
+        let cases = [
+            (json!({"b": 1, "a": "x"}), r#"{"a":"x","b":1}"#),
+            (json!({"a": [3, {"z": null, "y": true}]}), r#"{"a":[3,{"y":true,"z":null}]}"#),
+            (json!("é\n\u{1f}"), "\"é\\n\\u001f\""),
+        ];
+        for (value, want) in cases {
+            assert_eq!(canonical_json(&value).unwrap(), want);
+        }
+        assert!(canonical_json(&json!({"a": 1.5})).is_err());
+    }
+
+    #[test]
+    fn actions_check_their_parameters() {
+        let ok = Action::parse("payments.refund", &json!({"amount": 10, "payment_intent": "pi_1"})).unwrap();
+        assert_eq!(ok, Action::Refund { payment_intent: "pi_1".into(), amount: 10 });
+        let cases = [
+            ("payments.refund", json!({"amount": 0, "payment_intent": "pi"}), "positive integer"),
+            ("payments.refund", json!({"amount": 1}), "payment_intent"),
+            ("payments.refund", json!({"amount": 1, "payment_intent": "p", "x": 1}), "unknown parameter"),
+            ("workspaces.create", json!({"external_id": "e"}), "name"),
+            ("workspaces.create", json!([]), "JSON object"),
+            ("files.put", json!({}), "not supported"),
+        ];
+        for (action, params, says) in cases {
+            let err = Action::parse(action, &params).unwrap_err().to_string();
+            assert!(err.contains(says), "{action} {params}: {err}");
+        }
+    }
+
+    #[test]
+    fn states_round_trip_through_text() {
+        for s in State::ALL {
+            assert_eq!(State::parse(s.as_str()), Some(s));
+        }
+    }
+}

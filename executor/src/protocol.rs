@@ -1,0 +1,310 @@
+//! The stdio protocol `twice/1` (normative text: `docs/protocol.md`).
+//!
+//! One JSON object per line in each direction. Requests carry `msg_id`; replies carry
+//! `in_reply_to` and are `<type>_ok` or `error` with a `code` and a `text`. A line that is not
+//! a request gets an `error` and the executor keeps serving. State changes are also sent as
+//! `event` lines, for the harness's timeline.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::config::{Config, Limits, Service};
+use crate::engine::{DrainError, Executor, Proposal, ProposeError, Transition, World};
+use crate::log::Durability;
+use crate::model::{ACTIONS, ActionError};
+
+/// The protocol version this executor speaks.
+pub const PROTOCOL: &str = "twice/1";
+/// Longest request line read; a longer one is refused (code 12) and skipped.
+pub const LINE_BYTES_MAX: usize = 1024 * 1024;
+/// Longest drain a caller may ask for.
+pub const DRAIN_MS_MAX: u64 = 600_000;
+
+/// Error codes, after Maelstrom's: definite errors say the request did nothing.
+pub mod code {
+    /// The request timed out (indefinite).
+    pub const TIMEOUT: u16 = 0;
+    /// The operation or action is not supported (definite).
+    pub const NOT_SUPPORTED: u16 = 10;
+    /// Cannot serve this now, e.g. before `init` (definite).
+    pub const TEMPORARILY_UNAVAILABLE: u16 = 11;
+    /// The request is malformed (definite).
+    pub const MALFORMED_REQUEST: u16 = 12;
+    /// The executor failed inside (indefinite).
+    pub const CRASH: u16 = 13;
+    /// An intent with this id exists with another payload (definite).
+    pub const KEY_ALREADY_EXISTS: u16 = 21;
+}
+
+/// Options from the command line.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--state-dir`; when given, `init` must name the same directory or none.
+    pub state_dir: Option<PathBuf>,
+    pub durability: Durability,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Init {
+    protocol: String,
+    worker_id: String,
+    #[serde(default)]
+    state_dir: Option<PathBuf>,
+    #[serde(default)]
+    services: BTreeMap<String, Service>,
+    #[serde(default)]
+    secrets: BTreeMap<String, String>,
+    #[serde(default)]
+    limits: Limits,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IntentMsg {
+    id: String,
+    action: String,
+    #[serde(default)]
+    params: Value,
+    #[serde(default)]
+    replaces: Option<String>,
+}
+
+struct Failure {
+    code: u16,
+    text: String,
+}
+
+fn fail(code: u16, text: impl Into<String>) -> Failure {
+    Failure { code, text: text.into() }
+}
+
+/// Serves requests from `input` until `shutdown` or end of input.
+pub async fn serve<R, W>(mut input: R, mut output: W, options: Options, world: World) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut executor: Option<Executor> = None;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut input).take(LINE_BYTES_MAX as u64 + 1).read_until(b'\n', &mut line).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        if line.len() > LINE_BYTES_MAX && !line.ends_with(b"\n") {
+            // Skip the rest of the oversized line, in bounded chunks.
+            let mut rest = Vec::new();
+            loop {
+                rest.clear();
+                let m = (&mut input).take(64 * 1024).read_until(b'\n', &mut rest).await?;
+                if m == 0 || rest.ends_with(b"\n") {
+                    break;
+                }
+            }
+            let reply = error_reply(
+                None,
+                &fail(code::MALFORMED_REQUEST, format!("a line longer than {LINE_BYTES_MAX} bytes")),
+            );
+            write_line(&mut output, &reply).await?;
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let request: Value = match serde_json::from_str(text.trim()) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                write_line(
+                    &mut output,
+                    &error_reply(None, &fail(code::MALFORMED_REQUEST, "a request is a JSON object")),
+                )
+                .await?;
+                continue;
+            }
+            Err(e) => {
+                write_line(
+                    &mut output,
+                    &error_reply(None, &fail(code::MALFORMED_REQUEST, format!("not JSON: {e}"))),
+                )
+                .await?;
+                continue;
+            }
+        };
+        let msg_id = request.get("msg_id").cloned();
+        let kind = request.get("type").and_then(Value::as_str).unwrap_or_default().to_string();
+        let mut events = Vec::new();
+        let result = handle(&kind, &request, &mut executor, &options, &world, &mut events).await;
+        for t in &events {
+            let event = json!({"type": "event", "intent_id": t.intent_id, "from": t.from, "state": t.to, "note": t.note});
+            write_line(&mut output, &event).await?;
+        }
+        let reply = match result {
+            Ok(mut body) => {
+                body.insert("type".into(), json!(format!("{kind}_ok")));
+                body.insert("in_reply_to".into(), msg_id.unwrap_or(Value::Null));
+                Value::Object(body)
+            }
+            Err(f) => error_reply(msg_id, &f),
+        };
+        write_line(&mut output, &reply).await?;
+        if kind == "shutdown" && reply["type"] == "shutdown_ok" {
+            return Ok(());
+        }
+    }
+}
+
+async fn handle(
+    kind: &str,
+    request: &Value,
+    executor: &mut Option<Executor>,
+    options: &Options,
+    world: &World,
+    events: &mut Vec<Transition>,
+) -> Result<serde_json::Map<String, Value>, Failure> {
+    if request.get("msg_id").is_none_or(|m| !m.is_u64()) {
+        return Err(fail(code::MALFORMED_REQUEST, "a request needs a numeric msg_id"));
+    }
+    let mut body = serde_json::Map::new();
+    if kind == "init" {
+        let mut fields = request.clone();
+        if let Some(map) = fields.as_object_mut() {
+            map.remove("type");
+            map.remove("msg_id");
+        }
+        let init: Init = serde_json::from_value(fields)
+            .map_err(|e| fail(code::MALFORMED_REQUEST, format!("init: {e}")))?;
+        if init.protocol != PROTOCOL {
+            return Err(fail(
+                code::NOT_SUPPORTED,
+                format!("protocol {} is not supported; this executor speaks {PROTOCOL}", init.protocol),
+            ));
+        }
+        let state_dir = match (&options.state_dir, &init.state_dir) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(fail(
+                    code::MALFORMED_REQUEST,
+                    format!("init names state_dir {}, but --state-dir is {}", b.display(), a.display()),
+                ));
+            }
+            (Some(a), _) => a.clone(),
+            (None, Some(b)) => b.clone(),
+            (None, None) => {
+                return Err(fail(
+                    code::MALFORMED_REQUEST,
+                    "no state_dir: give --state-dir or init.state_dir",
+                ));
+            }
+        };
+        if executor.is_some() {
+            return Err(fail(code::MALFORMED_REQUEST, "init was already received"));
+        }
+        let config = Config {
+            worker_id: init.worker_id,
+            services: init.services,
+            secrets: init.secrets,
+            limits: init.limits,
+        };
+        let opened = Executor::open(config, &state_dir, options.durability, world.clone())
+            .map_err(|e| fail(code::CRASH, e.to_string()))?;
+        *executor = Some(opened);
+        body.insert(
+            "executor".into(),
+            json!({"name": "twice-executor", "version": env!("CARGO_PKG_VERSION")}),
+        );
+        body.insert("actions".into(), json!(ACTIONS));
+        return Ok(body);
+    }
+    let known = ["propose", "status", "reconcile", "drain", "shutdown"];
+    if !known.contains(&kind) {
+        return Err(fail(code::NOT_SUPPORTED, format!("unknown request type \"{kind}\"")));
+    }
+    if kind == "shutdown" {
+        return Ok(body);
+    }
+    let Some(ex) = executor.as_ref() else {
+        return Err(fail(code::TEMPORARILY_UNAVAILABLE, "send init first"));
+    };
+    match kind {
+        "propose" => {
+            let intent = request
+                .get("intent")
+                .cloned()
+                .ok_or_else(|| fail(code::MALFORMED_REQUEST, "propose needs an intent"))?;
+            let intent: IntentMsg = serde_json::from_value(intent)
+                .map_err(|e| fail(code::MALFORMED_REQUEST, format!("intent: {e}")))?;
+            let proposal = Proposal {
+                id: intent.id,
+                action: intent.action,
+                params: intent.params,
+                replaces: intent.replaces,
+            };
+            let recorded = ex.propose(proposal).map_err(|e| match e {
+                ProposeError::Action(ActionError::Unsupported(_)) | ProposeError::NotConfigured { .. } => {
+                    fail(code::NOT_SUPPORTED, e.to_string())
+                }
+                ProposeError::Conflict(_) => fail(code::KEY_ALREADY_EXISTS, e.to_string()),
+                ProposeError::Log(_) => fail(code::CRASH, e.to_string()),
+                _ => fail(code::MALFORMED_REQUEST, e.to_string()),
+            })?;
+            body.insert("intent".into(), recorded.view());
+        }
+        "status" => {
+            let ids: Option<Vec<String>> = match request.get("ids") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| {
+                    fail(code::MALFORMED_REQUEST, format!("ids must be a list of strings: {e}"))
+                })?),
+            };
+            let intents = ex.status(ids.as_deref()).map_err(|e| fail(code::CRASH, e.to_string()))?;
+            body.insert("intents".into(), Value::Array(intents.iter().map(|i| i.view()).collect()));
+        }
+        "reconcile" => {
+            let report = ex.pass().await.map_err(|e| fail(code::CRASH, e.to_string()))?;
+            body.insert("sent".into(), json!(report.sent));
+            body.insert("looked_up".into(), json!(report.looked_up));
+            events.extend(report.transitions);
+        }
+        "drain" => {
+            let timeout_ms = match request.get("timeout_ms") {
+                None => DRAIN_MS_MAX,
+                Some(v) => v.as_u64().filter(|t| *t <= DRAIN_MS_MAX).ok_or_else(|| {
+                    fail(
+                        code::MALFORMED_REQUEST,
+                        format!("timeout_ms must be an integer up to {DRAIN_MS_MAX}"),
+                    )
+                })?,
+            };
+            match ex.drain(timeout_ms).await {
+                Ok(transitions) => events.extend(transitions),
+                Err(DrainError::Timeout { busy, timeout_ms, transitions }) => {
+                    events.extend(transitions);
+                    return Err(fail(
+                        code::TIMEOUT,
+                        format!("{busy} intents still recorded or submitted after {timeout_ms} ms"),
+                    ));
+                }
+                Err(DrainError::Log(e)) => return Err(fail(code::CRASH, e.to_string())),
+            }
+        }
+        _ => {}
+    }
+    Ok(body)
+}
+
+fn error_reply(msg_id: Option<Value>, failure: &Failure) -> Value {
+    json!({"type": "error", "in_reply_to": msg_id.unwrap_or(Value::Null), "code": failure.code, "text": failure.text})
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(output: &mut W, value: &Value) -> std::io::Result<()> {
+    let mut text = value.to_string();
+    text.push('\n');
+    output.write_all(text.as_bytes()).await?;
+    output.flush().await
+}

@@ -1,0 +1,9 @@
+//! Acceptance tests: real client libraries against the fakes over loopback HTTP.
+//!
+//! The Python scripts in `tests/python` drive the real SDKs (stripe-python, requests with
+//! tenacity) and print what the client observed; the tests assert on that and on the fake's
+//! ledger and journal. They need the interpreter of the venv that `cargo xtask test` builds
+//! from `tests/requirements.txt`, passed in `TWICE_PYTHON`.
+
+mod python;
+mod sdk_payments;

@@ -1,0 +1,121 @@
+"""Drives the payments fake with the real stripe-python SDK (16.1.0, StripeClient API).
+
+usage: stripe_refunds.py BASE_URL STEP [STEP ...]
+
+Each STEP is one argument, an operation and its `name=value` parameters:
+
+  create [payment_intent=pi_1] [amount=N] [key=IDEMPOTENCY_KEY]
+      client.v1.refunds.create; without `key` the SDK makes its own key.
+  list [payment_intent=pi_1]
+      client.v1.refunds.list.
+  retrieve [id=re_...]
+      client.v1.refunds.retrieve; the id defaults to the last refund created.
+  jump by_ms=N
+      POST BASE_URL/__twice/clock/jump (the fake's control API), not the SDK.
+
+The client is StripeClient("sk_test_x", base_addresses={"api": BASE_URL},
+max_network_retries=2). Prints one JSON line: {"steps": [...]}, one entry per STEP with
+"ok", "status", "headers" (relevant response headers, lowercased), and either "class" and
+"object" (the SDK object's class name and data) or "error" (the exception's class, message,
+type and code).
+"""
+
+import json
+import sys
+import urllib.request
+
+import stripe
+
+from observe import emit, headers_of, usage
+
+
+def params_of(words):
+    params = {}
+    for word in words:
+        name, sep, value = word.partition("=")
+        if not sep or not name:
+            usage(f"expected name=value, got {word!r}\n\n{__doc__}")
+        params[name] = value
+    return params
+
+
+def success(op, obj):
+    response = obj.last_response
+    return {
+        "op": op,
+        "ok": True,
+        "status": response.code if response is not None else None,
+        "headers": headers_of(response.headers if response is not None else None),
+        "class": type(obj).__name__,
+        "object": obj.to_dict(recursive=True, for_json=True),
+    }
+
+
+def failure(op, e):
+    error = e.error
+    return {
+        "op": op,
+        "ok": False,
+        "status": e.http_status,
+        "headers": headers_of(e.headers),
+        "error": {
+            "class": type(e).__name__,
+            "message": e.user_message,
+            "type": getattr(error, "type", None) if error is not None else None,
+            "code": e.code,
+        },
+    }
+
+
+def main(argv):
+    if len(argv) < 3:
+        usage(__doc__)
+    base_url = argv[1].rstrip("/")
+    client = stripe.StripeClient("sk_test_x", base_addresses={"api": base_url}, max_network_retries=2)
+    steps = []
+    last_refund = None
+    for step in argv[2:]:
+        words = step.split()
+        if not words:
+            usage(f"empty step\n\n{__doc__}")
+        op, params = words[0], params_of(words[1:])
+        try:
+            if op == "create":
+                create = {"payment_intent": params.pop("payment_intent", "pi_1")}
+                if "amount" in params:
+                    create["amount"] = int(params.pop("amount"))
+                options = {}
+                if "key" in params:
+                    options["idempotency_key"] = params.pop("key")
+                refund = client.v1.refunds.create(params=create, options=options)
+                last_refund = refund.id
+                steps.append(success(op, refund))
+            elif op == "list":
+                listing = client.v1.refunds.list(params={"payment_intent": params.pop("payment_intent", "pi_1")})
+                steps.append(success(op, listing))
+            elif op == "retrieve":
+                refund_id = params.pop("id", last_refund)
+                if refund_id is None:
+                    usage("retrieve needs id=... or an earlier successful create")
+                steps.append(success(op, client.v1.refunds.retrieve(refund_id)))
+            elif op == "jump":
+                body = json.dumps({"by_ms": int(params.pop("by_ms"))}).encode()
+                request = urllib.request.Request(
+                    base_url + "/__twice/clock/jump",
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                    method="POST",
+                )
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    steps.append({"op": op, "ok": True, "status": response.status, "object": json.load(response)})
+            else:
+                usage(f"unknown operation {op!r}\n\n{__doc__}")
+        except stripe.StripeError as e:
+            steps.append(failure(op, e))
+        if params:
+            usage(f"unknown parameters for {op}: {sorted(params)}")
+    emit({"steps": steps})
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,521 @@
+//! Project automation, run as `cargo xtask <command>` (an alias in `.cargo/config.toml`).
+//!
+//! - `cargo xtask test [ARGS...]`: prepares the Python venv that the SDK tests use, then runs
+//!   `cargo test --workspace ARGS...` with `TWICE_PYTHON` pointing into it.
+//! - `cargo xtask bench`: runs every benchmark in [`BENCHES`] and rewrites
+//!   `docs/benchmarks.md` from what they report.
+//!
+//! # Benchmark records
+//!
+//! A benchmark reports each figure as one line on its standard output:
+//!
+//! ```text
+//! BENCH {"bench":"fake-services/throughput","name":"payments fake, no rules","value":12345.6,"unit":"req/s","spread_pct":2.1,"notes":"..."}
+//! ```
+//!
+//! - `bench` (string): the benchmark, `PACKAGE/TARGET`; records are grouped into one section
+//!   per value, in the order of [`BENCHES`].
+//! - `name` (string): the figure, one row of the section's table, in the order printed.
+//! - `value` (number) and `unit` (string): the figure itself, e.g. `req/s`, `ms`; a ratio of
+//!   two figures is a record of its own with unit `x`.
+//! - `spread_pct` (number, optional): how much repeated measurements varied, as
+//!   (max - min) / median in percent.
+//! - `notes` (string, optional): how to read the figure (setup, target met or not), printed
+//!   under the table.
+//!
+//! Every other line is only echoed.
+
+use std::collections::BTreeMap;
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  test [ARGS...]  prepare the Python venv for the SDK tests (target/twice-venv, from
+                  tests/requirements.txt), then run `cargo test --workspace ARGS...`
+                  with TWICE_PYTHON set to its interpreter
+  bench           run the benchmarks and rewrite docs/benchmarks.md
+  help            print this message";
+
+/// A benchmark target that `cargo xtask bench` runs, in this order.
+struct Bench {
+    package: &'static str,
+    target: &'static str,
+    /// One paragraph under the section heading: what is measured.
+    about: &'static str,
+}
+
+impl Bench {
+    /// The value of `bench` in its records.
+    fn id(&self) -> String {
+        format!("{}/{}", self.package, self.target)
+    }
+}
+
+const BENCHES: &[Bench] = &[Bench {
+    package: "fake-services",
+    target: "throughput",
+    about: "Requests per second that the payments fake serves over loopback HTTP with keep-alive \
+            (creating a refund per request), with and without fault rules armed, next to bare hyper \
+            answering a fixed body on the same transport.",
+}];
+
+/// The venv for the Python SDK tests, under the target directory.
+const VENV_DIR: &str = "twice-venv";
+/// In the venv: the hash of the requirements it was installed from.
+const VENV_STAMP: &str = "twice-requirements.hash";
+const REQUIREMENTS: &str = "tests/requirements.txt";
+const BENCH_DOC: &str = "docs/benchmarks.md";
+const RECORD_PREFIX: &str = "BENCH ";
+
+fn main() {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        Some("test") => run(|| test(&args[1..])),
+        Some("bench") if args.len() == 1 => run(bench),
+        Some("help" | "-h" | "--help") => {
+            println!("{USAGE}");
+            0
+        }
+        Some("bench") => usage_error(&format!("`bench` takes no arguments, got `{}`", args[1..].join(" "))),
+        Some(other) => usage_error(&format!("unknown command `{other}`")),
+        None => usage_error("no command given"),
+    };
+    std::process::exit(code);
+}
+
+fn usage_error(message: &str) -> i32 {
+    eprintln!("xtask: {message}\n\n{USAGE}");
+    2
+}
+
+/// Runs a command; an error is printed with its causes and exits 1.
+fn run(command: impl FnOnce() -> Result<i32>) -> i32 {
+    match command() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            1
+        }
+    }
+}
+
+/// The workspace root: xtask lives one level below it.
+fn root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// The target directory: `CARGO_TARGET_DIR` when set, `target/` at the root otherwise.
+fn target_dir(root: &Path) -> PathBuf {
+    match env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root.join(dir),
+        _ => root.join("target"),
+    }
+}
+
+/// The cargo that runs us (cargo sets `CARGO` for `cargo run`), or the one on the PATH.
+fn cargo() -> Command {
+    Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// The exit code to pass on for a child's status: its code, or 128 + the signal that ended it.
+fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// cargo xtask test
+
+fn test(args: &[String]) -> Result<i32> {
+    let root = root();
+    let python = prepare_venv(&root)?;
+    // End-to-end tests run the project's binaries (`twice`, `twice-executor`) as real child
+    // processes; cargo builds a package's binaries only for that package's own tests, so
+    // build them all first and tell the tests where they are.
+    println!("xtask: building the binaries (cargo build --workspace --bins)");
+    let built = cargo().args(["build", "--workspace", "--bins"]).current_dir(&root).status();
+    let built = built.context("could not start cargo build")?;
+    if !built.success() {
+        return Ok(exit_code(built));
+    }
+    let bin_dir = target_dir(&root).join("debug");
+    let mut command = cargo();
+    command.arg("test").env("TWICE_BIN_DIR", &bin_dir);
+    // `--workspace` would override a `-p`, so add it only when no package is chosen.
+    if !selects_package(args) {
+        command.arg("--workspace");
+    }
+    command.args(args).current_dir(&root).env("TWICE_PYTHON", &python);
+    println!("xtask: TWICE_PYTHON={}", python.display());
+    println!("xtask: running cargo test{}", if selects_package(args) { "" } else { " --workspace" });
+    let status = command.status().context("could not start cargo test")?;
+    Ok(exit_code(status))
+}
+
+/// Whether cargo arguments (before any `--`) choose packages themselves.
+fn selects_package(args: &[String]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| {
+        a == "-p"
+            || a == "--package"
+            || a.starts_with("--package=")
+            || (a.starts_with("-p") && !a.starts_with("--"))
+            || a == "--workspace"
+            || a == "--all"
+    })
+}
+
+/// Makes `target/twice-venv` hold exactly what `tests/requirements.txt` asks for; returns the
+/// absolute path of its interpreter. Installs only when the requirements changed since the
+/// last install (or none finished).
+fn prepare_venv(root: &Path) -> Result<PathBuf> {
+    let requirements_path = root.join(REQUIREMENTS);
+    let requirements = fs::read(&requirements_path)
+        .with_context(|| format!("could not read {}", requirements_path.display()))?;
+    let hash = format!("fnv1a64:{:016x}\n", fnv1a64(&requirements));
+    let venv = target_dir(root).join(VENV_DIR);
+    let python = venv.join("bin").join("python");
+    let stamp = venv.join(VENV_STAMP);
+    let retry = format!(
+        "fix the cause above and run `cargo xtask test` again; to start from scratch, delete {} first",
+        venv.display()
+    );
+
+    if python.exists() && fs::read_to_string(&stamp).is_ok_and(|s| s == hash) {
+        println!("xtask: Python venv {} is up to date with {REQUIREMENTS}", venv.display());
+        return Ok(python);
+    }
+    if !python.exists() {
+        println!("xtask: creating Python venv {} (python3 -m venv)", venv.display());
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .stdin(Stdio::null())
+            .status()
+            .with_context(|| {
+                format!("could not run python3 to create the venv: is Python 3 installed?\n{retry}")
+            })?;
+        if !status.success() {
+            bail!(
+                "`python3 -m venv {}` failed ({status}); on Debian or Ubuntu the venv module is in the \
+                 python3-venv package\n{retry}",
+                venv.display()
+            );
+        }
+    }
+    // A stamp only after a complete install: an interrupted one is redone next time.
+    let _ = fs::remove_file(&stamp);
+    println!(
+        "xtask: installing the Python test dependencies from {REQUIREMENTS} into {} \
+         (pip; this can take a few minutes the first time)",
+        venv.display()
+    );
+    let status = Command::new(&python)
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "-r"])
+        .arg(&requirements_path)
+        .stdin(Stdio::null())
+        .status()
+        .with_context(|| format!("could not run {}\n{retry}", python.display()))?;
+    if !status.success() {
+        bail!("`pip install -r {REQUIREMENTS}` into {} failed ({status})\n{retry}", venv.display());
+    }
+    fs::write(&stamp, &hash).with_context(|| format!("could not write {}", stamp.display()))?;
+    println!("xtask: Python test dependencies installed");
+    Ok(python)
+}
+
+/// FNV-1a, 64 bits: stable across Rust versions, enough to notice an edited file.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+// ---------------------------------------------------------------------------------------------
+// cargo xtask bench
+
+/// One `BENCH` line; see the module documentation.
+#[derive(Debug, Deserialize)]
+struct Record {
+    bench: String,
+    name: String,
+    value: f64,
+    unit: String,
+    #[serde(default)]
+    spread_pct: Option<f64>,
+    #[serde(default)]
+    notes: Option<String>,
+}
+
+fn bench() -> Result<i32> {
+    let root = root();
+    let mut records = Vec::new();
+    for bench in BENCHES {
+        println!("xtask: running cargo bench -p {} --bench {}", bench.package, bench.target);
+        let mut child = cargo()
+            .args(["bench", "-p", bench.package, "--bench", bench.target])
+            .current_dir(&root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("could not start cargo bench")?;
+        let stdout = child.stdout.take().context("cargo bench has no standard output")?;
+        let mut echo = std::io::stdout().lock();
+        let mut found = 0;
+        for line in BufReader::new(stdout).lines() {
+            let line = line.context("could not read the output of cargo bench")?;
+            writeln!(echo, "{line}")?;
+            echo.flush()?;
+            if let Some(json) = line.strip_prefix(RECORD_PREFIX) {
+                let record: Record = serde_json::from_str(json)
+                    .with_context(|| format!("{}: malformed record: {line}", bench.id()))?;
+                records.push(record);
+                found += 1;
+            }
+        }
+        drop(echo);
+        let status = child.wait().context("could not wait for cargo bench")?;
+        if !status.success() {
+            eprintln!("xtask: benchmark {} failed ({status}); {BENCH_DOC} left as it was", bench.id());
+            return Ok(exit_code(status));
+        }
+        if found == 0 {
+            bail!(
+                "benchmark {} printed no `{RECORD_PREFIX}{{json}}` line; {BENCH_DOC} left as it was",
+                bench.id()
+            );
+        }
+    }
+    let doc = render(&machine(), &records);
+    let path = root.join(BENCH_DOC);
+    fs::write(&path, doc).with_context(|| format!("could not write {}", path.display()))?;
+    println!("xtask: wrote {BENCH_DOC}");
+    Ok(0)
+}
+
+/// What the figures were measured on.
+struct Machine {
+    date: String,
+    cpu: String,
+    cores: String,
+    memory: String,
+    kernel: String,
+    rustc: String,
+}
+
+fn machine() -> Machine {
+    let unknown = || "unknown".to_string();
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name").and_then(|rest| rest.split_once(':')).map(|(_, v)| v.trim())
+        })
+        .map(str::to_string)
+        .unwrap_or_else(unknown);
+    let listed = cpuinfo.lines().filter(|l| l.starts_with("processor") && l.contains(':')).count();
+    let cores = match (listed, std::thread::available_parallelism()) {
+        (0, Ok(n)) => n.to_string(),
+        (0, Err(_)) => unknown(),
+        (n, Ok(usable)) if usable.get() < n => format!("{n} ({usable} usable by this process)"),
+        (n, _) => n.to_string(),
+    };
+    let memory = fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let kib: f64 = m
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()?;
+            Some(format!("{:.1} GiB", kib / (1024.0 * 1024.0)))
+        })
+        .unwrap_or_else(unknown);
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    Machine {
+        date: utc_date_time(secs),
+        cpu,
+        cores,
+        memory,
+        kernel: output_of("uname", &["-r"]).unwrap_or_else(unknown),
+        rustc: output_of("rustc", &["--version"]).unwrap_or_else(unknown),
+    }
+}
+
+/// The first line a command prints, if it runs and succeeds.
+fn output_of(program: &str, args: &[&str]) -> Option<String> {
+    let output = Command::new(program).args(args).stdin(Stdio::null()).output().ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+}
+
+/// `YYYY-MM-DD HH:MM UTC` for seconds since the Unix epoch.
+fn utc_date_time(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let (hour, minute) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC")
+}
+
+fn render(machine: &Machine, records: &[Record]) -> String {
+    let mut doc = String::new();
+    // Writing to a String cannot fail; the results are ignored for that reason.
+    let _ = writeln!(doc, "# Benchmarks\n");
+    let _ = writeln!(doc, "Generated by `cargo xtask bench`; do not edit by hand, run it again.\n");
+    let _ = writeln!(doc, "| | |\n|---|---|");
+    for (what, value) in [
+        ("date", &machine.date),
+        ("CPU", &machine.cpu),
+        ("cores", &machine.cores),
+        ("memory", &machine.memory),
+        ("kernel", &machine.kernel),
+        ("rustc", &machine.rustc),
+    ] {
+        let _ = writeln!(doc, "| {what} | {} |", cell(value));
+    }
+    let _ = writeln!(doc, "| command | `cargo xtask bench` |");
+
+    // Sections in the order of BENCHES, then any other `bench` value in order of appearance.
+    let mut order: Vec<String> = BENCHES.iter().map(Bench::id).collect();
+    for r in records {
+        if !order.contains(&r.bench) {
+            order.push(r.bench.clone());
+        }
+    }
+    let about: BTreeMap<String, &str> = BENCHES.iter().map(|b| (b.id(), b.about)).collect();
+    for id in &order {
+        let rows: Vec<&Record> = records.iter().filter(|r| &r.bench == id).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(doc, "\n## {id}\n");
+        if let Some(about) = about.get(id) {
+            let _ = writeln!(doc, "{about}\n");
+        }
+        let _ = writeln!(doc, "| figure | value | unit | spread |\n|---|--:|---|--:|");
+        for r in &rows {
+            let spread = r.spread_pct.map(|s| format!("{s:.1} %")).unwrap_or_default();
+            let _ = writeln!(
+                doc,
+                "| {} | {} | {} | {spread} |",
+                cell(&r.name),
+                format_value(r.value, &r.unit),
+                cell(&r.unit)
+            );
+        }
+        let notes: Vec<&Record> =
+            rows.iter().copied().filter(|r| r.notes.as_deref().is_some_and(|n| !n.is_empty())).collect();
+        if !notes.is_empty() {
+            doc.push('\n');
+            for r in notes {
+                let _ = writeln!(doc, "- {}: {}", r.name, r.notes.as_deref().unwrap_or_default());
+            }
+        }
+    }
+    let _ = writeln!(doc, "\nSpread is (max - min) / median over the repeated measurements.");
+    doc
+}
+
+/// Text safe inside a table cell.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
+/// Ratios with two decimals; larger figures with fewer, thousands grouped.
+fn format_value(value: f64, unit: &str) -> String {
+    let places = if unit == "x" || value.abs() < 10.0 {
+        2
+    } else if value.abs() < 100.0 {
+        1
+    } else {
+        0
+    };
+    let text = format!("{value:.places$}");
+    let (int, frac) = text.split_once('.').map_or((text.as_str(), None), |(i, f)| (i, Some(f)));
+    let (sign, digits) = int.strip_prefix('-').map_or(("", int), |d| ("-", d));
+    let mut grouped = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    match frac {
+        Some(f) => format!("{sign}{grouped}.{f}"),
+        None => format!("{sign}{grouped}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_civil_utc() {
+        assert_eq!(utc_date_time(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc_date_time(951_782_400), "2000-02-29 00:00 UTC");
+        assert_eq!(utc_date_time(1_767_225_599), "2025-12-31 23:59 UTC");
+    }
+
+    #[test]
+    fn values_are_grouped() {
+        assert_eq!(format_value(12_345.6, "req/s"), "12,346");
+        assert_eq!(format_value(1_234_567.0, "req/s"), "1,234,567");
+        assert_eq!(format_value(1.2345, "x"), "1.23");
+        assert_eq!(format_value(42.0, "ms"), "42.0");
+        assert_eq!(format_value(-1500.0, "ms"), "-1,500");
+    }
+
+    #[test]
+    fn package_selection_is_noticed() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(selects_package(&args(&["-p", "xtask"])));
+        assert!(selects_package(&args(&["-pxtask"])));
+        assert!(selects_package(&args(&["--package=xtask"])));
+        assert!(!selects_package(&args(&["--release", "--", "-p"])));
+        assert!(!selects_package(&args(&[])));
+    }
+
+    #[test]
+    fn records_render_in_order() {
+        let line = r#"{"bench":"fake-services/throughput","name":"a | b","value":1500.0,"unit":"req/s","spread_pct":2.0,"notes":"n"}"#;
+        let record: Record = serde_json::from_str(line).expect("a valid record");
+        let machine = Machine {
+            date: "d".into(),
+            cpu: "c".into(),
+            cores: "2".into(),
+            memory: "m".into(),
+            kernel: "k".into(),
+            rustc: "r".into(),
+        };
+        let doc = render(&machine, &[record]);
+        assert!(doc.contains("| a \\| b | 1,500 | req/s | 2.0 % |"), "{doc}");
+        assert!(doc.contains("- a | b: n"), "{doc}");
+    }
+}
