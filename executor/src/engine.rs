@@ -27,7 +27,7 @@ use crate::config::{Acks, Config, KeyPolicy};
 use crate::log::{Change, Durability, IntentLog, LogError, Recorded};
 use crate::model::{Action, ActionError, Evidence, Intent, State, canonical_json, payload_hash};
 use crate::services::{self, Lookup, WriteOutcome};
-use crate::world::{Clock, HttpTransport, IdSource, SystemClock, Transport, UuidV7};
+use crate::world::{Clock, Hooks, HttpTransport, IdSource, NoHooks, SystemClock, Transport, UuidV7};
 
 /// Added to every bound the executor waits out before trusting a negative answer, for the
 /// distance between its clock and the service's.
@@ -42,12 +42,18 @@ pub struct World {
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
     pub transport: Arc<dyn Transport>,
+    pub hooks: Arc<dyn Hooks>,
 }
 
 impl World {
-    /// The system clock, UUID v7 keys and real sockets.
+    /// The system clock, UUID v7 keys, real sockets and no hooks.
     pub fn real() -> World {
-        World { clock: Arc::new(SystemClock), ids: Arc::new(UuidV7), transport: Arc::new(HttpTransport) }
+        World {
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(UuidV7),
+            transport: Arc::new(HttpTransport),
+            hooks: Arc::new(NoHooks),
+        }
     }
 }
 
@@ -134,6 +140,26 @@ struct Send {
     action: Action,
 }
 
+/// What a lineage established, from the newest predecessor back to its root.
+enum Lineage {
+    /// This intent took effect: a replacement is cancelled.
+    Executed(String),
+    /// Every intent in it failed: a replacement may run.
+    NothingExecuted,
+    /// Some intent is not resolved yet: a replacement waits.
+    Unresolved,
+    /// This intent needs a person: so does a replacement.
+    Escalated(String),
+}
+
+fn cancelled(old: &str, by: &str) -> String {
+    if old == by {
+        format!("cancelled: the intent it replaces ({old}) is confirmed")
+    } else {
+        format!("cancelled: {by}, in the lineage of the intent it replaces ({old}), is confirmed")
+    }
+}
+
 /// What a lookup led to.
 enum Decision {
     Write(Planned),
@@ -193,19 +219,16 @@ impl Executor {
         let mut state = State::Recorded;
         let mut reason = None;
         if let Some(old) = &proposal.replaces {
-            let predecessor = self
-                .log()
-                .get(old)?
-                .ok_or_else(|| ProposeError::UnknownPredecessor(proposal.id.clone(), old.clone()))?;
-            match predecessor.state {
-                // Every supported action is exclusive (one refund per payment intent, one
-                // workspace per external id), so a confirmed predecessor cancels its replacement.
-                State::Confirmed => {
+            if self.log().get(old)?.is_none() {
+                return Err(ProposeError::UnknownPredecessor(proposal.id.clone(), old.clone()));
+            }
+            match self.lineage(old)? {
+                Lineage::Executed(by) => {
                     state = State::Failed;
-                    reason = Some(format!("cancelled: the intent it replaces ({old}) is confirmed"));
+                    reason = Some(cancelled(old, &by));
                 }
-                State::Failed => {}
-                _ => state = State::Blocked,
+                Lineage::NothingExecuted => {}
+                Lineage::Unresolved | Lineage::Escalated(_) => state = State::Blocked,
             }
         }
         let key = self.world.ids.next_id();
@@ -230,7 +253,10 @@ impl Executor {
             last_sent_ms: None,
         };
         match self.log().record(&intent)? {
-            Recorded::New(i) | Recorded::Existing(i) => Ok(i),
+            Recorded::New(i) | Recorded::Existing(i) => {
+                self.world.hooks.at("after_record");
+                Ok(i)
+            }
             Recorded::Conflict(_) => Err(ProposeError::Conflict(proposal.id)),
         }
     }
@@ -305,6 +331,14 @@ impl Executor {
                     }
                 }
                 State::Recorded => {
+                    // A send that certainly did not execute (never sent, 429) is retried after
+                    // a pause that grows with each attempt, not on the very next pass.
+                    let retry_at = intent
+                        .last_sent_ms
+                        .map(|t| t + self.config.limits.request_timeout_ms * u64::from(intent.attempts));
+                    if retry_at.is_some_and(|t| now < t) {
+                        continue;
+                    }
                     let new = self.submitted(leased, now, false);
                     sends.push((planned(new, "sent".into()), action));
                 }
@@ -397,24 +431,53 @@ impl Executor {
     /// A blocked intent whose predecessor is now resolved, or `None` while it is not.
     fn unblock(&self, intent: &Intent, mut leased: Intent) -> Result<Option<Intent>, LogError> {
         let old = intent.replaces.clone().unwrap_or_default();
-        let predecessor = self.log().get(&old)?;
-        let (state, reason) = match predecessor.map(|p| p.state) {
-            Some(State::Confirmed) => {
-                (State::Failed, format!("cancelled: the intent it replaces ({old}) is confirmed"))
+        let (state, reason) = match self.lineage(&old)? {
+            Lineage::Executed(by) => (State::Failed, cancelled(&old, &by)),
+            Lineage::NothingExecuted => {
+                (State::Recorded, format!("unblocked: nothing in the lineage of {old} took effect"))
             }
-            Some(State::Failed) => {
-                (State::Recorded, format!("unblocked: the intent it replaces ({old}) failed"))
-            }
-            Some(State::Escalated) => (
+            Lineage::Escalated(by) => (
                 State::Escalated,
-                format!("the intent it replaces ({old}) is escalated; executing this one could do it twice"),
+                format!("{by}, in the lineage of {old}, is escalated; executing this one could do it twice"),
             ),
-            None => (State::Escalated, format!("the intent it replaces ({old}) is missing from the log")),
-            Some(_) => return Ok(None),
+            Lineage::Unresolved => return Ok(None),
         };
         leased.state = state;
         leased.evidence.reason = Some(reason);
         Ok(Some(leased))
+    }
+
+    /// What the chain of intents ending at `id` (following `replaces`) established. Every
+    /// supported action is exclusive (one refund per payment intent, one workspace per
+    /// external id), so a replacement may run only when nothing in its lineage took effect
+    /// and nothing can any more: not just its direct predecessor, which may itself be a
+    /// replacement cancelled because an older intent was confirmed.
+    fn lineage(&self, id: &str) -> Result<Lineage, LogError> {
+        let log = self.log();
+        let mut current = id.to_string();
+        let mut escalated: Option<String> = None;
+        // Bounded by the log's size: a chain cannot be longer than the intents recorded.
+        for _ in 0..=log.all()?.len() {
+            let Some(intent) = log.get(&current)? else {
+                return Ok(Lineage::Escalated(format!("{current} (missing from the log)")));
+            };
+            match intent.state {
+                State::Confirmed => return Ok(Lineage::Executed(intent.id)),
+                State::Escalated => {
+                    escalated.get_or_insert(intent.id.clone());
+                }
+                State::Failed => {}
+                _ => return Ok(Lineage::Unresolved),
+            }
+            match intent.replaces {
+                Some(older) => current = older,
+                None => break,
+            }
+        }
+        Ok(match escalated {
+            Some(by) => Lineage::Escalated(by),
+            None => Lineage::NothingExecuted,
+        })
     }
 
     /// The row as it is written just before a send: submitted, counted, key and times kept.
@@ -489,12 +552,14 @@ impl Executor {
                         format!("no effect after {} attempts, and none can appear any more", intent.attempts),
                     );
                 }
-                // Nothing landed and nothing can land: a new attempt is safe. A fresh key,
-                // because the service may have saved an answer under the old one (a silent
-                // no-op's success) that a resend would only replay.
+                // Nothing landed and nothing can land: a new attempt is safe. Where acks may
+                // lie, with a fresh key: the service may have saved a silent no-op's success
+                // under the old one, which a resend would only replay. Elsewhere the same key,
+                // so that a late request of a stale worker still carrying it is a replay.
                 let mut new = leased;
                 new.maybe_executed = false;
-                let new = self.submitted(new, now, intent.last_sent_ms.is_some());
+                let rotate = contract.acks == Acks::MayLie && intent.last_sent_ms.is_some();
+                let new = self.submitted(new, now, rotate);
                 Decision::Send(Planned {
                     new,
                     expect_version: intent.version,
@@ -569,7 +634,14 @@ impl Executor {
             service,
             send.intent.lease_epoch,
         );
+        self.world.hooks.at("before_send");
+        if self.now() >= send.intent.lease_until_ms {
+            // Paused or slow past the lease between the commit and the send: another worker
+            // may own the intent now, so this one must not send.
+            return (WriteOutcome::Fenced { error: "the lease ran out before the send".into() }, None);
+        }
         let answer = self.world.transport.send(request).await;
+        self.world.hooks.at("after_reply");
         let outcome = services::classify_write(&send.action, answer);
         let read_back = match (&outcome, service.contract.acks) {
             (WriteOutcome::Done { .. }, Acks::MayLie) => Some(
@@ -651,6 +723,7 @@ impl Executor {
         let mut transitions = Vec::new();
         loop {
             let report = self.pass().await?;
+            let progressed = report.sent > 0 || !report.transitions.is_empty();
             transitions.extend(report.transitions);
             let busy = self
                 .log()
@@ -664,7 +737,11 @@ impl Executor {
             if tokio::time::Instant::now() >= deadline {
                 return Err(DrainError::Timeout { busy, timeout_ms, transitions });
             }
-            tokio::time::sleep(Duration::from_millis(self.config.limits.pass_pause_ms)).await;
+            // Straight on while passes make progress; pause only when one changed nothing
+            // (waiting for a lease, a backoff or a settle bound to pass).
+            if !progressed {
+                tokio::time::sleep(Duration::from_millis(self.config.limits.pass_pause_ms)).await;
+            }
         }
     }
 }

@@ -122,8 +122,8 @@ impl IntentLog {
         let err = |source| LogError::Sqlite { path: path.clone(), source };
         let tx = self.conn.transaction().map_err(err)?;
         let existing = tx
-            .query_row(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"), [&intent.id], read_row)
-            .optional()
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"))
+            .and_then(|mut stmt| stmt.query_row([&intent.id], read_row).optional())
             .map_err(err)?;
         if let Some(existing) = existing {
             let existing = existing.map_err(|problem| LogError::Corrupt {
@@ -293,11 +293,10 @@ fn evidence_json(evidence: &Evidence) -> String {
 }
 
 fn insert(tx: &rusqlite::Transaction<'_>, i: &Intent) -> rusqlite::Result<usize> {
-    tx.execute(
-        &format!(
-            "INSERT INTO intents ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
-        ),
-        params![
+    tx.prepare_cached(&format!(
+        "INSERT INTO intents ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+    ))?
+    .execute(params![
             i.id,
             i.action,
             i.params,
@@ -316,8 +315,7 @@ fn insert(tx: &rusqlite::Transaction<'_>, i: &Intent) -> rusqlite::Result<usize>
             i.updated_ms as i64,
             i.key_first_sent_ms.map(|v| v as i64),
             i.last_sent_ms.map(|v| v as i64),
-        ],
-    )
+        ])
 }
 
 fn history(

@@ -48,8 +48,9 @@ pub struct Options {
     pub durability: Durability,
 }
 
+// Unknown fields are ignored rather than refused: the protocol may add fields (design §6),
+// and an executor must keep working when the harness sends one it does not know.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Init {
     protocol: String,
     worker_id: String,
@@ -64,7 +65,6 @@ struct Init {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct IntentMsg {
     id: String,
     action: String,

@@ -47,6 +47,23 @@ impl Clock for TokioClock {
     }
 }
 
+/// Named points in the executor's work where a test may stop the process, to prove that a
+/// crash at exactly that point loses nothing and doubles nothing.
+pub trait Hooks: Send + Sync {
+    /// Called at `point`: `after_record` (an intent is durable, its reply not yet sent),
+    /// `before_send` (marked submitted, no byte sent), `after_reply` (an answer received, its
+    /// outcome not yet recorded).
+    fn at(&self, point: &'static str);
+}
+
+/// No hooks: what every real run uses.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoHooks;
+
+impl Hooks for NoHooks {
+    fn at(&self, _point: &'static str) {}
+}
+
 /// A source of unique ids (idempotency keys, incarnations).
 pub trait IdSource: Send + Sync {
     fn next_id(&self) -> String;

@@ -201,12 +201,20 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
     }
 
     /// Point 1: plans the faults and opens the journal entry.
-    pub fn begin(&self, req: &FakeRequest, fields: &BTreeMap<String, String>, is_write: bool) -> Ctx {
+    /// `fields` reads the request's fields for rules that match on them; it is called only
+    /// when an armed rule does, since decoding a body costs more than the rest of a plan.
+    pub fn begin(
+        &self,
+        req: &FakeRequest,
+        fields: impl FnOnce(&FakeRequest) -> BTreeMap<String, String>,
+        is_write: bool,
+    ) -> Ctx {
         let key = req.header_str("idempotency-key").map(str::to_string);
         let now_ms = self.clock.now_ms();
         let mut inner = self.lock();
         let inner = &mut *inner;
-        let view = RequestView { method: &req.method, path: &req.path, fields };
+        let fields = if inner.engine.matches_fields() { fields(req) } else { BTreeMap::new() };
+        let view = RequestView { method: &req.method, path: &req.path, fields: &fields };
         let plan = inner.engine.plan(&view, &mut inner.rng);
         let request_id = inner.new_id("req_", 14);
         let seq = inner.journal.begin(JournalEntry {
@@ -217,7 +225,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             idempotency_key: key.clone(),
             request_id: request_id.clone(),
             faults: plan.applied.clone(),
-            outcome: "pending",
+            outcome: "pending".into(),
             status: None,
             replayed: false,
             ended_ms: None,
@@ -494,6 +502,27 @@ fn parse_one_or_many(body: &[u8]) -> Result<Vec<FaultRule>, String> {
             .map(|(i, v)| serde_json::from_value(v).map_err(|e| format!("rule {i}: {e}")))
             .collect(),
         one => serde_json::from_value(one).map(|r| vec![r]).map_err(|e| e.to_string()),
+    }
+}
+
+/// Closes a request's journal entry as `abandoned` if the request's future is dropped before
+/// it ended (hyper drops it when the caller disconnects mid-request).
+pub struct Abandon<'a, S: Default + Send + 'static> {
+    core: &'a ServiceCore<S>,
+    seq: u64,
+}
+
+impl<S: Default + Send + 'static> Drop for Abandon<'_, S> {
+    fn drop(&mut self) {
+        let now_ms = self.core.clock.now_ms();
+        self.core.lock().journal.abandon(self.seq, now_ms);
+    }
+}
+
+impl<S: Default + Send + 'static> ServiceCore<S> {
+    /// A guard that marks the request abandoned unless it ends normally first.
+    pub fn watch(&self, ctx: &Ctx) -> Abandon<'_, S> {
+        Abandon { core: self, seq: ctx.seq }
     }
 }
 

@@ -8,7 +8,7 @@
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::rule::{FaultRule, FaultSpec, RequestView};
 
@@ -41,10 +41,10 @@ pub enum AfterCommit {
 }
 
 /// A fault that fired on a request, as journals name it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Applied {
     pub rule: String,
-    pub fault: &'static str,
+    pub fault: String,
 }
 
 /// Everything the fired rules ask of one request.
@@ -102,6 +102,11 @@ impl FaultEngine {
         &self.rules
     }
 
+    /// Whether any armed rule matches on request fields.
+    pub fn matches_fields(&self) -> bool {
+        self.rules.iter().any(|r| !r.rule.fields.is_empty())
+    }
+
     /// Disarms one rule; false when there was none by that id.
     pub fn remove(&mut self, id: &str) -> bool {
         let before = self.rules.len();
@@ -137,7 +142,7 @@ impl FaultEngine {
             armed.fired += 1;
             plan.applied.push(Applied {
                 rule: armed.rule.id.clone().unwrap_or_default(),
-                fault: armed.rule.fault.kind(),
+                fault: armed.rule.fault.kind().to_string(),
             });
             fold(&mut plan, &armed.rule.fault);
         }

@@ -3,13 +3,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::Applied;
 use crate::wire::FakeResponse;
 
 /// One effect that really happened: the ground truth a checker reads.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Effect {
     /// Position in this service's ledger, from 1.
     pub seq: u64,
@@ -21,9 +21,9 @@ pub struct Effect {
     pub object_id: String,
     /// The parameters the effect was executed with.
     pub params: serde_json::Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fencing_token: Option<u64>,
     /// The request that caused it.
     pub request_id: String,
@@ -50,25 +50,25 @@ impl Ledger {
 }
 
 /// One request as the fake saw it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JournalEntry {
     pub seq: u64,
     pub at_ms: u64,
     pub method: String,
     pub path: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     pub request_id: String,
     /// Faults that fired on this request.
     pub faults: Vec<Applied>,
     /// `pending` until the request ends, then `answered`, `reset`, `closed` or `held`.
-    pub outcome: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// The answer was a stored idempotent result.
     pub replayed: bool,
     /// Service time at which the request ended.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_ms: Option<u64>,
 }
 
@@ -108,9 +108,20 @@ impl Journal {
         let Some(first) = self.entries.front().map(|e| e.seq) else { return };
         let Some(index) = seq.checked_sub(first) else { return };
         if let Some(entry) = self.entries.get_mut(index as usize) {
-            entry.outcome = outcome;
+            entry.outcome = outcome.to_string();
             entry.status = status;
             entry.replayed = replayed;
+            entry.ended_ms = Some(at_ms);
+        }
+    }
+
+    /// Marks request `seq` `abandoned` if it has not ended: its caller went away (the
+    /// connection closed) while the fake was still working on it, before any commit.
+    pub fn abandon(&mut self, seq: u64, at_ms: u64) {
+        let Some(first) = self.entries.front().map(|e| e.seq) else { return };
+        let Some(index) = seq.checked_sub(first) else { return };
+        if let Some(entry) = self.entries.get_mut(index as usize).filter(|e| e.outcome == "pending") {
+            entry.outcome = "abandoned".to_string();
             entry.ended_ms = Some(at_ms);
         }
     }
@@ -254,7 +265,7 @@ mod tests {
             idempotency_key: None,
             request_id: "req".into(),
             faults: vec![],
-            outcome: "pending",
+            outcome: "pending".into(),
             status: None,
             replayed: false,
             ended_ms: None,
@@ -264,7 +275,7 @@ mod tests {
         }
         journal.end(1, 5, "answered", Some(200), false);
         journal.end(3, 5, "reset", None, false);
-        let outcomes: Vec<_> = journal.entries().map(|e| (e.seq, e.outcome)).collect();
+        let outcomes: Vec<_> = journal.entries().map(|e| (e.seq, e.outcome.as_str())).collect();
         assert_eq!(outcomes, vec![(2, "pending"), (3, "reset")]);
         assert_eq!(journal.dropped(), 1);
     }

@@ -97,8 +97,8 @@ impl Workspaces {
             return Disposition::Respond(response);
         }
         let is_write = req.method == "POST";
-        let fields = Self::fields(&req);
-        let ctx = self.core.begin(&req, &fields, is_write);
+        let ctx = self.core.begin(&req, Self::fields, is_write);
+        let _abandoned = self.core.watch(&ctx);
         if let Some(done) = self.core.intercept(&ctx) {
             return done;
         }

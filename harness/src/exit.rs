@@ -3,7 +3,6 @@
 /// Every invariant held (or, for `serve`, a clean stop).
 pub const OK: i32 = 0;
 /// An invariant broke.
-#[allow(dead_code)] // Used once `twice run` checks invariants.
 pub const VIOLATION: i32 = 1;
 /// The harness itself could not run: bad arguments, a port in use, an unreadable file.
 pub const HARNESS_ERROR: i32 = 2;

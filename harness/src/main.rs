@@ -1,7 +1,8 @@
 //! `twice`: the command line.
 
-mod exit;
 mod serve;
+
+use harness::exit;
 
 use clap::{Parser, Subcommand};
 
@@ -15,12 +16,35 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the scenario catalog and a generated search against an executor, check every
+    /// invariant, and write results (exit 0: all held, 1: a violation, 2: could not run).
+    Run(harness::cli::RunArgs),
+    /// Run one scenario file (e.g. a shrunk failure) and print its timeline.
+    Replay(harness::cli::ReplayArgs),
+    /// The scenario catalog.
+    Scenarios {
+        #[command(subcommand)]
+        command: ScenariosCommand,
+    },
     /// Start the fake services on loopback with their control API (see docs/faults.md).
     Serve(serve::ServeArgs),
 }
 
+#[derive(Debug, Subcommand)]
+enum ScenariosCommand {
+    /// List the catalog: name, failure mode, description.
+    List,
+}
+
 fn main() {
     let cli = Cli::parse();
+    // Runs drive their own runtimes (one per scenario in sim); only `serve` needs one here.
+    let serve_args = match cli.command {
+        Command::Run(args) => finish(harness::cli::run(args)),
+        Command::Replay(args) => finish(harness::cli::replay(args)),
+        Command::Scenarios { command: ScenariosCommand::List } => finish(harness::cli::list()),
+        Command::Serve(args) => args,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -28,13 +52,20 @@ fn main() {
             std::process::exit(exit::HARNESS_ERROR);
         }
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Serve(args) => serve::serve(args).await,
-        }
-    });
+    let result = runtime.block_on(async { serve::serve(serve_args).await });
     match result {
         Ok(()) => std::process::exit(exit::OK),
+        Err(e) => {
+            eprintln!("twice: {e:#}");
+            std::process::exit(exit::HARNESS_ERROR);
+        }
+    }
+}
+
+/// Exits with a command's code, or reports its error as a harness error.
+fn finish(ran: anyhow::Result<i32>) -> ! {
+    match ran {
+        Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("twice: {e:#}");
             std::process::exit(exit::HARNESS_ERROR);

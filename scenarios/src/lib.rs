@@ -1,1 +1,23 @@
-//! Scenario model, TOML format and generators: arrive with their own change (see ARCHITECTURE.md).
+//! Scenarios: the model, the TOML format, the catalog and the generators.
+//!
+//! - [`model`]: what a scenario is ([`Scenario`]), shared with the harness.
+//! - [`parse`]: reading the TOML form, with `file:line:col` errors ([`parse_scenario`]).
+//! - [`validate`]: the rules a scenario obeys, fairness included ([`Scenario::validate`]).
+//! - [`mod@write`]: writing a scenario back as TOML ([`to_toml`]), for shrunk failures.
+//! - [`mod@catalog`]: the hand-written scenarios, embedded in the binary ([`catalog()`]).
+//! - [`generate`]: property-based generation of fair scenarios, and shrinking.
+//!
+//! The format is documented in `docs/scenarios.md`.
+
+pub mod catalog;
+pub mod generate;
+pub mod model;
+pub mod parse;
+pub mod validate;
+pub mod write;
+
+pub use catalog::{CATALOG, catalog};
+pub use model::{Event, EventAction, IntentSpec, LimitOverrides, PhaseName, Point, Scenario, ServiceFault};
+pub use parse::{LoadError, ScenarioError, parse_file, parse_scenario};
+pub use validate::{FieldPath, Invalid};
+pub use write::to_toml;

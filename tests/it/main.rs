@@ -5,5 +5,16 @@
 //! ledger and journal. They need the interpreter of the venv that `cargo xtask test` builds
 //! from `tests/requirements.txt`, passed in `TWICE_PYTHON`.
 
+mod executor_crash;
+mod executor_faults;
+mod executor_fencing;
+mod executor_lineage;
+mod executor_payload;
+mod executor_process;
+mod executor_protocol;
+mod executor_rig;
+mod executor_world;
+mod mutant_naive;
+mod mutants;
 mod python;
 mod sdk_payments;

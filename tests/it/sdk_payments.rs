@@ -26,12 +26,22 @@ fn step(run: &Run, i: usize) -> &Value {
 }
 
 /// One `POST /v1/refunds` as the journal saw it: outcome, status, replayed, faults fired.
-type PostRow = (&'static str, Option<u16>, bool, Vec<&'static str>);
+type PostRow = (String, Option<u16>, bool, Vec<String>);
+
+/// Expected rows, written with string literals.
+fn rows(expected: Vec<(&str, Option<u16>, bool, Vec<&str>)>) -> Vec<PostRow> {
+    expected
+        .into_iter()
+        .map(|(o, s, r, f)| (o.to_string(), s, r, f.into_iter().map(str::to_string).collect()))
+        .collect()
+}
 
 fn post_rows(run: &Run) -> Vec<PostRow> {
     run.requests("POST", "/v1/refunds")
         .into_iter()
-        .map(|e| (e.outcome, e.status, e.replayed, e.faults.iter().map(|a| a.fault).collect()))
+        .map(|e| {
+            (e.outcome.clone(), e.status, e.replayed, e.faults.iter().map(|a| a.fault.clone()).collect())
+        })
         .collect()
 }
 
@@ -66,7 +76,10 @@ async fn stripe_python_survives_a_lost_reply_with_one_refund() {
     assert_eq!(seen["headers"]["idempotency-key"], key.as_str());
     assert_eq!(
         post_rows(&run),
-        vec![("closed", Some(200), false, vec!["drop_after_commit"]), ("answered", Some(200), true, vec![])]
+        rows(vec![
+            ("closed", Some(200), false, vec!["drop_after_commit"]),
+            ("answered", Some(200), true, vec![])
+        ])
     );
 
     // And exactly one refund happened: the one the caller holds.
@@ -104,7 +117,10 @@ async fn tenacity_around_requests_refunds_twice_after_a_lost_reply() {
     assert!(run.requests("POST", "/v1/refunds").iter().all(|e| e.idempotency_key.is_none()));
     assert_eq!(
         post_rows(&run),
-        vec![("closed", Some(200), false, vec!["drop_after_commit"]), ("answered", Some(200), false, vec![])]
+        rows(vec![
+            ("closed", Some(200), false, vec!["drop_after_commit"]),
+            ("answered", Some(200), false, vec![])
+        ])
     );
 
     // The classic bug, reproduced: two refunds of 1000 for one intent to refund.
@@ -142,11 +158,11 @@ async fn stripe_python_gets_the_stored_500_replayed_and_one_refund_happens() {
     assert_eq!(seen["headers"]["idempotency-key"], key.as_str());
     assert_eq!(
         post_rows(&run),
-        vec![
+        rows(vec![
             ("answered", Some(500), false, vec!["error_after_commit"]),
             ("answered", Some(500), true, vec![]),
             ("answered", Some(500), true, vec![]),
-        ]
+        ])
     );
 
     // The commit before the error did happen, once.
@@ -179,7 +195,7 @@ async fn stripe_python_reusing_a_key_with_other_parameters_gets_an_idempotency_e
     assert_eq!(the_only_key(&run), "k1");
     assert_eq!(
         post_rows(&run),
-        vec![("answered", Some(200), false, vec![]), ("answered", Some(400), false, vec![])]
+        rows(vec![("answered", Some(200), false, vec![]), ("answered", Some(400), false, vec![])])
     );
 
     let refunds = refunds(&run);
@@ -215,11 +231,11 @@ async fn stripe_python_reusing_a_key_after_25_hours_refunds_again() {
     assert_eq!(run.fakes.payments.core().clock.jumped_ms(), DAY_AND_AN_HOUR_MS);
     assert_eq!(
         post_rows(&run),
-        vec![
+        rows(vec![
             ("answered", Some(200), false, vec![]),
             ("answered", Some(200), true, vec![]),
             ("answered", Some(200), false, vec![]),
-        ]
+        ])
     );
 
     let refunds = refunds(&run);

@@ -62,13 +62,24 @@ impl Bench {
     }
 }
 
-const BENCHES: &[Bench] = &[Bench {
-    package: "fake-services",
-    target: "throughput",
-    about: "Requests per second that the payments fake serves over loopback HTTP with keep-alive \
-            (creating a refund per request), with and without fault rules armed, next to bare hyper \
-            answering a fixed body on the same transport.",
-}];
+const BENCHES: &[Bench] = &[
+    Bench {
+        package: "fake-services",
+        target: "throughput",
+        about: "Requests per second that the payments fake serves over loopback HTTP with keep-alive \
+                (creating a refund per request), with and without fault rules armed, next to bare hyper \
+                answering a fixed body on the same transport.",
+    },
+    Bench {
+        package: "executor",
+        target: "intents",
+        about: "Intents per second through the reference executor library (`Executor::propose`, each a \
+                durable commit, then `drain` until the payments fake on loopback confirms every refund, \
+                no faults), with `Durability::Full` and `Durability::Normal`, next to the raw rate of \
+                single-row SQLite commits (WAL, synchronous FULL and NORMAL) on the same disk in the \
+                same run. Target: within 2x of the raw commit rate.",
+    },
+];
 
 /// The venv for the Python SDK tests, under the target directory.
 const VENV_DIR: &str = "twice-venv";

@@ -3,13 +3,20 @@
 //! `twice-executor [--state-dir DIR] [--durability full|normal]` serves the protocol on
 //! stdin and stdout (logs go to stderr); `twice-executor escalations --state-dir DIR` lists
 //! the intents that need a person, one JSON object per line.
+//!
+//! For crash tests, `TWICE_EXECUTOR_KILL_AT=POINT[:N]` makes the process SIGKILL itself the
+//! N-th time (default 1) it reaches POINT (`after_record`, `before_send`, `after_reply`): a
+//! real, unclean death at an exact point of its work.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use executor::Durability;
 use executor::log::IntentLog;
 use executor::protocol::{Options, serve};
+use executor::world::Hooks;
 
 const USAGE: &str = "usage: twice-executor [--state-dir DIR] [--durability full|normal]
        twice-executor escalations --state-dir DIR";
@@ -64,9 +71,18 @@ fn main() -> ExitCode {
         }
     };
     let options = Options { state_dir, durability };
+    let mut world = executor::World::real();
+    match kill_point() {
+        Ok(Some(hook)) => world.hooks = Arc::new(hook),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("twice-executor: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let served = runtime.block_on(async {
         let input = tokio::io::BufReader::new(tokio::io::stdin());
-        serve(input, tokio::io::stdout(), options, executor::World::real()).await
+        serve(input, tokio::io::stdout(), options, world).await
     });
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -95,4 +111,39 @@ fn list_escalations(dir: &std::path::Path) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Dies by SIGKILL the n-th time the executor reaches a point.
+struct KillAt {
+    point: String,
+    nth: u64,
+    seen: AtomicU64,
+}
+
+impl Hooks for KillAt {
+    fn at(&self, point: &'static str) {
+        if point == self.point && self.seen.fetch_add(1, Ordering::SeqCst) + 1 == self.nth {
+            eprintln!("twice-executor: TWICE_EXECUTOR_KILL_AT reached: SIGKILL at {point}");
+            // SAFETY: kill(2) with our own pid and a valid signal number has no memory effects.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+        }
+    }
+}
+
+fn kill_point() -> Result<Option<KillAt>, String> {
+    let Ok(spec) = std::env::var("TWICE_EXECUTOR_KILL_AT") else { return Ok(None) };
+    let (point, nth) = match spec.split_once(':') {
+        Some((p, n)) => {
+            (p, n.parse::<u64>().map_err(|_| format!("TWICE_EXECUTOR_KILL_AT: bad count in \"{spec}\""))?)
+        }
+        None => (spec.as_str(), 1),
+    };
+    if !["after_record", "before_send", "after_reply"].contains(&point) || nth == 0 {
+        return Err(format!(
+            "TWICE_EXECUTOR_KILL_AT=\"{spec}\": expected after_record, before_send or after_reply, with an optional :N (N >= 1)"
+        ));
+    }
+    Ok(Some(KillAt { point: point.to_string(), nth, seen: AtomicU64::new(0) }))
 }

@@ -1,5 +1,8 @@
 //! The `twice` binary as a user runs it: a real child process, real signals, real sockets.
 
+mod live;
+mod sim;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;

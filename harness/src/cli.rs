@@ -1,0 +1,300 @@
+//! `twice run`, `twice replay` and `twice scenarios`: choosing cases, running them, writing
+//! what came out.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+use crate::exit;
+use crate::live::ExecutorCommand;
+use crate::run::{self, Case, Driver, Outcome, Progress, RunResults, ScenarioResult, Shard, Source};
+use crate::sim::Reference;
+
+/// Generated cases in a sim run unless `--cases` says otherwise.
+pub const SIM_CASES_DEFAULT: u64 = 1_000;
+/// Generated cases in a live run (each costs real seconds) unless `--cases` says otherwise.
+pub const LIVE_CASES_DEFAULT: u64 = 20;
+/// Candidate runs the shrinker may spend on one failure.
+pub const SHRINK_RUNS_MAX: usize = 300;
+/// The seed when none is given: runs are reproducible by default.
+pub const SEED_DEFAULT: u64 = 1;
+
+/// Options of `twice run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Run a third-party executor through the stdio protocol (live driver), e.g.
+    /// "python3 my_executor.py". Without it, the reference executor runs in the sim driver.
+    #[arg(long, value_name = "CMD")]
+    pub executor: Option<String>,
+    /// Run the reference executor's binary in the live driver (real processes and sockets).
+    #[arg(long, conflicts_with = "executor")]
+    pub live: bool,
+    /// Run only these scenarios: catalog names or TOML files (repeatable).
+    #[arg(long = "scenario", value_name = "NAME|FILE")]
+    pub scenarios: Vec<String>,
+    /// Generated cases to run after the catalog (default: 1000 in sim, 20 live).
+    #[arg(long)]
+    pub cases: Option<u64>,
+    /// Run only generated case INDEX (as a failure's replay command does).
+    #[arg(long, value_name = "INDEX")]
+    pub generated: Option<u64>,
+    /// Seed for every random choice.
+    #[arg(long, default_value_t = SEED_DEFAULT)]
+    pub seed: u64,
+    /// Run the K-th of N slices of the cases (1-based), for parallel CI jobs.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
+    /// Where results go.
+    #[arg(long, default_value = "twice-report", value_name = "DIR")]
+    pub report_dir: PathBuf,
+    /// Parallel cases (default: the machine's cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Options of `twice replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// A scenario file, e.g. twice-report/failures/0001-generated-17.toml.
+    pub file: PathBuf,
+    #[arg(long, value_name = "CMD")]
+    pub executor: Option<String>,
+    #[arg(long, conflicts_with = "executor")]
+    pub live: bool,
+    #[arg(long, default_value_t = SEED_DEFAULT)]
+    pub seed: u64,
+    #[arg(long, default_value = "twice-report", value_name = "DIR")]
+    pub report_dir: PathBuf,
+}
+
+fn driver(executor: &Option<String>, live: bool) -> anyhow::Result<Driver<'static>> {
+    static REFERENCE: Reference = Reference;
+    Ok(match (executor, live) {
+        (Some(cmd), _) => Driver::Live(ExecutorCommand::parse(cmd).map_err(anyhow::Error::msg)?),
+        (None, true) => Driver::Live(ExecutorCommand::reference().map_err(anyhow::Error::msg)?),
+        (None, false) => Driver::Sim(&REFERENCE),
+    })
+}
+
+fn load(name_or_file: &str) -> anyhow::Result<Case> {
+    let path = Path::new(name_or_file);
+    if name_or_file.ends_with(".toml") || path.exists() {
+        let scenario = scenarios::parse::parse_file(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        return Ok(Case { scenario, source: Source::File { path: name_or_file.to_string() } });
+    }
+    let catalog = scenarios::catalog::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
+    match catalog.iter().find(|s| s.name == name_or_file) {
+        Some(s) => Ok(Case { scenario: s.clone(), source: Source::Catalog }),
+        None => {
+            let names: Vec<&str> = catalog.iter().map(|s| s.name.as_str()).collect();
+            let hint = fake_services::rule::closest(name_or_file, &names)
+                .map(|n| format!(" (did you mean \"{n}\"?)"))
+                .unwrap_or_default();
+            bail!("no catalog scenario \"{name_or_file}\"{hint}; `twice scenarios list` shows them")
+        }
+    }
+}
+
+/// Plain lines in CI and pipes, a bar on a terminal.
+struct Reporter {
+    bar: Option<indicatif::ProgressBar>,
+    done: Mutex<(usize, usize)>,
+    total: Mutex<usize>,
+}
+
+impl Reporter {
+    fn new() -> Reporter {
+        let terminal = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
+        let bar = terminal.then(|| {
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} scenarios  {msg}  [{elapsed}]")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        Reporter { bar, done: Mutex::new((0, 0)), total: Mutex::new(0) }
+    }
+}
+
+impl Progress for Reporter {
+    fn started(&self, total: usize) {
+        *self.total.lock().unwrap_or_else(|p| p.into_inner()) = total;
+        match &self.bar {
+            Some(bar) => bar.set_length(total as u64),
+            None => eprintln!("twice: running {total} scenarios"),
+        }
+    }
+
+    fn finished(&self, result: &ScenarioResult) {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        done.0 += 1;
+        if result.outcome != Outcome::Passed {
+            done.1 += 1;
+        }
+        let total = *self.total.lock().unwrap_or_else(|p| p.into_inner());
+        match &self.bar {
+            Some(bar) => {
+                bar.inc(1);
+                bar.set_message(format!("{} failing", done.1));
+                if result.outcome != Outcome::Passed {
+                    bar.println(format!("  FAIL {} ({:?})", result.name, result.outcome));
+                }
+            }
+            None => {
+                if result.outcome != Outcome::Passed {
+                    eprintln!("  FAIL {} ({:?})", result.name, result.outcome);
+                }
+                let step = (total / 10).max(1);
+                if done.0.is_multiple_of(step) || done.0 == total {
+                    eprintln!("twice: {}/{} scenarios, {} failing", done.0, total, done.1);
+                }
+            }
+        }
+    }
+
+    fn done(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn threads(requested: Option<usize>) -> usize {
+    requested.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1)
+}
+
+/// `twice run`.
+pub fn run(args: RunArgs) -> anyhow::Result<i32> {
+    let started = Instant::now();
+    let driver = driver(&args.executor, args.live)?;
+    let live = matches!(driver, Driver::Live(_));
+    let mut cases: Vec<Case> = Vec::new();
+    if let Some(index) = args.generated {
+        let scenario = scenarios::generate::case(args.seed, index).map_err(anyhow::Error::msg)?;
+        cases.push(Case { scenario, source: Source::Generated { index } });
+    } else if !args.scenarios.is_empty() {
+        for s in &args.scenarios {
+            cases.push(load(s)?);
+        }
+    } else {
+        let catalog = scenarios::catalog::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
+        cases.extend(catalog.into_iter().map(|scenario| Case { scenario, source: Source::Catalog }));
+        let count = args.cases.unwrap_or(if live { LIVE_CASES_DEFAULT } else { SIM_CASES_DEFAULT });
+        for index in 0..count {
+            let scenario = scenarios::generate::case(args.seed, index).map_err(anyhow::Error::msg)?;
+            cases.push(Case { scenario, source: Source::Generated { index } });
+        }
+    }
+    if let Some(shard) = args.shard {
+        cases = cases.into_iter().enumerate().filter(|(i, _)| shard.takes(*i)).map(|(_, c)| c).collect();
+    }
+    let work_dir = std::env::temp_dir().join(format!("twice-run-{}", std::process::id()));
+    std::fs::create_dir_all(&work_dir).with_context(|| format!("cannot create {}", work_dir.display()))?;
+    let prefix = replay_prefix(&args.executor, args.live);
+    let reporter = Reporter::new();
+    let mut results =
+        run::run_cases(&cases, args.seed, &driver, &work_dir, threads(args.threads), &reporter, &prefix);
+    shrink_failures(&cases, &mut results, &args, &driver, &work_dir, &prefix)?;
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let run = run::results(args.seed, &driver, args.shard, results);
+    finish(&run, &args.report_dir, started)
+}
+
+fn replay_prefix(executor: &Option<String>, live: bool) -> String {
+    match (executor, live) {
+        (Some(cmd), _) => format!("twice run --executor '{cmd}'"),
+        (None, true) => "twice run --live".into(),
+        (None, false) => "twice run".into(),
+    }
+}
+
+/// Shrinks every failing generated case and writes the smallest failing scenario found.
+fn shrink_failures(
+    cases: &[Case],
+    results: &mut [ScenarioResult],
+    args: &RunArgs,
+    driver: &Driver<'_>,
+    work_dir: &Path,
+    prefix: &str,
+) -> anyhow::Result<()> {
+    let failures_dir = args.report_dir.join("failures");
+    let mut written = 0;
+    for (case, result) in cases.iter().zip(results.iter_mut()) {
+        let Source::Generated { index } = case.source else { continue };
+        if result.outcome == Outcome::Passed {
+            continue;
+        }
+        let smallest = run::shrink_case(args.seed, index, driver, work_dir, SHRINK_RUNS_MAX)
+            .map_err(anyhow::Error::msg)?;
+        written += 1;
+        std::fs::create_dir_all(&failures_dir)
+            .with_context(|| format!("cannot create {}", failures_dir.display()))?;
+        let path = failures_dir.join(format!("{written:04}-{}.toml", smallest.name));
+        let header = format!(
+            "A minimal scenario that made the executor break an invariant (shrunk from generated case {index},\nseed {}). Replay it with:\n  {} --scenario {} --seed {}",
+            args.seed,
+            prefix,
+            path.display(),
+            args.seed
+        );
+        let text = scenarios::write::to_toml(&smallest, &header).map_err(|e| anyhow::anyhow!("{e}"))?;
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        result.shrunk = Some(path.display().to_string());
+        result.replay = format!("{prefix} --scenario {} --seed {}", path.display(), args.seed);
+    }
+    Ok(())
+}
+
+fn finish(run: &RunResults, report_dir: &Path, started: Instant) -> anyhow::Result<i32> {
+    let path = run::write_results(report_dir, run)
+        .with_context(|| format!("cannot write to {}", report_dir.display()))?;
+    print!("{}", run::summary(run));
+    println!("results: {} ({:.1} s)", path.display(), started.elapsed().as_secs_f64());
+    Ok(if run.failed() { exit::VIOLATION } else { exit::OK })
+}
+
+/// `twice replay FILE`.
+pub fn replay(args: ReplayArgs) -> anyhow::Result<i32> {
+    let started = Instant::now();
+    let driver = driver(&args.executor, args.live)?;
+    let file = args.file.display().to_string();
+    let case = load(&file)?;
+    let work_dir = std::env::temp_dir().join(format!("twice-replay-{}", std::process::id()));
+    let prefix = replay_prefix(&args.executor, args.live);
+    let result = run::run_case(&case, args.seed, &driver, &work_dir, &prefix);
+    let _ = std::fs::remove_dir_all(&work_dir);
+    println!("timeline of {}:", result.name);
+    for m in &result.observed.timeline {
+        println!(
+            "  {:>9} ms  {:<10} {:<11} {}",
+            m.at_ms.saturating_sub(first_moment(&result)),
+            m.lane,
+            m.kind,
+            m.detail
+        );
+    }
+    let run = run::results(args.seed, &driver, None, vec![result]);
+    finish(&run, &args.report_dir, started)
+}
+
+fn first_moment(result: &ScenarioResult) -> u64 {
+    result.observed.timeline.first().map(|m| m.at_ms).unwrap_or(0)
+}
+
+/// `twice scenarios list`.
+pub fn list() -> anyhow::Result<i32> {
+    let catalog = scenarios::catalog::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
+    for s in &catalog {
+        println!(
+            "{:<40} {:<32} {}",
+            s.name,
+            s.failure_mode.as_deref().unwrap_or("-"),
+            s.description.lines().next().unwrap_or("")
+        );
+    }
+    Ok(exit::OK)
+}

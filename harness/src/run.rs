@@ -1,0 +1,346 @@
+//! A run: which scenarios, which driver, how many generated cases; the results, the summary
+//! and the files they go to.
+//!
+//! Every scenario gets its own seed derived from the run's seed and the scenario's identity
+//! (its name, or a generated case's index), never from its position in the run, so a shard
+//! computes exactly what the unsharded run computes for the same scenarios.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use scenarios::Scenario;
+use serde::{Deserialize, Serialize};
+
+use crate::check::{self, Verdict};
+use crate::live::{self, ExecutorCommand};
+use crate::observe::{Claim, Observed};
+use crate::sim::{self, SimFactory};
+
+/// The results file format; bumped when a field changes meaning.
+pub const RESULTS_SCHEMA: &str = "twice.results/1";
+
+/// How scenarios are executed.
+pub enum Driver<'a> {
+    /// In process, on virtual time.
+    Sim(&'a dyn SimFactory),
+    /// A real executor program over the stdio protocol.
+    Live(ExecutorCommand),
+}
+
+impl Driver<'_> {
+    pub fn describe(&self) -> String {
+        match self {
+            Driver::Sim(f) => f.name(),
+            Driver::Live(c) => c.to_string(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Driver::Sim(_) => "sim",
+            Driver::Live(_) => "live",
+        }
+    }
+}
+
+/// Where a scenario came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    Catalog,
+    File { path: String },
+    Generated { index: u64 },
+}
+
+/// One scenario to run.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub scenario: Scenario,
+    pub source: Source,
+}
+
+/// `--shard K/N`: this run takes every case whose position modulo N is K-1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (k, n) = s.split_once('/').ok_or_else(|| format!("--shard takes K/N, e.g. 1/4; got \"{s}\""))?;
+        let index: u32 = k.parse().map_err(|_| format!("--shard: \"{k}\" is not a number"))?;
+        let count: u32 = n.parse().map_err(|_| format!("--shard: \"{n}\" is not a number"))?;
+        if count == 0 || index == 0 || index > count {
+            return Err(format!("--shard {s}: K must be between 1 and N"));
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl Shard {
+    pub fn takes(&self, position: usize) -> bool {
+        position % self.count as usize == (self.index - 1) as usize
+    }
+}
+
+/// The verdict of one scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Passed,
+    Violated,
+    ExecutorError,
+}
+
+/// One scenario's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    pub source: Source,
+    pub seed: u64,
+    pub outcome: Outcome,
+    pub verdicts: Vec<Verdict>,
+    /// The executor's final claims.
+    pub claims: Vec<Claim>,
+    /// Effects per service, as the ledgers hold them.
+    pub effects: BTreeMap<String, usize>,
+    /// The command that runs this scenario again, alone.
+    pub replay: String,
+    /// The minimal scenario that shows a violation, when the search shrank one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<String>,
+    /// Everything observed, for reports.
+    pub observed: Observed,
+}
+
+/// Counts of outcomes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub scenarios: usize,
+    pub passed: usize,
+    pub violated: usize,
+    pub executor_errors: usize,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResults {
+    pub schema: String,
+    pub tool_version: String,
+    pub seed: u64,
+    pub driver: String,
+    pub executor: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    pub totals: Totals,
+    pub results: Vec<ScenarioResult>,
+}
+
+impl RunResults {
+    pub fn failed(&self) -> bool {
+        self.totals.violated + self.totals.executor_errors > 0
+    }
+}
+
+/// A stable 64-bit hash (FNV-1a) for deriving seeds.
+pub fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// The seed of one case: the run's seed mixed with the case's identity.
+pub fn case_seed(run_seed: u64, source: &Source, name: &str) -> u64 {
+    match source {
+        Source::Generated { index } => run_seed ^ fnv(&index.to_le_bytes()).rotate_left(17),
+        _ => run_seed ^ fnv(name.as_bytes()),
+    }
+}
+
+/// Reports progress as cases finish.
+pub trait Progress: Sync {
+    fn started(&self, total: usize);
+    fn finished(&self, result: &ScenarioResult);
+    fn done(&self);
+}
+
+/// Runs cases on up to `threads` threads; results come back in case order.
+pub fn run_cases(
+    cases: &[Case],
+    run_seed: u64,
+    driver: &Driver<'_>,
+    work_dir: &Path,
+    threads: usize,
+    progress: &dyn Progress,
+    replay_prefix: &str,
+) -> Vec<ScenarioResult> {
+    progress.started(cases.len());
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<ScenarioResult>>> = Mutex::new(vec![None; cases.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(case) = cases.get(i) else { break };
+                    let result = run_case(case, run_seed, driver, work_dir, replay_prefix);
+                    progress.finished(&result);
+                    results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
+                }
+            });
+        }
+    });
+    progress.done();
+    results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().flatten().collect()
+}
+
+/// Runs one case and checks it.
+pub fn run_case(
+    case: &Case,
+    run_seed: u64,
+    driver: &Driver<'_>,
+    work_dir: &Path,
+    replay_prefix: &str,
+) -> ScenarioResult {
+    let seed = case_seed(run_seed, &case.source, &case.scenario.name);
+    let observed = observe(&case.scenario, seed, driver, work_dir);
+    let verdicts = check::check(&case.scenario, &observed);
+    let outcome = if observed.executor_error.is_some() {
+        Outcome::ExecutorError
+    } else if verdicts.iter().all(|v| v.held) {
+        Outcome::Passed
+    } else {
+        Outcome::Violated
+    };
+    let replay = match &case.source {
+        Source::Catalog => format!("{replay_prefix} --scenario {} --seed {run_seed}", case.scenario.name),
+        Source::File { path } => format!("{replay_prefix} --scenario {path} --seed {run_seed}"),
+        Source::Generated { index } => format!("{replay_prefix} --generated {index} --seed {run_seed}"),
+    };
+    ScenarioResult {
+        name: case.scenario.name.clone(),
+        source: case.source.clone(),
+        seed,
+        outcome,
+        verdicts,
+        claims: observed.claims.clone(),
+        effects: observed.ledgers.iter().map(|(s, l)| (s.clone(), l.len())).collect(),
+        replay,
+        shrunk: None,
+        observed,
+    }
+}
+
+/// Runs a scenario in a driver; a harness failure becomes an executor-free error in the
+/// observation, so one broken case never stops a run.
+pub fn observe(scenario: &Scenario, seed: u64, driver: &Driver<'_>, work_dir: &Path) -> Observed {
+    let observed = match driver {
+        Driver::Sim(factory) => {
+            sim::run_blocking(scenario, seed, *factory, work_dir).map_err(|e| e.to_string())
+        }
+        Driver::Live(command) => {
+            live::run_blocking(scenario, seed, command, work_dir).map_err(|e| e.to_string())
+        }
+    };
+    observed.unwrap_or_else(|e| Observed {
+        executor_error: Some(format!("the harness could not run it: {e}")),
+        ..Observed::default()
+    })
+}
+
+/// Puts results together with the run's facts.
+pub fn results(
+    seed: u64,
+    driver: &Driver<'_>,
+    shard: Option<Shard>,
+    results: Vec<ScenarioResult>,
+) -> RunResults {
+    let mut totals = Totals { scenarios: results.len(), ..Totals::default() };
+    for r in &results {
+        match r.outcome {
+            Outcome::Passed => totals.passed += 1,
+            Outcome::Violated => totals.violated += 1,
+            Outcome::ExecutorError => totals.executor_errors += 1,
+        }
+    }
+    RunResults {
+        schema: RESULTS_SCHEMA.into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        seed,
+        driver: driver.kind().into(),
+        executor: driver.describe(),
+        shard,
+        totals,
+        results,
+    }
+}
+
+/// A readable summary for a terminal or a pull-request comment.
+pub fn summary(run: &RunResults) -> String {
+    let t = &run.totals;
+    let mut out = format!(
+        "twice: {} scenarios against {} (seed {}): {} passed, {} violated, {} executor errors\n",
+        t.scenarios, run.executor, run.seed, t.passed, t.violated, t.executor_errors
+    );
+    for r in run.results.iter().filter(|r| r.outcome != Outcome::Passed) {
+        out.push_str(&format!("\n  {} ({:?})\n", r.name, r.outcome));
+        if let Some(e) = &r.observed.executor_error {
+            out.push_str(&format!("    executor-error: {e}\n"));
+        }
+        for v in r.verdicts.iter().filter(|v| !v.held) {
+            let first = v.evidence.first().map(String::as_str).unwrap_or("");
+            out.push_str(&format!("    {}: {first}\n", v.invariant));
+        }
+        if let Some(path) = &r.shrunk {
+            out.push_str(&format!("    minimal scenario: {path}\n"));
+        }
+        out.push_str(&format!("    replay: {}\n", r.replay));
+    }
+    out
+}
+
+/// Writes `results.json` into `dir`.
+pub fn write_results(dir: &Path, run: &RunResults) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("results.json");
+    let mut json = serde_json::to_string_pretty(run).map_err(std::io::Error::other)?;
+    json.push('\n');
+    std::fs::write(&path, json)?;
+    Ok(path)
+}
+
+/// Shrinks generated case `index` of a run with `seed`, which failed: the smallest scenario
+/// found that still fails, within `runs_max` candidate runs.
+pub fn shrink_case(
+    seed: u64,
+    index: u64,
+    driver: &Driver<'_>,
+    work_dir: &Path,
+    runs_max: usize,
+) -> Result<Scenario, String> {
+    let tree = scenarios::generate::case_tree(seed, index)?;
+    let source = Source::Generated { index };
+    let failing = |s: &Scenario| {
+        let probe = Case { scenario: s.clone(), source: source.clone() };
+        run_case(&probe, seed, driver, work_dir, "").outcome != Outcome::Passed
+    };
+    Ok(scenarios::generate::shrink(tree, runs_max, failing))
+}
+
+/// Runs generated cases `0..cases` in order until one fails; returns its index and result.
+pub fn first_failure(
+    seed: u64,
+    cases: u64,
+    driver: &Driver<'_>,
+    work_dir: &Path,
+) -> Option<(u64, ScenarioResult)> {
+    (0..cases).find_map(|index| {
+        let scenario = scenarios::generate::case(seed, index).ok()?;
+        let case = Case { scenario, source: Source::Generated { index } };
+        let result = run_case(&case, seed, driver, work_dir, "");
+        (result.outcome != Outcome::Passed).then_some((index, result))
+    })
+}

@@ -1,0 +1,765 @@
+//! The sim driver: Rust executors in process, on virtual time, deterministic from one seed.
+//!
+//! Everything runs on one tokio current-thread runtime with a paused clock (the caller builds
+//! it; see [`run_blocking`]): the fakes' delays, the executor's timeouts and leases, and the
+//! harness's waits are all virtual, so a scenario that spans minutes of service time runs in
+//! milliseconds, and the same seed gives the same bytes. The executor reaches the fakes
+//! through [`SimTransport`], which hands each request to the fake as its own task (so the
+//! fake finishes a commit even when the caller is gone) and implements the observation
+//! points: a crash point keeps the reply from ever arriving, a pause point holds it until the
+//! worker is resumed.
+//!
+//! Workers are tasks. A crash aborts the task, which drops the executor mid-flight exactly
+//! where it was; the worker restarts on the same state directory when the reconcile phase
+//! begins.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use executor::world::{HttpRequest, HttpResponse, SendError, SendFuture, Transport};
+use fake_services::{Disposition, Fake, FakeRequest, Fakes};
+use scenarios::{EventAction, IntentSpec, PhaseName, Point, Scenario};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::observe::{Claim, Moment, Observed};
+use crate::setup::{self, EPOCH_MS, RECONCILE_ROUNDS_MAX};
+
+/// A boxed future, so that executors can be trait objects.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The longest a worker may take to drain, in virtual time.
+pub const DRAIN_MS_MAX: u64 = 60_000;
+/// Bound on any one call into a worker, in virtual time, beyond its own drain bound.
+const CALL_MS_MAX: u64 = DRAIN_MS_MAX + 10_000;
+
+/// Why a proposal was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The executor does not support the action: the intent is reported `unsupported`.
+    Unsupported(String),
+    /// Any other refusal: the executor is broken.
+    Other(String),
+}
+
+/// A state change an executor reports, for the timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateChange {
+    pub intent_id: String,
+    pub state: String,
+}
+
+/// An executor under test, in process.
+pub trait SimExecutor: Send {
+    /// Records the intent durably, or refuses it.
+    fn propose<'a>(&'a mut self, intent: &'a IntentSpec) -> BoxFuture<'a, Result<(), Refusal>>;
+    /// Works until nothing is recorded or submitted, or `timeout_ms` passes.
+    fn drain(&mut self, timeout_ms: u64) -> BoxFuture<'_, Result<Vec<StateChange>, String>>;
+    /// One reconciliation pass.
+    fn reconcile(&mut self) -> BoxFuture<'_, Result<Vec<StateChange>, String>>;
+    /// Every intent it knows, with its state.
+    fn status(&mut self) -> BoxFuture<'_, Result<Vec<Claim>, String>>;
+}
+
+/// What a worker is started with: the same facts as the protocol's `init`.
+pub struct WorkerSetup {
+    pub worker_id: String,
+    /// Starts at 1; a restart after a crash is the next incarnation.
+    pub incarnation: u32,
+    pub state_dir: PathBuf,
+    pub services: BTreeMap<String, executor::Service>,
+    pub limits: executor::Limits,
+    /// Virtual time, shared by every worker of the run.
+    pub clock: executor::world::TokioClock,
+    pub transport: Arc<dyn Transport>,
+}
+
+/// Makes executors for the sim driver.
+pub trait SimFactory: Send + Sync {
+    /// A name for reports.
+    fn name(&self) -> String;
+    fn start(&self, setup: WorkerSetup) -> Result<Box<dyn SimExecutor>, String>;
+}
+
+/// The reference executor, in process.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Reference;
+
+struct ReferenceSim(executor::Executor);
+
+impl SimFactory for Reference {
+    fn name(&self) -> String {
+        "reference executor (sim)".into()
+    }
+
+    fn start(&self, setup: WorkerSetup) -> Result<Box<dyn SimExecutor>, String> {
+        let config = executor::Config {
+            worker_id: setup.worker_id.clone(),
+            services: setup.services,
+            secrets: BTreeMap::new(),
+            limits: setup.limits,
+        };
+        let world = executor::World {
+            clock: Arc::new(setup.clock),
+            ids: Arc::new(executor::world::Counter::new(&format!(
+                "{}.{}",
+                setup.worker_id, setup.incarnation
+            ))),
+            transport: setup.transport,
+            hooks: Arc::new(executor::world::NoHooks),
+        };
+        // NORMAL durability: a sim crash is a dropped process, never a power cut.
+        let executor =
+            executor::Executor::open(config, &setup.state_dir, executor::Durability::Normal, world)
+                .map_err(|e| e.to_string())?;
+        Ok(Box::new(ReferenceSim(executor)))
+    }
+}
+
+fn changes(transitions: Vec<executor::Transition>) -> Vec<StateChange> {
+    transitions.into_iter().map(|t| StateChange { intent_id: t.intent_id, state: t.to.to_string() }).collect()
+}
+
+impl SimExecutor for ReferenceSim {
+    fn propose<'a>(&'a mut self, intent: &'a IntentSpec) -> BoxFuture<'a, Result<(), Refusal>> {
+        Box::pin(async move {
+            let proposal = executor::Proposal {
+                id: intent.id.clone(),
+                action: intent.action.clone(),
+                params: intent.params.clone(),
+                replaces: intent.replaces.clone(),
+            };
+            match self.0.propose(proposal) {
+                Ok(_) => Ok(()),
+                Err(e @ executor::ProposeError::Action(executor::model::ActionError::Unsupported(_)))
+                | Err(e @ executor::ProposeError::NotConfigured { .. }) => {
+                    Err(Refusal::Unsupported(e.to_string()))
+                }
+                Err(e) => Err(Refusal::Other(e.to_string())),
+            }
+        })
+    }
+
+    fn drain(&mut self, timeout_ms: u64) -> BoxFuture<'_, Result<Vec<StateChange>, String>> {
+        Box::pin(async move {
+            match self.0.drain(timeout_ms).await {
+                Ok(t) => Ok(changes(t)),
+                // Intents held by another worker's lease may keep a drain busy; that is not a
+                // fault of the executor, and the reconcile phase goes on.
+                Err(executor::DrainError::Timeout { transitions, .. }) => Ok(changes(transitions)),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
+
+    fn reconcile(&mut self) -> BoxFuture<'_, Result<Vec<StateChange>, String>> {
+        Box::pin(
+            async move { self.0.pass().await.map(|r| changes(r.transitions)).map_err(|e| e.to_string()) },
+        )
+    }
+
+    fn status(&mut self) -> BoxFuture<'_, Result<Vec<Claim>, String>> {
+        Box::pin(async move {
+            let intents = self.0.status(None).map_err(|e| e.to_string())?;
+            Ok(intents
+                .iter()
+                .map(|i| Claim {
+                    id: i.id.clone(),
+                    state: i.state.to_string(),
+                    attempts: u64::from(i.attempts),
+                    evidence: serde_json::to_value(&i.evidence).unwrap_or_default(),
+                })
+                .collect())
+        })
+    }
+}
+
+/// The host a service has in sim URLs: `http://payments.sim`.
+fn sim_url(service: &str) -> String {
+    format!("http://{service}.sim")
+}
+
+/// A request point waiting to fire.
+struct Armed {
+    service: String,
+    method: Option<String>,
+    path: Option<String>,
+    nth: u64,
+    seen: u64,
+    /// Indexes into the scenario's events.
+    events: Vec<usize>,
+    fired: bool,
+}
+
+/// What a request that reached a point must do before its reply may go back.
+#[derive(Debug, Default)]
+struct Trip {
+    events: Vec<usize>,
+    /// A crash of the requesting worker: the reply never arrives.
+    crash_self: bool,
+    /// A pause of the requesting worker: the reply waits for the resume.
+    pause_self: bool,
+}
+
+/// The request points of a run and the workers' pause gates.
+struct Points {
+    armed: Mutex<Vec<Armed>>,
+    /// Per event index: `(kind, worker)` for crash and pause events.
+    targets: BTreeMap<usize, (&'static str, String)>,
+}
+
+impl Points {
+    fn new(scenario: &Scenario) -> Points {
+        let mut armed: Vec<Armed> = Vec::new();
+        let mut targets = BTreeMap::new();
+        for (i, event) in scenario.events.iter().enumerate() {
+            if let Point::Request { service, method, path, nth } = &event.at {
+                match armed
+                    .iter_mut()
+                    .find(|a| (&a.service, &a.method, &a.path, a.nth) == (service, method, path, *nth))
+                {
+                    Some(a) => a.events.push(i),
+                    None => armed.push(Armed {
+                        service: service.clone(),
+                        method: method.clone(),
+                        path: path.clone(),
+                        nth: *nth,
+                        seen: 0,
+                        events: vec![i],
+                        fired: false,
+                    }),
+                }
+            }
+            match &event.action {
+                EventAction::Crash { worker } => {
+                    targets.insert(i, ("crash", worker.clone()));
+                }
+                EventAction::Pause { worker, .. } => {
+                    targets.insert(i, ("pause", worker.clone()));
+                }
+                _ => {}
+            }
+        }
+        Points { armed: Mutex::new(armed), targets }
+    }
+
+    fn on_request(&self, worker: &str, service: &str, method: &str, path: &str) -> Trip {
+        let mut trip = Trip::default();
+        let mut armed = self.armed.lock().unwrap_or_else(|p| p.into_inner());
+        for a in armed.iter_mut() {
+            let hit = a.service == service
+                && a.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method))
+                && a.path.as_deref().is_none_or(|p| match p.strip_suffix('*') {
+                    Some(prefix) => path.starts_with(prefix),
+                    None => p == path,
+                });
+            if !hit || a.fired {
+                continue;
+            }
+            a.seen += 1;
+            if a.seen == a.nth {
+                a.fired = true;
+                for i in &a.events {
+                    match self.targets.get(i) {
+                        Some(("crash", w)) if w == worker => trip.crash_self = true,
+                        Some(("pause", w)) if w == worker => trip.pause_self = true,
+                        _ => {}
+                    }
+                    trip.events.push(*i);
+                }
+            }
+        }
+        trip
+    }
+}
+
+/// One worker's way to the fakes.
+pub struct SimTransport {
+    worker: String,
+    fakes: BTreeMap<String, Fake>,
+    points: Arc<Points>,
+    trips: mpsc::UnboundedSender<Vec<usize>>,
+    /// True while the worker is paused.
+    paused: watch::Sender<bool>,
+}
+
+impl SimTransport {
+    async fn wait_while_paused(&self) {
+        let mut rx = self.paused.subscribe();
+        // A closed channel means the run is over; go on rather than hang.
+        let _ = rx.wait_for(|paused| !*paused).await;
+    }
+}
+
+impl Transport for SimTransport {
+    fn send(&self, request: HttpRequest) -> SendFuture<'_> {
+        Box::pin(async move {
+            self.wait_while_paused().await;
+            let rest = request.url.strip_prefix("http://").unwrap_or(&request.url);
+            let (host, target) =
+                rest.split_once('/').map(|(h, t)| (h, format!("/{t}"))).unwrap_or((rest, "/".into()));
+            let service = host.strip_suffix(".sim").unwrap_or(host);
+            let Some(fake) = self.fakes.get(service).cloned() else {
+                return Err(SendError::NotSent(format!("no service at {host}")));
+            };
+            let mut fake_request = FakeRequest::new(request.method, &target).body(request.body.clone());
+            for (name, value) in &request.headers {
+                fake_request = fake_request.header(name, value);
+            }
+            let trip = self.points.on_request(&self.worker, service, request.method, &fake_request.path);
+            // The fake works on its own task, like a server: it finishes even if the caller
+            // is dropped (crashed) or gives up (timed out).
+            let handled = tokio::spawn(async move { fake.handle(fake_request).await });
+            if trip.pause_self {
+                let _ = self.paused.send(true);
+            }
+            if !trip.events.is_empty() {
+                let _ = self.trips.send(trip.events);
+            }
+            if trip.crash_self {
+                // The worker is about to be killed: its reply never arrives.
+                std::future::pending::<()>().await;
+            }
+            let exchange = async {
+                let disposition =
+                    handled.await.map_err(|e| SendError::Ambiguous(format!("the fake failed: {e}")))?;
+                self.wait_while_paused().await;
+                match disposition {
+                    Disposition::Respond(r) => {
+                        Ok(HttpResponse { status: r.status, headers: r.headers, body: r.body.to_vec() })
+                    }
+                    Disposition::Reset => Err(SendError::Ambiguous("connection reset by peer".into())),
+                    Disposition::Close => {
+                        Err(SendError::Ambiguous("connection closed before an answer".into()))
+                    }
+                }
+            };
+            match tokio::time::timeout(Duration::from_millis(request.timeout_ms), exchange).await {
+                Ok(result) => result,
+                Err(_) => Err(SendError::Ambiguous(format!("no answer within {} ms", request.timeout_ms))),
+            }
+        })
+    }
+}
+
+enum Cmd {
+    Propose(IntentSpec, oneshot::Sender<Result<(), Refusal>>),
+    Drain(u64, oneshot::Sender<Result<Vec<StateChange>, String>>),
+    Reconcile(oneshot::Sender<Result<Vec<StateChange>, String>>),
+    Status(oneshot::Sender<Result<Vec<Claim>, String>>),
+}
+
+async fn worker_loop(mut executor: Box<dyn SimExecutor>, mut commands: mpsc::Receiver<Cmd>) {
+    while let Some(cmd) = commands.recv().await {
+        match cmd {
+            Cmd::Propose(intent, reply) => {
+                let _ = reply.send(executor.propose(&intent).await);
+            }
+            Cmd::Drain(ms, reply) => {
+                let _ = reply.send(executor.drain(ms).await);
+            }
+            Cmd::Reconcile(reply) => {
+                let _ = reply.send(executor.reconcile().await);
+            }
+            Cmd::Status(reply) => {
+                let _ = reply.send(executor.status().await);
+            }
+        }
+    }
+}
+
+struct Worker {
+    commands: mpsc::Sender<Cmd>,
+    task: tokio::task::JoinHandle<()>,
+    paused: watch::Sender<bool>,
+    incarnation: u32,
+    crashed: bool,
+}
+
+/// Queue depth of a worker's commands: the driver waits on each call, so a handful is plenty.
+const COMMANDS_MAX: usize = 16;
+
+/// Why a call into a worker returned nothing.
+enum CallError {
+    /// The worker is gone: crashed by an event.
+    Gone,
+    /// It did not answer within the bound: the executor hangs.
+    Hung,
+}
+
+struct Run<'a> {
+    scenario: &'a Scenario,
+    factory: &'a dyn SimFactory,
+    fakes: Fakes,
+    points: Arc<Points>,
+    trips_tx: mpsc::UnboundedSender<Vec<usize>>,
+    trips_rx: mpsc::UnboundedReceiver<Vec<usize>>,
+    workers: BTreeMap<String, Worker>,
+    services: BTreeMap<String, executor::Service>,
+    clock: executor::world::TokioClock,
+    state_dir: PathBuf,
+    observed: Observed,
+    fired: Vec<bool>,
+}
+
+impl Run<'_> {
+    fn now_ms(&self) -> u64 {
+        self.fakes.payments.core().clock.now_ms()
+    }
+
+    fn moment(&mut self, lane: &str, kind: &str, detail: String) {
+        let at_ms = self.now_ms();
+        self.observed.timeline.push(Moment { at_ms, lane: lane.into(), kind: kind.into(), detail });
+    }
+
+    fn start_worker(&mut self, name: &str) -> Result<(), String> {
+        let incarnation = self.workers.get(name).map_or(1, |w| w.incarnation + 1);
+        let (paused, _) = watch::channel(false);
+        let transport = SimTransport {
+            worker: name.to_string(),
+            fakes: self.fakes.all().into_iter().map(|f| (f.name().to_string(), f)).collect(),
+            points: Arc::clone(&self.points),
+            trips: self.trips_tx.clone(),
+            paused: paused.clone(),
+        };
+        let setup = WorkerSetup {
+            worker_id: name.to_string(),
+            incarnation,
+            state_dir: self.state_dir.clone(),
+            services: self.services.clone(),
+            limits: setup::limits_for(self.scenario),
+            clock: self.clock.clone(),
+            transport: Arc::new(transport),
+        };
+        let executor = self.factory.start(setup)?;
+        let (commands, rx) = mpsc::channel(COMMANDS_MAX);
+        let task = tokio::spawn(worker_loop(executor, rx));
+        self.workers.insert(name.to_string(), Worker { commands, task, paused, incarnation, crashed: false });
+        self.moment(name, "start", format!("incarnation {incarnation}"));
+        Ok(())
+    }
+
+    /// Sends a command and waits for its answer, firing request-point events meanwhile.
+    async fn call<T>(
+        &mut self,
+        worker: &str,
+        make: impl FnOnce(oneshot::Sender<T>) -> Cmd,
+    ) -> Result<T, CallError> {
+        let Some(w) = self.workers.get(worker).filter(|w| !w.crashed) else { return Err(CallError::Gone) };
+        let (tx, mut rx) = oneshot::channel();
+        if w.commands.send(make(tx)).await.is_err() {
+            return Err(CallError::Gone);
+        }
+        let deadline = tokio::time::sleep(Duration::from_millis(CALL_MS_MAX));
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                answer = &mut rx => return answer.map_err(|_| CallError::Gone),
+                Some(events) = self.trips_rx.recv() => self.fire_all(events).await,
+                _ = &mut deadline => return Err(CallError::Hung),
+            }
+        }
+    }
+
+    async fn fire_all(&mut self, events: Vec<usize>) {
+        for i in events {
+            self.fire(i).await;
+        }
+    }
+
+    async fn fire_point(&mut self, matches: impl Fn(&Point) -> bool) {
+        let due: Vec<usize> =
+            self.scenario.events.iter().enumerate().filter(|(_, e)| matches(&e.at)).map(|(i, _)| i).collect();
+        self.fire_all(due).await;
+    }
+
+    async fn fire(&mut self, i: usize) {
+        if self.fired.get(i).copied().unwrap_or(true) {
+            return;
+        }
+        self.fired[i] = true;
+        let Some(event) = self.scenario.events.get(i).cloned() else { return };
+        match event.action {
+            EventAction::Crash { worker } => {
+                if let Some(w) = self.workers.get_mut(&worker) {
+                    w.task.abort();
+                    w.crashed = true;
+                }
+                self.moment(&worker, "crash", "killed mid-flight".into());
+            }
+            EventAction::Pause { worker, for_ms } => {
+                if let Some(w) = self.workers.get(&worker) {
+                    let paused = w.paused.clone();
+                    let _ = paused.send(true);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(for_ms)).await;
+                        let _ = paused.send(false);
+                    });
+                }
+                self.moment(&worker, "pause", format!("for {for_ms} ms"));
+            }
+            EventAction::StartWorker { worker } => {
+                match self.start_worker(&worker) {
+                    Ok(()) => {
+                        // The new worker takes over what it can: drain and reconcile, queued
+                        // behind nothing the driver waits on.
+                        if let Some(w) = self.workers.get(&worker) {
+                            let (tx, _) = oneshot::channel();
+                            let _ = w.commands.try_send(Cmd::Drain(DRAIN_MS_MAX, tx));
+                            let (tx, _) = oneshot::channel();
+                            let _ = w.commands.try_send(Cmd::Reconcile(tx));
+                        }
+                    }
+                    Err(e) => {
+                        self.observed.executor_error = Some(format!("worker {worker} did not start: {e}"))
+                    }
+                }
+            }
+            EventAction::ClockJump { service, by_ms } => {
+                if let Some(fake) = self.fakes.get(&service) {
+                    fake.clock().jump_ms(by_ms);
+                }
+                self.moment(&service, "clock_jump", format!("+{by_ms} ms"));
+            }
+            EventAction::Heal => {
+                setup::heal(&self.fakes);
+                self.moment("harness", "heal", "every fault disarmed".into());
+            }
+            EventAction::Reconcile { worker } => {
+                if let Some(w) = self.workers.get(&worker) {
+                    let (tx, _) = oneshot::channel();
+                    let _ = w.commands.try_send(Cmd::Reconcile(tx));
+                }
+                self.moment(&worker, "reconcile", "asked for a pass".into());
+            }
+        }
+    }
+
+    fn record_changes(&mut self, worker: &str, changes: Vec<StateChange>) {
+        for c in changes {
+            self.moment(worker, "state", format!("{} -> {}", c.intent_id, c.state));
+        }
+    }
+
+    fn hung(&mut self, worker: &str, what: &str) {
+        self.observed.executor_error =
+            Some(format!("worker {worker} did not finish {what} within {CALL_MS_MAX} ms"));
+    }
+
+    async fn act(&mut self) {
+        for intent in self.scenario.intents.clone() {
+            let result = self.call(setup_first(), |tx| Cmd::Propose(intent.clone(), tx)).await;
+            match result {
+                Ok(Ok(())) => {
+                    self.observed.acknowledged.push(intent.id.clone());
+                    self.moment(setup_first(), "proposed", intent.id.clone());
+                    let id = intent.id.clone();
+                    self.fire_point(
+                        |p| matches!(p, Point::AfterPropose { after_propose } if *after_propose == id),
+                    )
+                    .await;
+                }
+                Ok(Err(Refusal::Unsupported(why))) => {
+                    if !self.observed.unsupported.contains(&intent.action) {
+                        self.observed.unsupported.push(intent.action.clone());
+                    }
+                    self.observed.unacknowledged.insert(intent.id.clone(), why);
+                }
+                Ok(Err(Refusal::Other(why))) => {
+                    self.observed.unacknowledged.insert(intent.id.clone(), why);
+                }
+                Err(CallError::Gone) => {
+                    self.observed.unacknowledged.insert(intent.id.clone(), "the worker was down".into());
+                }
+                Err(CallError::Hung) => return self.hung(setup_first(), "propose"),
+            }
+        }
+        self.fire_point(|p| matches!(p, Point::Phase { after_phase: PhaseName::Act })).await;
+    }
+
+    async fn drain(&mut self) {
+        match self.call(setup_first(), |tx| Cmd::Drain(DRAIN_MS_MAX, tx)).await {
+            Ok(Ok(changes)) => self.record_changes(setup_first(), changes),
+            Ok(Err(e)) => self.observed.executor_error = Some(format!("drain failed: {e}")),
+            Err(CallError::Gone) => {}
+            Err(CallError::Hung) => self.hung(setup_first(), "drain"),
+        }
+        self.fire_point(|p| matches!(p, Point::Phase { after_phase: PhaseName::Drain })).await;
+    }
+
+    async fn reconcile(&mut self, settle_ms: u64) {
+        setup::heal(&self.fakes);
+        self.moment("harness", "heal", "every fault disarmed".into());
+        // Past every announced read lag and settle bound.
+        tokio::time::sleep(Duration::from_millis(settle_ms)).await;
+        for w in self.workers.values() {
+            let _ = w.paused.send(false);
+        }
+        let round_pause_ms =
+            self.scenario.request_timeout_ms() + settle_ms + executor::engine::SAFETY_MARGIN_MS;
+        let names: Vec<String> = self.workers.keys().cloned().collect();
+        for round in 1..=RECONCILE_ROUNDS_MAX {
+            self.observed.reconcile_rounds = round;
+            // Crashed workers come back first; a crash point may also fire during a round.
+            if !self.restart_crashed() {
+                return;
+            }
+            for name in &names {
+                for kind in ["reconcile", "drain"] {
+                    let answer = if kind == "reconcile" {
+                        self.call(name, Cmd::Reconcile).await
+                    } else {
+                        self.call(name, |tx| Cmd::Drain(DRAIN_MS_MAX, tx)).await
+                    };
+                    match answer {
+                        Ok(Ok(changes)) => self.record_changes(name, changes),
+                        Ok(Err(e)) => {
+                            self.observed.executor_error = Some(format!("{kind} on {name} failed: {e}"));
+                            return;
+                        }
+                        Err(CallError::Gone) => {}
+                        Err(CallError::Hung) => return self.hung(name, kind),
+                    }
+                }
+            }
+            match self.call(setup_first(), Cmd::Status).await {
+                Ok(Ok(claims)) if claims.iter().all(|c| !unresolved(&c.state)) => break,
+                Ok(_) => {}
+                Err(CallError::Hung) => return self.hung(setup_first(), "status"),
+                Err(CallError::Gone) => {}
+            }
+            tokio::time::sleep(Duration::from_millis(round_pause_ms)).await;
+        }
+    }
+
+    /// Restarts every crashed worker on its state directory; false if one would not start.
+    fn restart_crashed(&mut self) -> bool {
+        let crashed: Vec<String> =
+            self.workers.iter().filter(|(_, w)| w.crashed).map(|(n, _)| n.clone()).collect();
+        for name in crashed {
+            if let Err(e) = self.start_worker(&name) {
+                self.observed.executor_error = Some(format!("worker {name} did not restart: {e}"));
+                return false;
+            }
+        }
+        true
+    }
+
+    async fn finish(&mut self, settle_ms: u64) {
+        // Late commits land within the settle bound: only then is a ledger final.
+        tokio::time::sleep(Duration::from_millis(settle_ms)).await;
+        if !self.restart_crashed() {
+            return;
+        }
+        match self.call(setup_first(), Cmd::Status).await {
+            Ok(Ok(claims)) => self.observed.claims = claims,
+            Ok(Err(e)) => self.observed.executor_error = Some(format!("status failed: {e}")),
+            Err(CallError::Gone) => {
+                self.observed.executor_error = Some("worker w1 is gone at the end".into())
+            }
+            Err(CallError::Hung) => self.hung(setup_first(), "status"),
+        }
+        for fake in self.fakes.all() {
+            self.observed.ledgers.insert(fake.name().to_string(), fake.ledger());
+            self.observed.journals.insert(fake.name().to_string(), fake.journal());
+        }
+        for w in self.workers.values() {
+            w.task.abort();
+        }
+    }
+}
+
+fn setup_first() -> &'static str {
+    scenarios::model::FIRST_WORKER
+}
+
+fn unresolved(state: &str) -> bool {
+    matches!(state, "recorded" | "blocked" | "submitted" | "unknown")
+}
+
+/// Runs one scenario in the sim driver. Must be called on a current-thread runtime whose
+/// clock is paused (see [`run_blocking`]); `work_dir` receives the state directory.
+pub async fn run(
+    scenario: &Scenario,
+    seed: u64,
+    factory: &dyn SimFactory,
+    work_dir: &Path,
+) -> Result<Observed, setup::SetupError> {
+    let fakes = Fakes::new(Arc::new(fake_services::TokioClock::starting_at(EPOCH_MS)), seed);
+    setup::prepare(scenario, &fakes)?;
+    let contracts = setup::contracts(scenario, &fakes);
+    let services = contracts
+        .iter()
+        .map(|(name, c)| {
+            (name.clone(), executor::Service { url: sim_url(name), contract: setup::announce(c) })
+        })
+        .collect();
+    let settle_ms = setup::settle_ms(scenario, &contracts);
+    let (trips_tx, trips_rx) = mpsc::unbounded_channel();
+    let state_dir = work_dir.join("state");
+    let mut run = Run {
+        scenario,
+        factory,
+        fakes,
+        points: Arc::new(Points::new(scenario)),
+        trips_tx,
+        trips_rx,
+        workers: BTreeMap::new(),
+        services,
+        clock: executor::world::TokioClock::starting_at(EPOCH_MS),
+        state_dir,
+        observed: Observed::default(),
+        fired: vec![false; scenario.events.len()],
+    };
+    if let Err(e) = run.start_worker(setup_first()) {
+        run.observed.executor_error = Some(format!("worker w1 did not start: {e}"));
+        return Ok(run.observed);
+    }
+    run.act().await;
+    if run.observed.executor_error.is_none() {
+        run.drain().await;
+    }
+    if run.observed.executor_error.is_none() {
+        run.reconcile(settle_ms).await;
+    }
+    if run.observed.executor_error.is_none() {
+        run.finish(settle_ms).await;
+    }
+    run.observed.timeline.sort_by_key(|m| m.at_ms);
+    Ok(run.observed)
+}
+
+/// Runs one scenario on a fresh paused current-thread runtime, in a fresh directory under
+/// `work_dir` that is removed afterwards.
+pub fn run_blocking(
+    scenario: &Scenario,
+    seed: u64,
+    factory: &dyn SimFactory,
+    work_dir: &Path,
+) -> Result<Observed, RunError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(RunError::Runtime)?;
+    let dir = work_dir.join(format!("{}-{seed}", scenario.name));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| RunError::WorkDir(dir.display().to_string(), e))?;
+    let observed = runtime.block_on(run(scenario, seed, factory, &dir)).map_err(RunError::Setup);
+    let _ = std::fs::remove_dir_all(&dir);
+    observed
+}
+
+/// Why the sim driver could not run a scenario (a harness problem, not a verdict).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot start the simulation runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot create the work directory {0}: {1}")]
+    WorkDir(String, std::io::Error),
+    #[error(transparent)]
+    Setup(setup::SetupError),
+}

@@ -1,0 +1,267 @@
+//! A scenario is data: the contracts services announce, the intents an agent proposes, the
+//! faults the fakes inject, the process events the harness applies, and what must hold.
+//! The TOML form is documented in `docs/scenarios.md`.
+
+use std::collections::BTreeMap;
+
+use fake_services::{Contract, ContractPatch, FaultRule};
+use serde::{Deserialize, Serialize};
+
+/// The worker every scenario starts with.
+pub const FIRST_WORKER: &str = "w1";
+
+/// What a payment intent that the intents mention, but `payment_intents` does not list, is
+/// seeded with.
+pub const DEFAULT_PAYMENT_INTENT_AMOUNT: u64 = 10_000;
+
+/// The request timeout a driver announces when a scenario does not set one (design §6; the
+/// reference executor's default).
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 2_000;
+
+/// The lease a driver announces when a scenario does not set one.
+pub const DEFAULT_LEASE_MS: u64 = 10_000;
+
+/// One scenario.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Unique within a catalog; also the file name without `.toml`.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// The failure mode this scenario rehearses: a short stable slug, listed per catalog
+    /// scenario in `docs/scenarios.md`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_mode: Option<String>,
+    /// Limits the driver announces to the executor in `init`, where the scenario's timing
+    /// depends on them (a pause past the lease, a hold past the request timeout).
+    #[serde(default, skip_serializing_if = "LimitOverrides::is_empty")]
+    pub limits: LimitOverrides,
+    /// The contract each service announces, as changes to its defaults (see `docs/faults.md`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub services: BTreeMap<String, ContractPatch>,
+    /// Payment intents to create before anything runs: id to refundable amount. Payment
+    /// intents that intents mention but that are not listed here get 10 000.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub payment_intents: BTreeMap<String, u64>,
+    /// What the agent proposes, in order.
+    pub intents: Vec<IntentSpec>,
+    /// Fault rules armed on the fakes before the act phase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<ServiceFault>,
+    /// Process events, each at an observation point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<Event>,
+    /// Final states the scenario expects (intent id to state), beyond the invariants.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub expect: BTreeMap<String, String>,
+}
+
+impl Scenario {
+    /// The contract `service` announces in this scenario: its defaults with the scenario's
+    /// changes applied. `None` for a service that does not exist.
+    pub fn contract(&self, service: &str) -> Option<Contract> {
+        let mut contract = default_contract(service)?;
+        if let Some(patch) = self.services.get(service) {
+            contract.apply(patch.clone());
+        }
+        Some(contract)
+    }
+
+    /// The request timeout to announce: the scenario's, or [`DEFAULT_REQUEST_TIMEOUT_MS`].
+    pub fn request_timeout_ms(&self) -> u64 {
+        self.limits.request_timeout_ms.unwrap_or(DEFAULT_REQUEST_TIMEOUT_MS)
+    }
+
+    /// The lease to announce: the scenario's, or [`DEFAULT_LEASE_MS`].
+    pub fn lease_ms(&self) -> u64 {
+        self.limits.lease_ms.unwrap_or(DEFAULT_LEASE_MS)
+    }
+
+    /// Every payment intent to seed before the run, with its refundable amount: those listed
+    /// in `payment_intents`, and those the refund intents mention with
+    /// [`DEFAULT_PAYMENT_INTENT_AMOUNT`].
+    pub fn payment_intents_to_seed(&self) -> BTreeMap<String, u64> {
+        let mut seeded = self.payment_intents.clone();
+        for intent in &self.intents {
+            if intent.action == "payments.refund"
+                && let Some(id) = intent.params.get("payment_intent").and_then(|v| v.as_str())
+            {
+                seeded.entry(id.to_string()).or_insert(DEFAULT_PAYMENT_INTENT_AMOUNT);
+            }
+        }
+        seeded
+    }
+
+    /// The first intent of `id`'s lineage (`id` itself when it replaces nothing), following
+    /// `replaces`; `None` when `id` is not an intent of this scenario or the chain is broken.
+    pub fn lineage_root<'a>(&'a self, id: &'a str) -> Option<&'a str> {
+        let mut current = self.intents.iter().find(|i| i.id == id)?;
+        for _ in 0..self.intents.len() {
+            match &current.replaces {
+                None => return Some(&current.id),
+                Some(older) => current = self.intents.iter().find(|i| &i.id == older)?,
+            }
+        }
+        None
+    }
+}
+
+/// The contract a service announces by default (before a scenario's changes).
+pub fn default_contract(service: &str) -> Option<Contract> {
+    match service {
+        "payments" => Some(Contract::payments_default()),
+        "workspaces" => Some(Contract::workspaces_default()),
+        _ => None,
+    }
+}
+
+/// Limits a scenario sets for the executor; absent ones take the driver's defaults
+/// ([`DEFAULT_REQUEST_TIMEOUT_MS`], [`DEFAULT_LEASE_MS`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitOverrides {
+    /// Each HTTP request the executor makes, connect to last byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_timeout_ms: Option<u64>,
+    /// How long a worker owns an intent after taking it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+}
+
+impl LimitOverrides {
+    /// Whether nothing is overridden.
+    pub fn is_empty(&self) -> bool {
+        self == &LimitOverrides::default()
+    }
+}
+
+/// One intent, as the model proposes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntentSpec {
+    pub id: String,
+    /// e.g. `payments.refund`.
+    pub action: String,
+    pub params: serde_json::Value,
+    /// The intent this one replaces (lineage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+}
+
+/// A fault rule and the service it is armed on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceFault {
+    pub service: String,
+    #[serde(flatten)]
+    pub rule: FaultRule,
+}
+
+/// Where in a run an event fires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Point {
+    /// When `service` has received the `nth` request matching `method` and `path`, and
+    /// before it answers.
+    Request {
+        service: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        method: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        #[serde(default = "one")]
+        nth: u64,
+    },
+    /// Right after the executor acknowledged this intent as recorded.
+    AfterPropose { after_propose: String },
+    /// At the end of a phase: `act` or `drain`.
+    Phase { after_phase: PhaseName },
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// Phases a point can follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhaseName {
+    Act,
+    Drain,
+}
+
+impl PhaseName {
+    /// The name as written in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PhaseName::Act => "act",
+            PhaseName::Drain => "drain",
+        }
+    }
+}
+
+/// What the harness does at a point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "do", rename_all = "snake_case", deny_unknown_fields)]
+pub enum EventAction {
+    /// SIGKILL the worker (sim: drop it mid-flight); it restarts on the same state directory
+    /// when the reconcile phase begins.
+    Crash {
+        #[serde(default = "first_worker")]
+        worker: String,
+    },
+    /// SIGSTOP the worker for `for_ms`, then SIGCONT.
+    Pause {
+        #[serde(default = "first_worker")]
+        worker: String,
+        for_ms: u64,
+    },
+    /// Start another worker on the same state directory; it drains and reconciles.
+    StartWorker { worker: String },
+    /// Move a service's clock forward.
+    ClockJump { service: String, by_ms: u64 },
+    /// Disarm every fault on every service.
+    Heal,
+    /// Ask the worker for a reconciliation pass now.
+    Reconcile {
+        #[serde(default = "first_worker")]
+        worker: String,
+    },
+}
+
+fn first_worker() -> String {
+    FIRST_WORKER.to_string()
+}
+
+impl EventAction {
+    /// The action's name, as written in `do`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventAction::Crash { .. } => "crash",
+            EventAction::Pause { .. } => "pause",
+            EventAction::StartWorker { .. } => "start_worker",
+            EventAction::ClockJump { .. } => "clock_jump",
+            EventAction::Heal => "heal",
+            EventAction::Reconcile { .. } => "reconcile",
+        }
+    }
+
+    /// The worker the action applies to, if it applies to one.
+    pub fn worker(&self) -> Option<&str> {
+        match self {
+            EventAction::Crash { worker }
+            | EventAction::Pause { worker, .. }
+            | EventAction::StartWorker { worker }
+            | EventAction::Reconcile { worker } => Some(worker),
+            EventAction::ClockJump { .. } | EventAction::Heal => None,
+        }
+    }
+}
+
+/// An event: a point and what happens there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub at: Point,
+    #[serde(flatten)]
+    pub action: EventAction,
+}

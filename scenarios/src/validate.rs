@@ -1,0 +1,726 @@
+//! What a scenario must satisfy beyond its shape: known services, actions, intents, workers
+//! and states; consistent lineages; bounded waits; and fairness, so that a correct executor
+//! exists for every scenario that validates.
+//!
+//! Errors name the offending field with a [`FieldPath`] (`faults[1].fault`); the parser turns
+//! that path into `file:line:col` by looking it up in the spanned document.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use fake_services::contract::DAY_MS;
+use fake_services::rule::{HOLD_MS_MAX, closest};
+use fake_services::{Contract, FaultRule, FaultSpec, KeyPolicy};
+use serde_json::Value;
+
+use crate::model::{EventAction, FIRST_WORKER, Point, Scenario};
+
+/// Every service a scenario can name.
+pub const SERVICES: &[&str] = &["payments", "workspaces"];
+
+/// Every state an executor can report (design §5b), as `expect` values name them.
+pub const STATES: &[&str] =
+    &["recorded", "blocked", "submitted", "confirmed", "failed", "unknown", "escalated"];
+
+/// The kind of value an action parameter takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A non-empty string of at most [`TEXT_MAX`] characters.
+    Text,
+    /// An integer from 1 to [`AMOUNT_MAX`].
+    PositiveInteger,
+}
+
+/// An action an agent can propose (design §6), with its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActionSpec {
+    pub name: &'static str,
+    /// The service that carries it out.
+    pub service: &'static str,
+    /// Every parameter, all required.
+    pub params: &'static [(&'static str, ParamKind)],
+    /// The parameter the checker attributes ledger effects by: equal along a lineage, unique
+    /// across lineages.
+    pub lineage_key: &'static str,
+}
+
+/// Every action a scenario can propose.
+pub const ACTIONS: &[ActionSpec] = &[
+    ActionSpec {
+        name: "payments.refund",
+        service: "payments",
+        params: &[("payment_intent", ParamKind::Text), ("amount", ParamKind::PositiveInteger)],
+        lineage_key: "payment_intent",
+    },
+    ActionSpec {
+        name: "workspaces.create",
+        service: "workspaces",
+        params: &[("external_id", ParamKind::Text), ("name", ParamKind::Text)],
+        lineage_key: "external_id",
+    },
+];
+
+/// The action called `name`.
+pub fn action(name: &str) -> Option<&'static ActionSpec> {
+    ACTIONS.iter().find(|a| a.name == name)
+}
+
+/// Most intents in one scenario.
+pub const INTENTS_MAX: usize = 1_000;
+/// Most fault rules in one scenario.
+pub const FAULTS_MAX: usize = 100;
+/// Most events in one scenario.
+pub const EVENTS_MAX: usize = 100;
+/// Longest pause of a worker.
+pub const PAUSE_MS_MAX: u64 = 60_000;
+/// Largest single clock jump.
+pub const CLOCK_JUMP_MS_MAX: u64 = 30 * DAY_MS;
+/// Longest text parameter (the workspaces service refuses longer names and ids).
+pub const TEXT_MAX: usize = 200;
+/// Largest amount, in a payment intent or a refund.
+pub const AMOUNT_MAX: u64 = 1_000_000_000_000;
+/// Longest name, failure mode, intent id, worker id or rule id.
+pub const ID_MAX: usize = 64;
+/// Allowed range of `limits.request_timeout_ms`.
+pub const REQUEST_TIMEOUT_MS: (u64, u64) = (50, 60_000);
+/// Allowed range of `limits.lease_ms`.
+pub const LEASE_MS: (u64, u64) = (100, 600_000);
+/// Longest key retention a contract can announce.
+pub const KEY_RETENTION_MS_MAX: u64 = 30 * DAY_MS;
+
+/// One step of a [`FieldPath`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// Where in a scenario a problem is: `intents[2].params.amount`. It may point at a key's
+/// value (the usual case) or at the key itself (an unknown service name, say).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldPath {
+    segments: Vec<Segment>,
+    key: bool,
+}
+
+impl FieldPath {
+    /// The whole scenario.
+    pub fn root() -> Self {
+        FieldPath::default()
+    }
+
+    /// The value of `key` inside this one.
+    pub fn key(&self, key: &str) -> Self {
+        let mut next = self.clone();
+        next.segments.push(Segment::Key(key.to_string()));
+        next.key = false;
+        next
+    }
+
+    /// Item `index` of this array.
+    pub fn index(&self, index: usize) -> Self {
+        let mut next = self.clone();
+        next.segments.push(Segment::Index(index));
+        next.key = false;
+        next
+    }
+
+    /// The last key's name rather than its value.
+    pub fn name_of_key(mut self) -> Self {
+        self.key = true;
+        self
+    }
+
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// Whether the path names the last key itself rather than its value.
+    pub fn points_at_key(&self) -> bool {
+        self.key
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.segments.is_empty() {
+            return f.write_str("scenario");
+        }
+        for (i, segment) in self.segments.iter().enumerate() {
+            match segment {
+                Segment::Key(k) if is_bare_key(k) => {
+                    if i > 0 {
+                        f.write_str(".")?;
+                    }
+                    f.write_str(k)?;
+                }
+                Segment::Key(k) => {
+                    if i > 0 {
+                        f.write_str(".")?;
+                    }
+                    write!(f, "{k:?}")?;
+                }
+                Segment::Index(n) => write!(f, "[{n}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `key` can be written without quotes in TOML.
+pub(crate) fn is_bare_key(key: &str) -> bool {
+    !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A scenario that breaks a rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}{}", render_hint(hint))]
+pub struct Invalid {
+    pub path: FieldPath,
+    pub message: String,
+    /// How to fix it, when there is something to say: `did you mean "..."?`.
+    pub hint: Option<String>,
+}
+
+pub(crate) fn render_hint(hint: &Option<String>) -> String {
+    hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default()
+}
+
+impl Invalid {
+    fn new(path: FieldPath, message: impl Into<String>) -> Self {
+        Invalid { path, message: message.into(), hint: None }
+    }
+
+    fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// `unknown <what> "<word>"`, with the nearest candidate or the list as a hint.
+    pub(crate) fn unknown(path: FieldPath, what: &str, word: &str, candidates: &[&str]) -> Self {
+        Invalid::new(path, format!("unknown {what} \"{word}\"")).hint(suggest(word, candidates))
+    }
+}
+
+/// `did you mean "x"?` when a candidate is close, else the list of candidates.
+pub(crate) fn suggest(word: &str, candidates: &[&str]) -> String {
+    match closest(word, candidates) {
+        Some(near) => format!("did you mean \"{near}\"?"),
+        None if candidates.is_empty() => "nothing is allowed here".to_string(),
+        None => format!("expected one of: {}", candidates.join(", ")),
+    }
+}
+
+type Check = Result<(), Invalid>;
+
+impl Scenario {
+    /// Checks every rule of `docs/scenarios.md` ("Validation" and "Fairness"), and returns
+    /// the first one broken, in file order.
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let root = FieldPath::root();
+        slug(&self.name, root.key("name"), "name")?;
+        if let Some(mode) = &self.failure_mode {
+            slug(mode, root.key("failure_mode"), "failure_mode")?;
+        }
+        self.check_limits(&root.key("limits"))?;
+        self.check_services(&root.key("services"))?;
+        self.check_payment_intents(&root.key("payment_intents"))?;
+        self.check_intents(&root.key("intents"))?;
+        self.check_faults(&root.key("faults"))?;
+        self.check_events(&root.key("events"))?;
+        self.check_expect(&root.key("expect"))
+    }
+
+    fn check_limits(&self, at: &FieldPath) -> Check {
+        let limits = &self.limits;
+        within(
+            limits.request_timeout_ms,
+            REQUEST_TIMEOUT_MS,
+            at.key("request_timeout_ms"),
+            "request_timeout_ms",
+        )?;
+        within(limits.lease_ms, LEASE_MS, at.key("lease_ms"), "lease_ms")
+    }
+
+    fn check_services(&self, at: &FieldPath) -> Check {
+        for (name, patch) in &self.services {
+            let here = at.key(name);
+            if !SERVICES.contains(&name.as_str()) {
+                return Err(Invalid::unknown(here.name_of_key(), "service", name, SERVICES));
+            }
+            if let Some(ms) = patch.key_retention_ms {
+                at_most(ms, KEY_RETENTION_MS_MAX, here.key("key_retention_ms"), "key_retention_ms")?;
+            }
+            if let Some(ms) = patch.settle_ms_max {
+                at_most(ms, HOLD_MS_MAX, here.key("settle_ms_max"), "settle_ms_max")?;
+            }
+            if let Some(ms) = patch.read_lag_ms_max {
+                at_most(ms, HOLD_MS_MAX, here.key("read_lag_ms_max"), "read_lag_ms_max")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_payment_intents(&self, at: &FieldPath) -> Check {
+        for (id, amount) in &self.payment_intents {
+            text(id, at.key(id).name_of_key(), "a payment intent id")?;
+            if *amount == 0 || *amount > AMOUNT_MAX {
+                return Err(Invalid::new(
+                    at.key(id),
+                    format!("payment intent {id} has amount {amount}; it must be 1 to {AMOUNT_MAX}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_intents(&self, at: &FieldPath) -> Check {
+        if self.intents.is_empty() {
+            return Err(Invalid::new(at.clone(), "a scenario needs at least one intent")
+                .hint("add an [[intents]] table with id, action and params"));
+        }
+        if self.intents.len() > INTENTS_MAX {
+            return Err(Invalid::new(
+                at.index(INTENTS_MAX),
+                format!("{} intents; a scenario has at most {INTENTS_MAX}", self.intents.len()),
+            ));
+        }
+        let seeded = self.payment_intents_to_seed();
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut replaced_by: BTreeMap<&str, &str> = BTreeMap::new();
+        // Per intent, the index of its lineage's first intent.
+        let mut roots: Vec<usize> = Vec::with_capacity(self.intents.len());
+        // Per action, lineage key value to the lineage root that uses it.
+        let mut owners: BTreeMap<(&str, String), usize> = BTreeMap::new();
+        for (i, intent) in self.intents.iter().enumerate() {
+            let here = at.index(i);
+            identifier(&intent.id, here.key("id"), "an intent id")?;
+            if let Some(first) = seen.insert(&intent.id, i) {
+                return Err(Invalid::new(
+                    here.key("id"),
+                    format!("intent id \"{}\" is already used by intents[{first}]", intent.id),
+                )
+                .hint("intent ids are unique within a scenario"));
+            }
+            let names: Vec<&str> = ACTIONS.iter().map(|a| a.name).collect();
+            let Some(spec) = action(&intent.action) else {
+                return Err(Invalid::unknown(here.key("action"), "action", &intent.action, &names));
+            };
+            check_params(spec, &intent.params, &here.key("params"))?;
+            if spec.name == "payments.refund"
+                && let (Some(pi), Some(amount)) = (
+                    intent.params.get("payment_intent").and_then(Value::as_str),
+                    intent.params.get("amount").and_then(Value::as_u64),
+                )
+            {
+                let available = seeded.get(pi).copied().unwrap_or(0);
+                if amount > available {
+                    return Err(Invalid::new(
+                        here.key("params").key("amount"),
+                        format!("refund of {amount} is more than the {available} payment intent {pi} holds"),
+                    )
+                    .hint(
+                        "such a refund can only be refused; list a larger amount under [payment_intents]",
+                    ));
+                }
+            }
+            let root = match &intent.replaces {
+                None => i,
+                Some(old) => {
+                    let path = here.key("replaces");
+                    if old == &intent.id {
+                        return Err(Invalid::new(path, format!("intent {old} replaces itself")));
+                    }
+                    let Some(&j) = seen.get(old.as_str()) else {
+                        if self.intents.iter().any(|other| &other.id == old) {
+                            return Err(Invalid::new(
+                                path,
+                                format!("intent {} replaces {old}, which comes later", intent.id),
+                            )
+                            .hint("a replacement must follow the intent it replaces"));
+                        }
+                        let earlier: Vec<&str> = self.intents[..i].iter().map(|x| x.id.as_str()).collect();
+                        return Err(Invalid::unknown(path, "intent", old, &earlier));
+                    };
+                    let older = &self.intents[j];
+                    if older.action != intent.action {
+                        return Err(Invalid::new(
+                            path,
+                            format!(
+                                "intent {} ({}) cannot replace {old} ({}): a replacement is the same action",
+                                intent.id, intent.action, older.action
+                            ),
+                        ));
+                    }
+                    if let Some(other) = replaced_by.insert(old.as_str(), intent.id.as_str()) {
+                        return Err(Invalid::new(
+                            path,
+                            format!("intent {old} is already replaced by {other}"),
+                        )
+                        .hint(format!("a lineage is a chain: replace {other} instead")));
+                    }
+                    roots[j]
+                }
+            };
+            roots.push(root);
+            let key = spec.lineage_key;
+            let value = lineage_value(&intent.params, key);
+            let root_value = lineage_value(&self.intents[root].params, key);
+            if root != i && value != root_value {
+                return Err(Invalid::new(
+                    here.key("params").key(key),
+                    format!(
+                        "a replacement acts on the same {key} as its lineage: {} has {root_value}, this one {value}",
+                        self.intents[root].id
+                    ),
+                ));
+            }
+            if let Some(&owner) = owners.get(&(spec.name, value.clone()))
+                && owner != root
+            {
+                return Err(Invalid::new(
+                    here.key("params").key(key),
+                    format!(
+                        "{key} {value} is already used by intent {} of another lineage; the checker \
+                         attributes effects by {key}, so each lineage needs its own",
+                        self.intents[owner].id
+                    ),
+                )
+                .hint(format!(
+                    "use another {key}, or set replaces = \"{}\" if this intent replaces it",
+                    self.intents[owner].id
+                )));
+            }
+            owners.insert((spec.name, value), root);
+        }
+        Ok(())
+    }
+
+    fn check_faults(&self, at: &FieldPath) -> Check {
+        if self.faults.len() > FAULTS_MAX {
+            return Err(Invalid::new(
+                at.index(FAULTS_MAX),
+                format!("{} fault rules; a scenario has at most {FAULTS_MAX}", self.faults.len()),
+            ));
+        }
+        let mut ids: BTreeSet<(&str, &str)> = BTreeSet::new();
+        for (i, armed) in self.faults.iter().enumerate() {
+            let here = at.index(i);
+            let Some(contract) = self.contract(&armed.service) else {
+                return Err(Invalid::unknown(here.key("service"), "service", &armed.service, SERVICES));
+            };
+            let rule = &armed.rule;
+            if let Some(id) = &rule.id {
+                identifier(id, here.key("id"), "a rule id")?;
+                if !ids.insert((&armed.service, id)) {
+                    return Err(Invalid::new(
+                        here.key("id"),
+                        format!("rule id \"{id}\" is already used on {}", armed.service),
+                    ));
+                }
+            }
+            check_rule(rule, &here)?;
+            fair(&contract, &armed.service, &rule.fault, here.key("fault"))?;
+        }
+        Ok(())
+    }
+
+    fn check_events(&self, at: &FieldPath) -> Check {
+        if self.events.len() > EVENTS_MAX {
+            return Err(Invalid::new(
+                at.index(EVENTS_MAX),
+                format!("{} events; a scenario has at most {EVENTS_MAX}", self.events.len()),
+            ));
+        }
+        let mut workers: Vec<&str> = vec![FIRST_WORKER];
+        let mut jumped: BTreeMap<&str, u64> = BTreeMap::new();
+        let intent_ids: Vec<&str> = self.intents.iter().map(|i| i.id.as_str()).collect();
+        for (i, event) in self.events.iter().enumerate() {
+            let here = at.index(i);
+            let point = here.key("at");
+            match &event.at {
+                Point::Request { service, method, path, nth } => {
+                    if !SERVICES.contains(&service.as_str()) {
+                        return Err(Invalid::unknown(point.key("service"), "service", service, SERVICES));
+                    }
+                    if let Some(m) = method {
+                        http_method(m, point.key("method"))?;
+                    }
+                    if let Some(p) = path {
+                        http_path(p, point.key("path"))?;
+                    }
+                    if *nth == 0 {
+                        return Err(Invalid::new(
+                            point.key("nth"),
+                            "nth is 1-based: the first matching request is nth = 1",
+                        ));
+                    }
+                }
+                Point::AfterPropose { after_propose } => {
+                    if !intent_ids.contains(&after_propose.as_str()) {
+                        return Err(Invalid::unknown(
+                            point.key("after_propose"),
+                            "intent",
+                            after_propose,
+                            &intent_ids,
+                        ));
+                    }
+                }
+                Point::Phase { .. } => {}
+            }
+            match &event.action {
+                EventAction::Crash { worker } | EventAction::Reconcile { worker } => {
+                    known_worker(worker, &workers, here.key("worker"))?;
+                }
+                EventAction::Pause { worker, for_ms } => {
+                    known_worker(worker, &workers, here.key("worker"))?;
+                    if *for_ms == 0 || *for_ms > PAUSE_MS_MAX {
+                        return Err(Invalid::new(
+                            here.key("for_ms"),
+                            format!("a pause of {for_ms} ms; a pause lasts 1 to {PAUSE_MS_MAX} ms"),
+                        ));
+                    }
+                }
+                EventAction::StartWorker { worker } => {
+                    identifier(worker, here.key("worker"), "a worker id")?;
+                    if workers.contains(&worker.as_str()) {
+                        return Err(Invalid::new(
+                            here.key("worker"),
+                            format!("worker \"{worker}\" is already running"),
+                        )
+                        .hint("give the new worker another id, e.g. \"w2\""));
+                    }
+                    workers.push(worker);
+                }
+                EventAction::ClockJump { service, by_ms } => {
+                    let Some(contract) = self.contract(service) else {
+                        return Err(Invalid::unknown(here.key("service"), "service", service, SERVICES));
+                    };
+                    if *by_ms == 0 || *by_ms > CLOCK_JUMP_MS_MAX {
+                        return Err(Invalid::new(
+                            here.key("by_ms"),
+                            format!("a clock jump of {by_ms} ms; a jump is 1 to {CLOCK_JUMP_MS_MAX} ms"),
+                        ));
+                    }
+                    let total = jumped.entry(service).or_insert(0);
+                    *total = total.saturating_add(*by_ms);
+                    let timeout = self.request_timeout_ms();
+                    if contract.idempotency_keys == KeyPolicy::Honored && *total >= timeout {
+                        return Err(Invalid::new(
+                            here.key("by_ms"),
+                            format!(
+                                "unfair: clock jumps on {service} add up to {total} ms, not under the request \
+                                 timeout ({timeout} ms); {service} honours idempotency keys, and a jump ages \
+                                 them on its clock only"
+                            ),
+                        )
+                        .hint(
+                            "to expire keys, announce a short key_retention_ms and let real time pass; \
+                             or jump a service whose idempotency_keys are \"ignored\"",
+                        ));
+                    }
+                }
+                EventAction::Heal => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn check_expect(&self, at: &FieldPath) -> Check {
+        let ids: Vec<&str> = self.intents.iter().map(|i| i.id.as_str()).collect();
+        for (id, state) in &self.expect {
+            if !ids.contains(&id.as_str()) {
+                return Err(Invalid::unknown(at.key(id).name_of_key(), "intent", id, &ids));
+            }
+            if !STATES.contains(&state.as_str()) {
+                return Err(Invalid::unknown(at.key(id), "state", state, STATES));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The lineage key's value as text (a missing one was refused by `check_params` already).
+fn lineage_value(params: &Value, key: &str) -> String {
+    match params.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+fn check_params(spec: &ActionSpec, params: &Value, at: &FieldPath) -> Check {
+    let Value::Object(map) = params else {
+        return Err(Invalid::new(at.clone(), format!("params of {} must be a table", spec.name)));
+    };
+    let names: Vec<&str> = spec.params.iter().map(|(n, _)| *n).collect();
+    for key in map.keys() {
+        if !names.contains(&key.as_str()) {
+            return Err(Invalid::new(
+                at.key(key).name_of_key(),
+                format!("{} has no parameter \"{key}\"", spec.name),
+            )
+            .hint(suggest(key, &names)));
+        }
+    }
+    for (name, kind) in spec.params {
+        let here = at.key(name);
+        let Some(value) = map.get(*name) else {
+            return Err(Invalid::new(at.clone(), format!("{} needs parameter \"{name}\"", spec.name))
+                .hint(format!("it takes {}", names.join(", "))));
+        };
+        match kind {
+            ParamKind::Text => match value {
+                Value::String(s) if !s.is_empty() && s.chars().count() <= TEXT_MAX => {}
+                _ => {
+                    return Err(Invalid::new(
+                        here,
+                        format!("{name} must be a string of 1 to {TEXT_MAX} characters"),
+                    ));
+                }
+            },
+            ParamKind::PositiveInteger => match value.as_u64() {
+                Some(n) if (1..=AMOUNT_MAX).contains(&n) => {}
+                _ => {
+                    return Err(Invalid::new(
+                        here,
+                        format!("{name} must be an integer from 1 to {AMOUNT_MAX}, found {value}"),
+                    ));
+                }
+            },
+        }
+    }
+    Ok(())
+}
+
+/// A rule's fields, each checked on its own so that the error points at the field.
+fn check_rule(rule: &FaultRule, at: &FieldPath) -> Check {
+    let alone = || FaultRule::always(FaultSpec::Refuse);
+    let field = |name: &str, probe: FaultRule| {
+        probe.validate().map_err(|message| Invalid::new(at.key(name), message))
+    };
+    if let Some(m) = &rule.method {
+        field("method", alone().method(m))?;
+    }
+    if let Some(p) = &rule.path {
+        http_path(p, at.key("path"))?;
+    }
+    for key in rule.fields.keys() {
+        if key.is_empty() {
+            return Err(Invalid::new(at.key("where"), "a `where` field needs a name"));
+        }
+    }
+    if let Some(n) = rule.nth {
+        field("nth", alone().nth(n))?;
+    }
+    if rule.times == Some(0) {
+        return Err(Invalid::new(at.key("times"), "times = 0 never fires").hint("remove the rule instead"));
+    }
+    if let Some(p) = rule.probability {
+        let mut probe = alone();
+        probe.probability = Some(p);
+        field("probability", probe)?;
+    }
+    rule.fault.validate().map_err(|message| Invalid::new(at.key("fault"), message))?;
+    rule.validate().map_err(|message| Invalid::new(at.clone(), message))
+}
+
+/// Fairness: the fault stays inside the contract `service` announces.
+fn fair(contract: &Contract, service: &str, fault: &FaultSpec, at: FieldPath) -> Check {
+    let Err(reason) = contract.admits(fault) else { return Ok(()) };
+    let table = format!("[services.{service}]");
+    let hint = match fault {
+        FaultSpec::IgnoreKeys => format!("announce it: idempotency_keys = \"ignored\" under {table}"),
+        FaultSpec::SilentNoop => format!("announce it: acks = \"may_lie\" under {table}"),
+        FaultSpec::StaleRead { lag_ms } => {
+            format!(
+                "announce it: reads = \"eventual\" and read_lag_ms_max = {lag_ms} (or more) under {table}"
+            )
+        }
+        FaultSpec::CommitAfterTimeout { delay_ms } => format!(
+            "announce settle_ms_max = {} (or more) under {table}, or shorten delay_ms",
+            delay_ms.unwrap_or(0)
+        ),
+        FaultSpec::ForgetKeys { .. } => format!(
+            "set older_than_ms to at least key_retention_ms ({}), or shorten key_retention_ms under {table}",
+            contract.key_retention_ms
+        ),
+        _ => "only faults inside the announced contract are fair".to_string(),
+    };
+    Err(Invalid::new(at, format!("unfair fault on {service}: {reason}")).hint(hint))
+}
+
+fn slug(value: &str, at: FieldPath, what: &str) -> Check {
+    let ok = !value.is_empty()
+        && value.len() <= ID_MAX
+        && value.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if ok {
+        return Ok(());
+    }
+    Err(Invalid::new(at, format!("{what} \"{value}\" is not a slug")).hint(format!(
+        "use 1 to {ID_MAX} lowercase letters, digits, '_' and '-', starting with a letter or digit"
+    )))
+}
+
+/// An id: 1 to [`ID_MAX`] characters, none of them white space or control characters.
+fn identifier(value: &str, at: FieldPath, what: &str) -> Check {
+    if value.is_empty() || value.chars().count() > ID_MAX {
+        return Err(Invalid::new(at, format!("{what} must be 1 to {ID_MAX} characters")));
+    }
+    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Invalid::new(at, format!("{what} must not contain spaces or control characters")));
+    }
+    Ok(())
+}
+
+fn text(value: &str, at: FieldPath, what: &str) -> Check {
+    if value.is_empty() || value.chars().count() > TEXT_MAX {
+        return Err(Invalid::new(at, format!("{what} must be 1 to {TEXT_MAX} characters")));
+    }
+    Ok(())
+}
+
+fn within(value: Option<u64>, (low, high): (u64, u64), at: FieldPath, name: &str) -> Check {
+    match value {
+        Some(v) if v < low || v > high => {
+            Err(Invalid::new(at, format!("{name} is {v}; it must be {low} to {high}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn at_most(value: u64, high: u64, at: FieldPath, name: &str) -> Check {
+    if value > high {
+        return Err(Invalid::new(at, format!("{name} is {value}, above the limit of {high}")));
+    }
+    Ok(())
+}
+
+fn http_method(method: &str, at: FieldPath) -> Check {
+    FaultRule::always(FaultSpec::Refuse)
+        .method(method)
+        .validate()
+        .map_err(|message| Invalid::new(at, message))
+}
+
+fn http_path(path: &str, at: FieldPath) -> Check {
+    if !path.starts_with('/') {
+        return Err(Invalid::new(at, format!("path \"{path}\" must start with '/'"))
+            .hint("e.g. \"/v1/refunds\", or \"/v1/*\" for a prefix"));
+    }
+    Ok(())
+}
+
+fn known_worker(worker: &str, started: &[&str], at: FieldPath) -> Check {
+    if started.contains(&worker) {
+        return Ok(());
+    }
+    Err(Invalid::new(at, format!("worker \"{worker}\" is not running here")).hint(format!(
+        "only {FIRST_WORKER} runs from the start; a start_worker event listed earlier starts another{}",
+        match closest(worker, started) {
+            Some(near) => format!("; did you mean \"{near}\"?"),
+            None => String::new(),
+        }
+    )))
+}

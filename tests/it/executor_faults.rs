@@ -1,0 +1,350 @@
+//! The reference executor against every fault of design §4, on both services, over loopback
+//! HTTP: one table, one runner. Each case proposes two intents under its faults, drains,
+//! optionally keeps passing while the faults are still armed, heals, reconciles, and then
+//! judges the executor's final claims against the fake's ledger.
+
+use std::time::Duration;
+
+use executor::config::Limits;
+use executor::{Proposal, State};
+use fake_services::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
+
+use crate::executor_rig::{self, PAYMENTS, Rig, WORKSPACES, judge, limits};
+
+/// Reconciliation rounds after the heal, and the pause between them: about 7.5 s at most,
+/// several times the longest bound any case has to wait out.
+const ROUNDS: usize = 25;
+const ROUND_PAUSE_MS: u64 = 300;
+
+struct Case {
+    name: String,
+    service: &'static str,
+    /// On top of the rig's base contract (settle 800 ms).
+    contract: ContractPatch,
+    rules: Vec<FaultRule>,
+    /// How long to keep passing after the drain with the faults still armed.
+    faulty_ms: u64,
+    /// The faults stay armed through reconciliation: they never heal.
+    unhealed: bool,
+    limits: Limits,
+    expect: State,
+}
+
+impl Case {
+    fn new(service: &'static str, name: &str, rules: Vec<FaultRule>, expect: State) -> Case {
+        Case {
+            name: format!("{service}: {name}"),
+            service,
+            contract: ContractPatch::default(),
+            rules,
+            faulty_ms: 0,
+            unhealed: false,
+            limits: limits(),
+            expect,
+        }
+    }
+
+    fn contract(mut self, contract: ContractPatch) -> Case {
+        self.contract = contract;
+        self
+    }
+
+    fn faulty_ms(mut self, ms: u64) -> Case {
+        self.faulty_ms = ms;
+        self
+    }
+
+    fn unhealed(mut self) -> Case {
+        self.unhealed = true;
+        self
+    }
+
+    fn limits(mut self, limits: Limits) -> Case {
+        self.limits = limits;
+        self
+    }
+
+    fn intents(&self) -> Vec<Proposal> {
+        match self.service {
+            PAYMENTS => {
+                vec![executor_rig::refund("refund-a", 1_000), executor_rig::refund("refund-b", 1_500)]
+            }
+            _ => vec![executor_rig::workspace("ws-a", "org-a"), executor_rig::workspace("ws-b", "org-b")],
+        }
+    }
+}
+
+fn path(service: &str) -> &'static str {
+    if service == PAYMENTS { "/v1/refunds" } else { "/v1/workspaces" }
+}
+
+/// Writes (creates) of `service`.
+fn post(service: &str, fault: FaultSpec) -> FaultRule {
+    FaultRule::always(fault).method("POST").path(path(service))
+}
+
+/// Reads (lookups) of `service`.
+fn get(service: &str, fault: FaultSpec) -> FaultRule {
+    FaultRule::always(fault).method("GET").path(path(service))
+}
+
+/// Only the first intent's requests (its writes; lookups carry no intent).
+fn first_intent(service: &str, rule: FaultRule) -> FaultRule {
+    if service == PAYMENTS {
+        rule.field("metadata[twice_intent]", "refund-a")
+    } else {
+        rule.field("external_id", "org-a")
+    }
+}
+
+/// Every request to `service`'s API.
+fn any(fault: FaultSpec) -> FaultRule {
+    FaultRule::always(fault).path("/v1/*")
+}
+
+fn cases_for(s: &'static str) -> Vec<Case> {
+    use FaultSpec::*;
+    use State::*;
+    // Where a fault must bite, a workspace create must not be saved by the unique external id.
+    let unique_off = if s == WORKSPACES { Some(false) } else { None };
+    // Eventual reads, with a short settle bound so that the read lag is what must be waited out.
+    let eventual = |lag_max: u64| ContractPatch {
+        reads: Some(Reads::Eventual),
+        read_lag_ms_max: Some(lag_max),
+        settle_ms_max: Some(300),
+        unique_business_key: unique_off,
+        ..ContractPatch::default()
+    };
+    let definite = if s == PAYMENTS { 402 } else { 422 };
+    vec![
+        Case::new(s, "refuse, lookups refused too until the heal", vec![any(Refuse)], Confirmed)
+            .faulty_ms(800),
+        Case::new(
+            s,
+            &format!("reject {definite} is definite"),
+            vec![post(s, Reject { status: definite, body: None })],
+            Failed,
+        ),
+        Case::new(
+            s,
+            "reject 503 is not definite",
+            vec![post(s, Reject { status: 503, body: None })],
+            Confirmed,
+        ),
+        Case::new(
+            s,
+            "reject 429 twice: not executed, retried in the drain",
+            vec![post(s, Reject { status: 429, body: None }).times(2)],
+            Confirmed,
+        ),
+        Case::new(
+            s,
+            "error_after_commit, lookups failing too until the heal",
+            vec![any(ErrorAfterCommit { status: 500 })],
+            Confirmed,
+        )
+        .faulty_ms(1_000),
+        Case::new(s, "drop_after_commit", vec![post(s, DropAfterCommit)], Confirmed).faulty_ms(600),
+        // The first intent's reply is lost, lookups lag, and the same-key retry is declined:
+        // a definite "no" to a retry does not undo the first attempt.
+        Case::new(
+            s,
+            &format!("reject {definite} of a retry after a lost reply"),
+            vec![
+                first_intent(s, post(s, DropAfterCommit).times(1)),
+                first_intent(s, post(s, Reject { status: definite, body: None }).nth(2)),
+                get(s, StaleRead { lag_ms: 1_500 }),
+            ],
+            Confirmed,
+        )
+        .contract(ContractPatch { unique_business_key: None, ..eventual(1_500) })
+        .faulty_ms(1_900),
+        Case::new(s, "timeout_after_commit", vec![post(s, TimeoutAfterCommit { hold_ms: 3_000 })], Confirmed),
+        Case::new(
+            s,
+            "commit_after_timeout within the settle bound",
+            vec![post(s, CommitAfterTimeout { delay_ms: Some(700) })],
+            Confirmed,
+        )
+        .faulty_ms(1_500),
+        // Without keys, only the settle bound says when "not there" becomes an answer.
+        Case::new(
+            s,
+            "commit_after_timeout near the settle bound, keys ignored",
+            vec![post(s, CommitAfterTimeout { delay_ms: Some(850) })],
+            Confirmed,
+        )
+        .contract(ContractPatch {
+            idempotency_keys: Some(KeyPolicy::Ignored),
+            settle_ms_max: Some(1_000),
+            unique_business_key: unique_off,
+            ..ContractPatch::default()
+        })
+        .faulty_ms(1_500),
+        Case::new(s, "silent_noop where acks may lie", vec![post(s, SilentNoop)], Confirmed)
+            .contract(ContractPatch { acks: Some(Acks::MayLie), ..ContractPatch::default() }),
+        // Reads lag longer than the settle bound and the request timeout together: only the
+        // announced read lag says when "not there" becomes an answer.
+        Case::new(
+            s,
+            "stale_read while the reply was lost, keys honoured",
+            vec![post(s, DropAfterCommit), get(s, StaleRead { lag_ms: 1_500 })],
+            Confirmed,
+        )
+        .contract(ContractPatch { unique_business_key: None, ..eventual(1_500) })
+        .faulty_ms(1_900),
+        Case::new(
+            s,
+            "stale_read while the reply was lost, keys ignored",
+            vec![post(s, DropAfterCommit), get(s, StaleRead { lag_ms: 1_500 })],
+            Confirmed,
+        )
+        .contract(ContractPatch { idempotency_keys: Some(KeyPolicy::Ignored), ..eventual(1_500) })
+        .faulty_ms(1_900),
+        Case::new(
+            s,
+            "forget_keys past a short retention, while reads lag",
+            vec![
+                post(s, DropAfterCommit),
+                post(s, ForgetKeys { older_than_ms: Some(300) }),
+                get(s, StaleRead { lag_ms: 900 }),
+            ],
+            Confirmed,
+        )
+        .contract(ContractPatch { key_retention_ms: Some(300), ..eventual(1_000) })
+        .faulty_ms(1_500),
+        Case::new(
+            s,
+            "ignore_keys with the reply lost and lookups failing until the heal",
+            vec![post(s, IgnoreKeys), post(s, DropAfterCommit), get(s, Reject { status: 503, body: None })],
+            Confirmed,
+        )
+        .contract(ContractPatch {
+            idempotency_keys: Some(KeyPolicy::Ignored),
+            unique_business_key: unique_off,
+            ..ContractPatch::default()
+        })
+        .faulty_ms(1_500),
+        Case::new(
+            s,
+            "latency within the request timeout",
+            vec![any(Latency { before_ms: 150, after_ms: 100 })],
+            Confirmed,
+        ),
+        Case::new(
+            s,
+            "latency past the request timeout, within the settle bound",
+            vec![post(s, Latency { before_ms: 700, after_ms: 0 })],
+            Confirmed,
+        ),
+        Case::new(
+            s,
+            "drop_after_commit with lookups refused for good",
+            vec![post(s, DropAfterCommit), get(s, Refuse)],
+            Escalated,
+        )
+        .unhealed()
+        .limits(Limits { escalate_after_ms: 2_000, ..limits() }),
+    ]
+}
+
+fn cases() -> Vec<Case> {
+    let mut cases = cases_for(PAYMENTS);
+    cases.extend(cases_for(WORKSPACES));
+    cases
+}
+
+/// Faults armed on `service` that never fired: a case must test what its name says.
+fn idle_faults(rig: &Rig, service: &str) -> Option<String> {
+    let idle: Vec<&'static str> =
+        rig.fake(service).rules().iter().filter(|r| r.fired == 0).map(|r| r.rule.fault.kind()).collect();
+    (!idle.is_empty()).then(|| format!("faults that never fired: {idle:?}"))
+}
+
+async fn run(case: Case, seed: u64) -> Result<(), String> {
+    let patches = [(case.service, case.contract.clone())];
+    let rules: Vec<(&str, FaultRule)> = case.rules.iter().map(|r| (case.service, r.clone())).collect();
+    let rig = Rig::start(&case.name, seed, &patches, &rules, case.limits.clone()).await?;
+    let proposals = case.intents();
+    for proposal in proposals.clone() {
+        rig.executor.propose(proposal).map_err(|e| format!("propose: {e}"))?;
+    }
+    // Act.
+    rig.drain().await?;
+    if case.faulty_ms > 0 {
+        rig.passes_for(case.faulty_ms, 100).await?;
+    }
+    // Heal, reconcile, check.
+    let mut problems = Vec::new();
+    if !case.unhealed {
+        problems.extend(idle_faults(&rig, case.service));
+        rig.heal();
+    }
+    let intents = rig.reconcile(ROUNDS, ROUND_PAUSE_MS).await?;
+    if case.unhealed {
+        problems.extend(idle_faults(&rig, case.service));
+    }
+    if intents.len() != proposals.len() {
+        problems.push(format!("{} intents in the log, {} proposed", intents.len(), proposals.len()));
+    }
+    let mut attributed = 0;
+    for intent in &intents {
+        let effects = rig.effects_of(intent);
+        attributed += effects.len();
+        if let Err(e) = judge(intent, &effects) {
+            problems.push(e);
+        }
+        if intent.state != case.expect {
+            problems.push(format!("{} ended {}, expected {}", intent.id, intent.state, case.expect));
+        }
+    }
+    let ledger = rig.fake(case.service).ledger();
+    if ledger.len() != attributed {
+        problems.push(format!("{} effects in the ledger, {attributed} of them attributed", ledger.len()));
+    }
+    if problems.is_empty() { Ok(()) } else { Err(format!("{}{}", problems.join("; "), rig.describe())) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_executor_survives_every_fault_on_every_service() {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, case) in cases().into_iter().enumerate() {
+        tasks.spawn(async move {
+            let name = case.name.clone();
+            // Bounded: a case that hangs is a failure, not a stuck test.
+            let result = tokio::time::timeout(Duration::from_secs(40), run(case, 7 + i as u64))
+                .await
+                .unwrap_or_else(|_| Err("did not finish within 40 s".into()));
+            (name, result)
+        });
+    }
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    while let Some(done) = tasks.join_next().await {
+        let (name, result) = done.expect("a case's task");
+        ran += 1;
+        if let Err(e) = result {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    failures.sort();
+    assert!(ran >= 30, "only {ran} cases ran");
+    assert!(failures.is_empty(), "{} of {ran} cases failed:\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// Every fault kind appears in the table for both services, so none goes untested.
+#[test]
+fn the_table_covers_every_fault_on_both_services() {
+    let cases = cases();
+    for service in [PAYMENTS, WORKSPACES] {
+        for kind in fake_services::rule::FAULT_KINDS {
+            let covered =
+                cases.iter().any(|c| c.service == service && c.rules.iter().any(|r| r.fault.kind() == *kind));
+            assert!(covered, "no case injects {kind} on {service}");
+        }
+    }
+    let expected: Vec<State> = cases.iter().map(|c| c.expect).collect();
+    for state in [State::Confirmed, State::Failed, State::Escalated] {
+        assert!(expected.contains(&state), "no case expects {state}");
+    }
+}

@@ -1,0 +1,148 @@
+//! The real `twice-executor` binary against bad input on its stdio protocol: every bad line
+//! gets a definite `error` with the right code and the process keeps serving; `shutdown` and
+//! the end of input end it with exit status 0, within a bound.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::executor_process::{EXIT_WAIT, ExecutorProcess, REPLY_WAIT, fresh_dir};
+use crate::executor_world::{Services, init, propose, refund};
+
+/// The protocol's error codes (design §6, Maelstrom's numbering).
+const NOT_SUPPORTED: u64 = 10;
+const TEMPORARILY_UNAVAILABLE: u64 = 11;
+const MALFORMED_REQUEST: u64 = 12;
+
+/// An `error` with `code`. (A reply to a request with a `msg_id` was already checked to name
+/// it; a line without one is answered with `in_reply_to: null`.)
+fn assert_error(reply: &Value, code: u64, what: &str) {
+    assert_eq!(reply["type"], "error", "{what}: {reply}");
+    assert_eq!(reply["code"], code, "{what}: {reply}");
+    assert!(reply["text"].as_str().is_some_and(|t| !t.is_empty()), "{what}: no text: {reply}");
+}
+
+/// Proves the process still serves: a `status` gets `status_ok` (or, before `init`, the
+/// definite "not yet" error).
+async fn still_serving(ex: &mut ExecutorProcess, initialised: bool, after: &str) {
+    let reply = ex.call(json!({"type": "status"})).await;
+    if initialised {
+        assert_eq!(reply["type"], "status_ok", "after {after}: {reply}");
+    } else {
+        assert_eq!(reply["code"], TEMPORARILY_UNAVAILABLE, "after {after}: {reply}");
+    }
+}
+
+/// A raw line, and the reply to it.
+async fn raw(ex: &mut ExecutorProcess, line: &[u8]) -> Value {
+    ex.write_raw(line).await.expect("the executor is alive");
+    ex.next_reply(REPLY_WAIT).await.expect("the executor answers")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_bad_input_gets_definite_errors_and_the_executor_keeps_serving() {
+    let services = Services::start(201, json!({})).await;
+    let dir = fresh_dir("protocol_bad_input");
+    let mut ex = ExecutorProcess::spawn("protocol", &[], &[]);
+
+    // Before init.
+    let reply = raw(&mut ex, b"this is not json\n").await;
+    assert_error(&reply, MALFORMED_REQUEST, "garbage");
+    assert_eq!(reply["in_reply_to"], Value::Null, "garbage");
+    still_serving(&mut ex, false, "garbage").await;
+
+    let reply = raw(&mut ex, b"[1, 2, 3]\n").await;
+    assert_error(&reply, MALFORMED_REQUEST, "a JSON array");
+    assert_eq!(reply["in_reply_to"], Value::Null, "a JSON array");
+
+    let reply = raw(&mut ex, b"{\"type\": \"status\"}\n").await;
+    assert_error(&reply, MALFORMED_REQUEST, "no msg_id");
+    assert_eq!(reply["in_reply_to"], Value::Null, "no msg_id");
+
+    let reply = ex.call(json!({"type": "fly_to_the_moon"})).await;
+    assert_error(&reply, NOT_SUPPORTED, "unknown request type");
+
+    let reply = ex.call(propose(&refund("p.1", "pi_p1", 10))).await;
+    assert_error(&reply, TEMPORARILY_UNAVAILABLE, "propose before init");
+
+    let reply = ex.call(json!({"type": "drain", "timeout_ms": 10})).await;
+    assert_error(&reply, TEMPORARILY_UNAVAILABLE, "drain before init");
+
+    let mut wrong = init(&services, "w", &dir, json!({}));
+    wrong["protocol"] = json!("twice/0");
+    let reply = ex.call(wrong).await;
+    assert_error(&reply, NOT_SUPPORTED, "an unknown protocol version");
+    still_serving(&mut ex, false, "an unknown protocol version").await;
+
+    // After init.
+    ex.ok(init(&services, "w", &dir, json!({}))).await;
+    let reply =
+        ex.call(propose(&json!({"id": "p.2", "action": "files.shred", "params": {"bucket": "b"}}))).await;
+    assert_error(&reply, NOT_SUPPORTED, "unknown action");
+    still_serving(&mut ex, true, "unknown action").await;
+
+    let reply = ex.call(json!({"type": "teleport"})).await;
+    assert_error(&reply, NOT_SUPPORTED, "unknown request type after init");
+
+    let reply = raw(&mut ex, b"{\"type\": \"propose\", \"msg_id\": 99, \"intent\": \n").await;
+    assert_error(&reply, MALFORMED_REQUEST, "a truncated object");
+    assert_eq!(reply["in_reply_to"], Value::Null, "a truncated object");
+    still_serving(&mut ex, true, "a truncated object").await;
+
+    // A line over 1 MiB: refused as a whole, and the next line is served.
+    let mut long = b"{\"type\": \"status\", \"msg_id\": 77, \"pad\": \"".to_vec();
+    long.resize(long.len() + 1_500_000, b'x');
+    long.extend_from_slice(b"\"}\n");
+    let reply = raw(&mut ex, &long).await;
+    assert_error(&reply, MALFORMED_REQUEST, "an oversized line");
+    assert_eq!(reply["in_reply_to"], Value::Null, "an oversized line");
+    assert!(reply["text"].as_str().unwrap_or_default().contains("longer"), "{reply}");
+    still_serving(&mut ex, true, "an oversized line").await;
+
+    let status = ex.ok(json!({"type": "status"})).await;
+    assert_eq!(status["intents"], json!([]), "bad input recorded nothing: {status}");
+
+    ex.ok(json!({"type": "shutdown"})).await;
+    let code = ex.wait_exit(EXIT_WAIT).await;
+    assert_eq!(code.code(), Some(0), "exit after shutdown: {code}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_shutdown_exits_zero_promptly() {
+    let services = Services::start(202, json!({})).await;
+    let dir = fresh_dir("protocol_shutdown");
+    let mut ex = ExecutorProcess::spawn("shutdown", &["--state-dir", dir.to_str().expect("UTF-8")], &[]);
+    ex.ok(init(&services, "w", &dir, json!({}))).await;
+    ex.ok(propose(&refund("s.1", "pi_s1", 10))).await;
+    let started = tokio::time::Instant::now();
+    let reply = ex.call(json!({"type": "shutdown"})).await;
+    assert_eq!(reply["type"], "shutdown_ok", "{reply}");
+    let status = ex.wait_exit(Duration::from_secs(5)).await;
+    assert_eq!(status.code(), Some(0), "{status}: {}", ex.stderr_tail());
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // Shutdown before init is fine too.
+    let mut ex = ExecutorProcess::spawn("shutdown-before-init", &[], &[]);
+    ex.ok(json!({"type": "shutdown"})).await;
+    let status = ex.wait_exit(Duration::from_secs(5)).await;
+    assert_eq!(status.code(), Some(0), "{status}: {}", ex.stderr_tail());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_end_of_input_exits_zero() {
+    let services = Services::start(203, json!({})).await;
+    let dir = fresh_dir("protocol_eof");
+    let mut ex = ExecutorProcess::spawn("eof", &[], &[]);
+    ex.ok(init(&services, "w", &dir, json!({}))).await;
+    ex.close_stdin();
+    let status = ex.wait_exit(Duration::from_secs(5)).await;
+    assert_eq!(status.code(), Some(0), "{status}: {}", ex.stderr_tail());
+
+    // And before init, even in the middle of a line.
+    let mut ex = ExecutorProcess::spawn("eof-mid-line", &[], &[]);
+    ex.write_raw(b"{\"type\": \"sta").await.expect("alive");
+    ex.close_stdin();
+    // The half line may get an error reply; then the end.
+    let status = ex.wait_exit(Duration::from_secs(5)).await;
+    assert_eq!(status.code(), Some(0), "{status}: {}", ex.stderr_tail());
+}
