@@ -61,6 +61,7 @@ impl IntentLog {
     /// Opens (creating if needed) the log at `path`.
     pub fn open(path: &Path, durability: Durability) -> Result<IntentLog, LogError> {
         let err = |source| LogError::Sqlite { path: path.to_path_buf(), source };
+        no_memory_statistics();
         let conn = Connection::open(path).map_err(err)?;
         conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(err)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
@@ -69,8 +70,10 @@ impl IntentLog {
             Durability::Normal => "NORMAL",
         };
         conn.pragma_update(None, "synchronous", sync).map_err(err)?;
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS intents (
+        // One transaction for the whole schema: one commit, not one per statement.
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE;
+             CREATE TABLE IF NOT EXISTS intents (
                  seq INTEGER PRIMARY KEY AUTOINCREMENT,
                  id TEXT NOT NULL UNIQUE,
                  action TEXT NOT NULL,
@@ -101,10 +104,11 @@ impl IntentLog {
                  owner TEXT,
                  epoch INTEGER NOT NULL,
                  note TEXT
-             );",
-        )
+             );
+             PRAGMA user_version = {SCHEMA_VERSION};
+             COMMIT;"
+        ))
         .map_err(err)?;
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err)?;
         Ok(IntentLog { conn, path: path.to_path_buf() })
     }
 
@@ -167,6 +171,15 @@ impl IntentLog {
             "SELECT {COLUMNS} FROM intents WHERE state IN ('recorded', 'blocked', 'submitted', 'unknown') ORDER BY seq",
             [],
         )
+    }
+
+    /// How many intents are recorded or submitted: what a drain waits for.
+    pub fn count_in_flight(&self) -> Result<usize, LogError> {
+        self.conn
+            .prepare_cached("SELECT count(*) FROM intents WHERE state IN ('recorded', 'submitted')")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get::<_, i64>(0)))
+            .map(|n| n as usize)
+            .map_err(|e| self.sqlite(e))
     }
 
     /// Intents in one state, in the order they were recorded.
@@ -265,6 +278,27 @@ impl IntentLog {
     fn corrupt(&self, id: &str, problem: String) -> LogError {
         LogError::Corrupt { path: self.path.clone(), id: id.to_string(), problem }
     }
+}
+
+/// Turns off SQLite's process-wide memory statistics, once, before SQLite initialises.
+///
+/// They are on by default, and kept behind one global mutex that every allocation and free
+/// inside SQLite takes: with logs in use on several threads at once (the sim driver runs cases
+/// in parallel, each with its own log) that mutex is contended on every statement, and the
+/// threads take turns. Nothing here reads the statistics (`sqlite3_memory_used` and the soft
+/// heap limit), and they change nothing about what is stored or when it is durable.
+fn no_memory_statistics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `sqlite3_config` must not run while another thread uses SQLite, and only
+        // takes effect before `sqlite3_initialize`. Every log opens through here, and the
+        // `Once` holds other openers back until the call returned; if something else in the
+        // process initialised SQLite first, the call returns SQLITE_MISUSE and changes
+        // nothing (the statistics stay on, which only costs speed).
+        unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0 as std::ffi::c_int);
+        }
+    });
 }
 
 /// One recorded state change.

@@ -36,8 +36,8 @@ pub const FAULT_KINDS: &[&str] = &[
 pub const HOLD_MS_MAX: u64 = 600_000;
 
 /// What a fake does to a request that a rule selected.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FaultSpec {
     /// Reset the connection before reading the request.
     Refuse,
@@ -111,7 +111,9 @@ impl FaultSpec {
         }
     }
 
-    fn from_name(name: &str) -> Result<FaultSpec, String> {
+    /// The fault a bare name stands for, with its default parameters; faults that need
+    /// parameters (`reject`, `stale_read`, `latency`) say so.
+    pub fn from_name(name: &str) -> Result<FaultSpec, String> {
         let spec = match name {
             "refuse" => FaultSpec::Refuse,
             "error_after_commit" => FaultSpec::ErrorAfterCommit { status: default_error_status() },
@@ -184,99 +186,36 @@ pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .map(|(_, c)| c)
 }
 
-impl<'de> Deserialize<'de> for FaultSpec {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct SpecVisitor;
+/// Reads a rule's `fault`: a bare name, or a table with `kind`, with a "did you mean" for a
+/// misspelt kind (serde's own message would only list the variants).
+fn fault_spec<'de, D: Deserializer<'de>>(deserializer: D) -> Result<FaultSpec, D::Error> {
+    struct SpecVisitor;
 
-        impl<'de> Visitor<'de> for SpecVisitor {
-            type Value = FaultSpec;
+    impl<'de> Visitor<'de> for SpecVisitor {
+        type Value = FaultSpec;
 
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a fault name such as \"drop_after_commit\", or a table with `kind`")
-            }
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a fault name such as \"drop_after_commit\", or a table with `kind`")
+        }
 
-            fn visit_str<E: de::Error>(self, name: &str) -> Result<FaultSpec, E> {
-                FaultSpec::from_name(name).map_err(E::custom)
-            }
+        fn visit_str<E: de::Error>(self, name: &str) -> Result<FaultSpec, E> {
+            FaultSpec::from_name(name).map_err(E::custom)
+        }
 
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<FaultSpec, A::Error> {
-                let value = serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                match value.get("kind") {
-                    None => {
-                        return Err(de::Error::custom("a fault table needs `kind`, e.g. kind = \"reject\""));
-                    }
-                    Some(serde_json::Value::String(kind)) if !FAULT_KINDS.contains(&kind.as_str()) => {
-                        return Err(de::Error::custom(unknown_fault(kind)));
-                    }
-                    _ => {}
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<FaultSpec, A::Error> {
+            let value = serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+            match value.get("kind") {
+                None => return Err(de::Error::custom("a fault table needs `kind`, e.g. kind = \"reject\"")),
+                Some(serde_json::Value::String(kind)) if !FAULT_KINDS.contains(&kind.as_str()) => {
+                    return Err(de::Error::custom(unknown_fault(kind)));
                 }
-                Tagged::deserialize(value).map(|t| t.0).map_err(de::Error::custom)
+                _ => {}
             }
+            FaultSpec::deserialize(value).map_err(de::Error::custom)
         }
-
-        deserializer.deserialize_any(SpecVisitor)
     }
-}
 
-/// The table form, decoded by serde's derive (the enum's own derive would recurse into the
-/// custom impl above).
-struct Tagged(FaultSpec);
-
-impl<'de> Deserialize<'de> for Tagged {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-        enum Repr {
-            Refuse,
-            Reject {
-                status: u16,
-                #[serde(default)]
-                body: Option<serde_json::Value>,
-            },
-            ErrorAfterCommit {
-                #[serde(default = "default_error_status")]
-                status: u16,
-            },
-            DropAfterCommit,
-            TimeoutAfterCommit {
-                #[serde(default = "default_hold_ms")]
-                hold_ms: u64,
-            },
-            CommitAfterTimeout {
-                #[serde(default)]
-                delay_ms: Option<u64>,
-            },
-            SilentNoop,
-            StaleRead {
-                lag_ms: u64,
-            },
-            ForgetKeys {
-                #[serde(default)]
-                older_than_ms: Option<u64>,
-            },
-            IgnoreKeys,
-            Latency {
-                #[serde(default)]
-                before_ms: u64,
-                #[serde(default)]
-                after_ms: u64,
-            },
-        }
-        let spec = match Repr::deserialize(deserializer)? {
-            Repr::Refuse => FaultSpec::Refuse,
-            Repr::Reject { status, body } => FaultSpec::Reject { status, body },
-            Repr::ErrorAfterCommit { status } => FaultSpec::ErrorAfterCommit { status },
-            Repr::DropAfterCommit => FaultSpec::DropAfterCommit,
-            Repr::TimeoutAfterCommit { hold_ms } => FaultSpec::TimeoutAfterCommit { hold_ms },
-            Repr::CommitAfterTimeout { delay_ms } => FaultSpec::CommitAfterTimeout { delay_ms },
-            Repr::SilentNoop => FaultSpec::SilentNoop,
-            Repr::StaleRead { lag_ms } => FaultSpec::StaleRead { lag_ms },
-            Repr::ForgetKeys { older_than_ms } => FaultSpec::ForgetKeys { older_than_ms },
-            Repr::IgnoreKeys => FaultSpec::IgnoreKeys,
-            Repr::Latency { before_ms, after_ms } => FaultSpec::Latency { before_ms, after_ms },
-        };
-        Ok(Tagged(spec))
-    }
+    deserializer.deserialize_any(SpecVisitor)
 }
 
 /// A fault and the requests it applies to.
@@ -305,6 +244,7 @@ pub struct FaultRule {
     /// Fire on each eligible request with this probability, drawn from the service's seeded RNG.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probability: Option<f64>,
+    #[serde(deserialize_with = "fault_spec")]
     pub fault: FaultSpec,
 }
 

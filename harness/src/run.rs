@@ -313,7 +313,8 @@ pub fn write_results(dir: &Path, run: &RunResults) -> std::io::Result<PathBuf> {
 }
 
 /// Shrinks generated case `index` of a run with `seed`, which failed: the smallest scenario
-/// found that still fails, within `runs_max` candidate runs.
+/// found that still fails the same way (breaks at least one of the invariants the original
+/// broke, or, for an executor error, errs again), within `runs_max` candidate runs.
 pub fn shrink_case(
     seed: u64,
     index: u64,
@@ -323,9 +324,20 @@ pub fn shrink_case(
 ) -> Result<Scenario, String> {
     let tree = scenarios::generate::case_tree(seed, index)?;
     let source = Source::Generated { index };
+    let original =
+        run_case(&Case { scenario: tree.current(), source: source.clone() }, seed, driver, work_dir, "");
+    let broken = |r: &ScenarioResult| -> Vec<String> {
+        r.verdicts.iter().filter(|v| !v.held).map(|v| v.invariant.clone()).collect()
+    };
+    let wanted = broken(&original);
     let failing = |s: &Scenario| {
         let probe = Case { scenario: s.clone(), source: source.clone() };
-        run_case(&probe, seed, driver, work_dir, "").outcome != Outcome::Passed
+        let result = run_case(&probe, seed, driver, work_dir, "");
+        match (original.outcome, result.outcome) {
+            (_, Outcome::Passed) | (Outcome::Passed, _) => false,
+            (Outcome::ExecutorError, got) => got == Outcome::ExecutorError,
+            _ => broken(&result).iter().any(|i| wanted.contains(i)),
+        }
     };
     Ok(scenarios::generate::shrink(tree, runs_max, failing))
 }

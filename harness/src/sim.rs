@@ -17,10 +17,12 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use executor::world::{HttpRequest, HttpResponse, SendError, SendFuture, Transport};
+use fake_services::clock::Clock as _;
 use fake_services::{Disposition, Fake, FakeRequest, Fakes};
 use scenarios::{EventAction, IntentSpec, PhaseName, Point, Scenario};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -399,6 +401,10 @@ struct Run<'a> {
     trips_rx: mpsc::UnboundedReceiver<Vec<usize>>,
     workers: BTreeMap<String, Worker>,
     services: BTreeMap<String, executor::Service>,
+    /// The run's base clock, shared with the fakes (each adds its own jumps on top): what the
+    /// timeline is stamped with.
+    base: fake_services::TokioClock,
+    /// The workers' clock: the same virtual time, without any service's jumps.
     clock: executor::world::TokioClock,
     state_dir: PathBuf,
     observed: Observed,
@@ -407,7 +413,18 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn now_ms(&self) -> u64 {
-        self.fakes.payments.core().clock.now_ms()
+        // The base clock, not a service's: a clock jump moves one service's time, never the
+        // run's.
+        self.base.now_ms()
+    }
+
+    /// Records why the run could not be checked; the first reason stands.
+    fn fail(&mut self, why: String) {
+        self.observed.executor_error.get_or_insert(why);
+    }
+
+    fn broken(&self) -> bool {
+        self.observed.executor_error.is_some()
     }
 
     fn moment(&mut self, lane: &str, kind: &str, detail: String) {
@@ -415,8 +432,13 @@ impl Run<'_> {
         self.observed.timeline.push(Moment { at_ms, lane: lane.into(), kind: kind.into(), detail });
     }
 
+    /// Starts a worker, or restarts it on the same state directory: an earlier life is
+    /// ended first, so that no detached task of it goes on working.
     fn start_worker(&mut self, name: &str) -> Result<(), String> {
         let incarnation = self.workers.get(name).map_or(1, |w| w.incarnation + 1);
+        if let Some(old) = self.workers.remove(name) {
+            old.task.abort();
+        }
         let (paused, _) = watch::channel(false);
         let transport = SimTransport {
             worker: name.to_string(),
@@ -456,9 +478,12 @@ impl Run<'_> {
         let deadline = tokio::time::sleep(Duration::from_millis(CALL_MS_MAX));
         tokio::pin!(deadline);
         loop {
+            // Biased, in this order: tokio's default picks a ready branch at random, which
+            // would make the moment an event fires, and so the whole run, vary between runs.
             tokio::select! {
-                answer = &mut rx => return answer.map_err(|_| CallError::Gone),
+                biased;
                 Some(events) = self.trips_rx.recv() => self.fire_all(events).await,
+                answer = &mut rx => return answer.map_err(|_| CallError::Gone),
                 _ = &mut deadline => return Err(CallError::Hung),
             }
         }
@@ -502,6 +527,11 @@ impl Run<'_> {
                 self.moment(&worker, "pause", format!("for {for_ms} ms"));
             }
             EventAction::StartWorker { worker } => {
+                // As in the live driver: a worker that is up is not started twice.
+                if self.workers.get(&worker).is_some_and(|w| !w.crashed) {
+                    self.moment(&worker, "start", "already running".into());
+                    return;
+                }
                 match self.start_worker(&worker) {
                     Ok(()) => {
                         // The new worker takes over what it can: drain and reconcile, queued
@@ -513,9 +543,7 @@ impl Run<'_> {
                             let _ = w.commands.try_send(Cmd::Reconcile(tx));
                         }
                     }
-                    Err(e) => {
-                        self.observed.executor_error = Some(format!("worker {worker} did not start: {e}"))
-                    }
+                    Err(e) => self.fail(format!("worker {worker} did not start: {e}")),
                 }
             }
             EventAction::ClockJump { service, by_ms } => {
@@ -545,8 +573,7 @@ impl Run<'_> {
     }
 
     fn hung(&mut self, worker: &str, what: &str) {
-        self.observed.executor_error =
-            Some(format!("worker {worker} did not finish {what} within {CALL_MS_MAX} ms"));
+        self.fail(format!("worker {worker} did not finish {what} within {CALL_MS_MAX} ms"));
     }
 
     async fn act(&mut self) {
@@ -583,7 +610,7 @@ impl Run<'_> {
     async fn drain(&mut self) {
         match self.call(setup_first(), |tx| Cmd::Drain(DRAIN_MS_MAX, tx)).await {
             Ok(Ok(changes)) => self.record_changes(setup_first(), changes),
-            Ok(Err(e)) => self.observed.executor_error = Some(format!("drain failed: {e}")),
+            Ok(Err(e)) => self.fail(format!("drain failed: {e}")),
             Err(CallError::Gone) => {}
             Err(CallError::Hung) => self.hung(setup_first(), "drain"),
         }
@@ -617,7 +644,7 @@ impl Run<'_> {
                     match answer {
                         Ok(Ok(changes)) => self.record_changes(name, changes),
                         Ok(Err(e)) => {
-                            self.observed.executor_error = Some(format!("{kind} on {name} failed: {e}"));
+                            self.fail(format!("{kind} on {name} failed: {e}"));
                             return;
                         }
                         Err(CallError::Gone) => {}
@@ -641,7 +668,7 @@ impl Run<'_> {
             self.workers.iter().filter(|(_, w)| w.crashed).map(|(n, _)| n.clone()).collect();
         for name in crashed {
             if let Err(e) = self.start_worker(&name) {
-                self.observed.executor_error = Some(format!("worker {name} did not restart: {e}"));
+                self.fail(format!("worker {name} did not restart: {e}"));
                 return false;
             }
         }
@@ -656,16 +683,22 @@ impl Run<'_> {
         }
         match self.call(setup_first(), Cmd::Status).await {
             Ok(Ok(claims)) => self.observed.claims = claims,
-            Ok(Err(e)) => self.observed.executor_error = Some(format!("status failed: {e}")),
-            Err(CallError::Gone) => {
-                self.observed.executor_error = Some("worker w1 is gone at the end".into())
-            }
+            Ok(Err(e)) => self.fail(format!("status failed: {e}")),
+            Err(CallError::Gone) => self.fail("worker w1 is gone at the end".into()),
             Err(CallError::Hung) => self.hung(setup_first(), "status"),
         }
+    }
+
+    /// Ledgers and journals: at the end of a run, and also when it ended early, where what
+    /// the fakes saw still explains the executor's error.
+    fn collect(&mut self) {
         for fake in self.fakes.all() {
             self.observed.ledgers.insert(fake.name().to_string(), fake.ledger());
             self.observed.journals.insert(fake.name().to_string(), fake.journal());
         }
+    }
+
+    fn stop_workers(&mut self) {
         for w in self.workers.values() {
             w.task.abort();
         }
@@ -688,7 +721,8 @@ pub async fn run(
     factory: &dyn SimFactory,
     work_dir: &Path,
 ) -> Result<Observed, setup::SetupError> {
-    let fakes = Fakes::new(Arc::new(fake_services::TokioClock::starting_at(EPOCH_MS)), seed);
+    let base = fake_services::TokioClock::starting_at(EPOCH_MS);
+    let fakes = Fakes::new(Arc::new(base.clone()), seed);
     setup::prepare(scenario, &fakes)?;
     let contracts = setup::contracts(scenario, &fakes);
     let services = contracts
@@ -709,48 +743,100 @@ pub async fn run(
         trips_rx,
         workers: BTreeMap::new(),
         services,
+        base,
         clock: executor::world::TokioClock::starting_at(EPOCH_MS),
         state_dir,
         observed: Observed::default(),
         fired: vec![false; scenario.events.len()],
     };
-    if let Err(e) = run.start_worker(setup_first()) {
-        run.observed.executor_error = Some(format!("worker w1 did not start: {e}"));
-        return Ok(run.observed);
+    match run.start_worker(setup_first()) {
+        Err(e) => run.fail(format!("worker w1 did not start: {e}")),
+        Ok(()) => {
+            run.act().await;
+            if !run.broken() {
+                run.drain().await;
+            }
+            if !run.broken() {
+                run.reconcile(settle_ms).await;
+            }
+            if !run.broken() {
+                run.finish(settle_ms).await;
+            }
+        }
     }
-    run.act().await;
-    if run.observed.executor_error.is_none() {
-        run.drain().await;
-    }
-    if run.observed.executor_error.is_none() {
-        run.reconcile(settle_ms).await;
-    }
-    if run.observed.executor_error.is_none() {
-        run.finish(settle_ms).await;
-    }
+    run.collect();
+    run.stop_workers();
     run.observed.timeline.sort_by_key(|m| m.at_ms);
     Ok(run.observed)
 }
 
-/// Runs one scenario on a fresh paused current-thread runtime, in a fresh directory under
-/// `work_dir` that is removed afterwards.
+/// Runs one scenario on a fresh paused current-thread runtime, in a fresh state directory
+/// (see [`case_dir`]) that is removed afterwards.
 pub fn run_blocking(
     scenario: &Scenario,
     seed: u64,
     factory: &dyn SimFactory,
     work_dir: &Path,
 ) -> Result<Observed, RunError> {
+    run_blocking_timed(scenario, seed, factory, work_dir).map(|(observed, _)| observed)
+}
+
+/// As [`run_blocking`], with the virtual time the run took (what it would have taken on a
+/// wall clock, had every wait been real).
+pub fn run_blocking_timed(
+    scenario: &Scenario,
+    seed: u64,
+    factory: &dyn SimFactory,
+    work_dir: &Path,
+) -> Result<(Observed, Duration), RunError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .map_err(RunError::Runtime)?;
-    let dir = work_dir.join(format!("{}-{seed}", scenario.name));
+    let dir = case_dir(work_dir, scenario, seed);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| RunError::WorkDir(dir.display().to_string(), e))?;
-    let observed = runtime.block_on(run(scenario, seed, factory, &dir)).map_err(RunError::Setup);
+    let observed = runtime.block_on(async {
+        let started = tokio::time::Instant::now();
+        let observed = run(scenario, seed, factory, &dir).await;
+        observed.map(|o| (o, started.elapsed()))
+    });
+    // Every task (and with it every executor and its open log) goes before the directory.
+    drop(runtime);
     let _ = std::fs::remove_dir_all(&dir);
-    observed
+    observed.map_err(RunError::Setup)
+}
+
+/// The directory a case runs in.
+///
+/// On a machine with a writable tmpfs at `/dev/shm` it goes there, whatever `work_dir` says:
+/// a simulated crash is a dropped task in a process that goes on, so the OS page cache is
+/// never lost and a disk could only add what SQLite's file creation, locking and syncing
+/// cost on it (about two thirds of a sim run's wall time on an ext4 disk). Elsewhere it goes
+/// under `work_dir`. Either way the name is unique in the process, so that concurrent runs
+/// of the same scenario and seed (the threads of a run, parallel tests) never share one.
+pub fn case_dir(work_dir: &Path, scenario: &Scenario, seed: u64) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    match tmpfs() {
+        Some(root) => root.join(format!("twice-sim-{}-{n}", std::process::id())),
+        None => work_dir.join(format!("{}-{seed}-{n}", scenario.name)),
+    }
+}
+
+/// `/dev/shm`, if this process can make directories in it.
+fn tmpfs() -> Option<&'static Path> {
+    static TMPFS: OnceLock<Option<PathBuf>> = OnceLock::new();
+    TMPFS
+        .get_or_init(|| {
+            let root = Path::new("/dev/shm");
+            let probe = root.join(format!("twice-sim-{}-probe", std::process::id()));
+            let usable = root.is_dir() && std::fs::create_dir(&probe).is_ok();
+            let _ = std::fs::remove_dir(&probe);
+            usable.then(|| root.to_path_buf())
+        })
+        .as_deref()
 }
 
 /// Why the sim driver could not run a scenario (a harness problem, not a verdict).

@@ -39,7 +39,7 @@ fn terms() -> impl Strategy<Value = Terms> {
         prop::sample::select(vec![2_000u64, 5_000]),
         prop::option::weighted(0.3, prop::sample::select(vec![100u64, 300, 500])),
         prop::bool::weighted(0.2),
-        prop::sample::select(vec![300u64, 500, 1_000]),
+        prop::sample::select(vec![300u64, 500, 1_000, 1_500, 2_500]),
         prop::bool::weighted(0.5),
         prop::bool::weighted(0.5),
     )
@@ -210,6 +210,16 @@ fn build(
         rule.times = d.times;
         faults.push(ServiceFault { service: SERVICES[d.service].to_string(), rule });
     }
+    // Where reads are eventual, they lag as far as the contract allows, on every read: that is
+    // the world an executor reading back must be ready for.
+    for (service, contract) in SERVICES.iter().zip(&contracts) {
+        if contract.reads == Reads::Eventual && contract.read_lag_ms_max > 0 {
+            let mut rule = FaultRule::always(FaultSpec::StaleRead { lag_ms: contract.read_lag_ms_max });
+            rule.id = Some(format!("lag-{service}"));
+            rule.method = Some("GET".into());
+            faults.push(ServiceFault { service: service.to_string(), rule });
+        }
+    }
     let mut events = Vec::new();
     let mut second_worker = false;
     for d in event_draws {
@@ -261,7 +271,11 @@ fn fault_for(d: &FaultDraw, c: &fake_services::Contract) -> FaultSpec {
         2 => FaultSpec::ErrorAfterCommit { status: 500 },
         3 => FaultSpec::DropAfterCommit,
         4 => FaultSpec::TimeoutAfterCommit { hold_ms: REQUEST_TIMEOUT_MS * 3 },
-        5 => FaultSpec::CommitAfterTimeout { delay_ms: Some(c.settle_ms_max) },
+        // Past the caller's timeout when the settle bound allows it: the commit lands after
+        // the caller gave up, and a read-back right away says "not there".
+        5 => FaultSpec::CommitAfterTimeout {
+            delay_ms: Some(c.settle_ms_max.min(REQUEST_TIMEOUT_MS + 200 * (d.param + 1))),
+        },
         6 => FaultSpec::SilentNoop,
         7 => FaultSpec::StaleRead { lag_ms: c.read_lag_ms_max },
         8 => FaultSpec::ForgetKeys { older_than_ms: Some(c.key_retention_ms) },
@@ -293,15 +307,21 @@ pub fn shrink(
     steps_max: usize,
     mut fails: impl FnMut(&Scenario) -> bool,
 ) -> Scenario {
+    // proptest's own order: after every simplify and every complicate, test the current value;
+    // a failing one is kept and simplified further, a passing one is complicated back.
     let mut smallest = tree.current();
+    if !tree.simplify() {
+        return smallest;
+    }
     for _ in 0..steps_max {
-        if !tree.simplify() {
-            break;
-        }
         let candidate = tree.current();
-        if fails(&candidate) {
+        let more = if fails(&candidate) {
             smallest = candidate;
-        } else if !tree.complicate() {
+            tree.simplify()
+        } else {
+            tree.complicate()
+        };
+        if !more {
             break;
         }
     }

@@ -528,7 +528,7 @@ fn fault_spec(value: &Val<'_>) -> Res<FaultSpec> {
             if !FAULT_KINDS.contains(&name.as_ref()) {
                 return Err(unknown_fault(value.span(), name));
             }
-            Value::String(name.to_string())
+            return FaultSpec::from_name(name).map_err(|e| Located::new(value.span(), e));
         }
         DeValue::Table(_) => {
             let table = Table::of(value, "a fault table")?;

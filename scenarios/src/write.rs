@@ -135,7 +135,7 @@ fn write_fault(out: &mut String, fault: &ServiceFault) {
 /// A bare name when the name alone means this fault (its defaults), else an inline table.
 fn fault_spec(spec: &FaultSpec) -> String {
     let kind = spec.kind();
-    if serde_json::from_value::<FaultSpec>(Value::String(kind.to_string())).ok().as_ref() == Some(spec) {
+    if FaultSpec::from_name(kind).ok().as_ref() == Some(spec) {
         return string(kind);
     }
     let mut parts = vec![format!("kind = {}", string(kind))];

@@ -15,8 +15,8 @@
 //! Two [`Style`]s of resolving an uncertain send are both correct and differ in when they
 //! ask: [`Style::KeyRetry`] leaves the intent `unknown` and resolves it in a later pass,
 //! leaning on the key while it is retained; [`Style::LookupFirst`] reads back at once. Some
-//! bugs only exist in one style (a key regenerated per retry needs a retry), so each mutant
-//! names its style.
+//! bugs only show in one style (believing a stale read-back needs an early read-back), so
+//! each mutant names its style.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,7 +56,8 @@ pub enum Bug {
     NaiveRetry,
     /// A timeout or any other uncertain answer is taken as "it did not happen": `failed`.
     TimeoutAsNo,
-    /// Every resend mints a new idempotency key.
+    /// An uncertain send is retried at once, like a retrying HTTP client does, and every
+    /// resend mints a new idempotency key.
     KeyPerAttempt,
     /// Intents live in memory only: a restart forgets them.
     MemoryOnly,
@@ -475,8 +476,9 @@ impl Worker {
         honored && contract.acks == Acks::Reliable && retained
     }
 
-    /// One pass over the unresolved intents: sends and lookups concurrently, then the
-    /// blocked replacements, against what their predecessors have just become.
+    /// One pass over the unresolved intents: first the blocked replacements (one that its
+    /// lineage releases is sent in the next pass, as the reference does), then sends and
+    /// lookups, concurrently.
     async fn pass(&self) -> Turn {
         let (blocked, active): (Vec<Rec>, Vec<Rec>) = self
             .store()
@@ -484,14 +486,14 @@ impl Worker {
             .into_iter()
             .filter(|r| !r.state.terminal())
             .partition(|r| r.state == St::Blocked);
-        let turns = futures_util::future::join_all(active.iter().map(|r| self.turn(&r.id))).await;
         let mut all = Turn::default();
+        for rec in blocked {
+            all.changes.extend(self.turn(&rec.id).await.changes);
+        }
+        let turns = futures_util::future::join_all(active.iter().map(|r| self.turn(&r.id))).await;
         for t in turns {
             all.sent |= t.sent;
             all.changes.extend(t.changes);
-        }
-        for rec in blocked {
-            all.changes.extend(self.turn(&rec.id).await.changes);
         }
         if self.has(Bug::RedoEverything) {
             self.redo_everything(&mut all);

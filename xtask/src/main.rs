@@ -2,8 +2,9 @@
 //!
 //! - `cargo xtask test [ARGS...]`: prepares the Python venv that the SDK tests use, then runs
 //!   `cargo test --workspace ARGS...` with `TWICE_PYTHON` pointing into it.
-//! - `cargo xtask bench`: runs every benchmark in [`BENCHES`] and rewrites
-//!   `docs/benchmarks.md` from what they report.
+//! - `cargo xtask bench`: builds the release `twice-executor` (which `harness/run` drives),
+//!   runs every benchmark in [`BENCHES`] and rewrites `docs/benchmarks.md` from what they
+//!   report.
 //!
 //! # Benchmark records
 //!
@@ -78,6 +79,17 @@ const BENCHES: &[Bench] = &[
                 no faults), with `Durability::Full` and `Durability::Normal`, next to the raw rate of \
                 single-row SQLite commits (WAL, synchronous FULL and NORMAL) on the same disk in the \
                 same run. Target: within 2x of the raw commit rate.",
+    },
+    Bench {
+        package: "harness",
+        target: "run",
+        about: "How fast `twice run` goes. Sim: generated cases per second against the reference executor \
+                in process (`run::run_cases`, each case on its own paused tokio runtime with the fakes and a \
+                real SQLite log, then checked), on 2 threads and on 1, and the virtual time those cases span \
+                over the wall time they took. Live: the whole catalog against the release `twice-executor` \
+                binary (real subprocesses, loopback HTTP, real signals), in total and per scenario. Targets: \
+                at least 1,000 cases/s and 1,000x in sim on this 2-core machine; the live catalog in under \
+                60 s.",
     },
 ];
 
@@ -271,6 +283,17 @@ struct Record {
 
 fn bench() -> Result<i32> {
     let root = root();
+    // harness/run drives the reference executor's binary for its live figures: build it from
+    // the current sources, in the profile benchmarks are built with.
+    println!("xtask: building twice-executor (cargo build --release -p executor --bin twice-executor)");
+    let built = cargo()
+        .args(["build", "--release", "-p", "executor", "--bin", "twice-executor"])
+        .current_dir(&root)
+        .status()
+        .context("could not start cargo build")?;
+    if !built.success() {
+        return Ok(exit_code(built));
+    }
     let mut records = Vec::new();
     for bench in BENCHES {
         println!("xtask: running cargo bench -p {} --bench {}", bench.package, bench.target);

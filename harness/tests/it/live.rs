@@ -29,7 +29,7 @@ fn fresh_dir(name: &str) -> PathBuf {
 
 /// The reference executor: in `TWICE_BIN_DIR`, or in `target/debug` next to this test's
 /// `deps` directory.
-fn reference() -> ExecutorCommand {
+pub fn reference() -> ExecutorCommand {
     const HOW: &str = "run cargo xtask test (or cargo build --workspace --bins first)";
     let dir = match std::env::var_os("TWICE_BIN_DIR") {
         Some(dir) => PathBuf::from(dir),

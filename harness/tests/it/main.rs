@@ -1,5 +1,6 @@
 //! The `twice` binary as a user runs it: a real child process, real signals, real sockets.
 
+mod catalog;
 mod live;
 mod sim;
 

@@ -71,3 +71,48 @@ fn the_reference_executor_passes_generated_cases() {
         failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n\n")
     );
 }
+
+struct Quiet;
+
+impl harness::run::Progress for Quiet {
+    fn started(&self, _: usize) {}
+    fn finished(&self, _: &harness::run::ScenarioResult) {}
+    fn done(&self) {}
+}
+
+/// The catalog and a generated search, as `twice run` assembles them.
+fn cases(seed: u64, generated: u64) -> Vec<harness::run::Case> {
+    use harness::run::{Case, Source};
+    let mut cases: Vec<Case> = scenarios::catalog()
+        .unwrap()
+        .into_iter()
+        .map(|scenario| Case { scenario, source: Source::Catalog })
+        .collect();
+    for index in 0..generated {
+        let scenario = scenarios::generate::case(seed, index).unwrap();
+        cases.push(Case { scenario, source: Source::Generated { index } });
+    }
+    cases
+}
+
+fn results_json(seed: u64, threads: usize) -> String {
+    use harness::run::{self, Driver};
+    let driver = Driver::Sim(&Reference);
+    let results = run::run_cases(&cases(seed, 60), seed, &driver, &work_dir(), threads, &Quiet, "twice run");
+    serde_json::to_string_pretty(&run::results(seed, &driver, None, results)).unwrap()
+}
+
+#[test]
+fn the_same_seed_gives_byte_identical_results_json_whatever_the_threads() {
+    let one = results_json(9, 1);
+    let same = |other: &str, what: &str| {
+        if let Some((line, (a, b))) = one.lines().zip(other.lines()).enumerate().find(|(_, (a, b))| a != b) {
+            panic!("{what}: results differ at line {}: {a} vs {b}", line + 1);
+        }
+        assert_eq!(one.len(), other.len(), "{what}");
+    };
+    same(&results_json(9, 2), "two threads");
+    same(&results_json(9, 1), "again");
+    assert_ne!(one, results_json(10, 2), "the seed reaches the results");
+    assert!(one.contains("\"passed\": 90"), "the catalog and the search pass");
+}

@@ -1,0 +1,504 @@
+//! How fast `twice run` goes: generated cases per second in the sim driver against the
+//! reference executor, how much faster than real time that is, and how long a live run of the
+//! whole catalog takes against the reference executor's binary.
+//!
+//! What is measured:
+//!
+//! - **sim, cases per second**: [`GENERATED`] generated cases (seed [`SEED`], the default of
+//!   `twice run`) through [`run::run_cases`], the function `twice run` uses, on [`THREADS`]
+//!   threads and on one: each case runs on its own paused current-thread runtime with the
+//!   fakes and the reference executor in process (a real SQLite log per case), then is
+//!   checked. The cases are generated before the clock starts (generating them is timed
+//!   apart). [`SIM_ROUNDS`] rounds, interleaved (two threads, one thread, repeat), after an
+//!   unmeasured warm-up; every round must pass every case and give byte-identical results.
+//! - **sim, end to end**: what `twice run` does with its defaults, in process: load the
+//!   catalog, generate the cases, run catalog and cases, and write `results.json`.
+//! - **simulated time**: the virtual time each generated case spans (from the start of its
+//!   run to the last status, including every settle wait and reconcile round), measured once
+//!   with [`sim::run_blocking_timed`] (it is deterministic: the same in every round), summed
+//!   over the cases; the speedup is that sum over each round's wall time.
+//! - **live**: the whole catalog through [`run::run_cases`] with the live driver against
+//!   `target/release/twice-executor` (real subprocesses, loopback HTTP, SIGKILL/SIGSTOP), on
+//!   [`THREADS`] threads as `twice run --live --cases 0` does, [`LIVE_ROUNDS`] rounds; the
+//!   total wall time, and each scenario's (the time between its thread's previous case and
+//!   it, taken from the progress callback, which runs on the case's thread).
+//!
+//! `cargo xtask bench` builds `twice-executor` (release) before it runs this; run alone, build
+//! it first: `cargo build --release -p executor --bin twice-executor`.
+//!
+//! Output: readable lines, then one `BENCH {json}` line per figure, which `cargo xtask bench`
+//! collects into `docs/benchmarks.md` (the record format is described in `xtask/src/main.rs`).
+//! Run it alone with `cargo bench -p harness --bench run`, or only one part of it with
+//! `cargo bench -p harness --bench run -- sim` (or `-- live`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use harness::live::ExecutorCommand;
+use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
+use harness::sim::{self, Reference};
+use serde_json::{Value, json};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Result<T, E = BoxError> = std::result::Result<T, E>;
+
+/// The name of this benchmark in `BENCH` records.
+const BENCH: &str = "harness/run";
+/// The seed of every round: `twice run`'s default.
+const SEED: u64 = 1;
+/// Generated cases per sim round: `twice run`'s default.
+const GENERATED: u64 = 1_000;
+/// Generated cases in the unmeasured warm-up.
+const WARMUP: u64 = 200;
+/// Threads, as `twice run` uses on this machine (its default is the number of cores).
+const THREADS: usize = 2;
+const SIM_ROUNDS: usize = 5;
+const LIVE_ROUNDS: usize = 3;
+/// Targets from the issue.
+const TARGET_CASES_PER_S: f64 = 1_000.0;
+const TARGET_SPEEDUP: f64 = 1_000.0;
+const TARGET_LIVE_S: f64 = 60.0;
+
+fn main() -> Result<()> {
+    // `cargo bench` passes `--bench`; `sim` or `live` after `--` runs only that part.
+    let parts: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let wants = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
+    let work = WorkDir::create()?;
+    let load_before = load_average();
+    let mut records = Vec::new();
+    if wants("sim") {
+        sim_figures(&work.path, &mut records)?;
+    }
+    if wants("live") {
+        live_figures(&work.path, &mut records)?;
+    }
+    let load = format!("Load average (1 min) {load_before} before the run and {} after it.", load_average());
+    println!("\n{load}");
+    for r in &mut records {
+        if let Some(notes) = r.get_mut("notes") {
+            *notes = Value::String(format!("{} {load}", notes.as_str().unwrap_or_default()));
+        }
+    }
+    println!();
+    for r in &records {
+        println!("BENCH {r}");
+    }
+    Ok(())
+}
+
+fn generated(count: u64) -> Result<Vec<Case>> {
+    (0..count)
+        .map(|index| {
+            let scenario = scenarios::generate::case(SEED, index)?;
+            Ok(Case { scenario, source: Source::Generated { index } })
+        })
+        .collect()
+}
+
+fn catalog() -> Result<Vec<Case>> {
+    Ok(scenarios::catalog::catalog()?
+        .into_iter()
+        .map(|scenario| Case { scenario, source: Source::Catalog })
+        .collect())
+}
+
+/// Runs `cases`; returns the wall time and the results as `results.json` would hold them.
+fn timed_run(
+    cases: &[Case],
+    driver: &Driver<'_>,
+    work: &Path,
+    threads: usize,
+    progress: &dyn Progress,
+) -> (Duration, run::RunResults) {
+    let started = Instant::now();
+    let results = run::run_cases(cases, SEED, driver, work, threads, progress, "twice run");
+    let wall = started.elapsed();
+    (wall, run::results(SEED, driver, None, results))
+}
+
+/// Names of the cases that did not pass, with their outcome.
+fn failures(results: &run::RunResults) -> Vec<String> {
+    results
+        .results
+        .iter()
+        .filter(|r| r.outcome != Outcome::Passed)
+        .map(|r| format!("{} ({:?})", r.name, r.outcome))
+        .collect()
+}
+
+fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
+    let driver = Driver::Sim(&Reference);
+    let generating = Instant::now();
+    let cases = generated(GENERATED)?;
+    let generate_us = generating.elapsed().as_secs_f64() * 1e6 / GENERATED as f64;
+    println!(
+        "{BENCH}: sim, {GENERATED} generated cases (seed {SEED}) against the reference executor, \
+         {THREADS} threads and 1, {SIM_ROUNDS} interleaved rounds; generating them took {generate_us:.0} µs \
+         per case"
+    );
+
+    // Warm-up: every code path once, the allocator and the page cache primed.
+    let (_, warm) = timed_run(&generated(WARMUP)?, &driver, work, THREADS, &Quiet);
+    if !failures(&warm).is_empty() {
+        return Err(format!("the warm-up failed: {}", failures(&warm).join(", ")).into());
+    }
+
+    let mut walls: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut first: Option<String> = None;
+    for round in 1..=SIM_ROUNDS {
+        for threads in [THREADS, 1] {
+            let (wall, results) = timed_run(&cases, &driver, work, threads, &Quiet);
+            let failed = failures(&results);
+            if !failed.is_empty() {
+                return Err(format!(
+                    "round {round}: {} cases did not pass: {}",
+                    failed.len(),
+                    failed.join(", ")
+                )
+                .into());
+            }
+            let json = serde_json::to_string(&results)?;
+            match &first {
+                None => first = Some(json),
+                Some(f) if *f != json => {
+                    return Err(format!(
+                        "round {round}, {threads} threads: the results differ from the first round's: \
+                         the sim is not deterministic"
+                    )
+                    .into());
+                }
+                Some(_) => {}
+            }
+            let rate = GENERATED as f64 / wall.as_secs_f64();
+            println!(
+                "  round {round}/{SIM_ROUNDS}  {threads} thread(s)  {:>7.0} ms  {rate:>6.0} cases/s",
+                wall.as_secs_f64() * 1e3
+            );
+            walls.entry(threads).or_default().push(wall.as_secs_f64());
+        }
+    }
+
+    // Simulated time: deterministic, so measured once, with the observations checked against
+    // the rounds'.
+    let reference: run::RunResults = serde_json::from_str(first.as_deref().unwrap_or("{}"))?;
+    let mut virtual_s = Vec::with_capacity(cases.len());
+    for (case, result) in cases.iter().zip(&reference.results) {
+        let seed = run::case_seed(SEED, &case.source, &case.scenario.name);
+        let (observed, elapsed) = sim::run_blocking_timed(&case.scenario, seed, &Reference, work)?;
+        if observed != result.observed {
+            return Err(format!(
+                "{}: a timed run observed something else than the rounds",
+                case.scenario.name
+            )
+            .into());
+        }
+        virtual_s.push(elapsed.as_secs_f64());
+    }
+    let virtual_total: f64 = virtual_s.iter().sum();
+    let (virtual_median, _) = summary(&virtual_s);
+    let virtual_max = virtual_s.iter().copied().fold(0.0, f64::max);
+
+    let rates = |threads: usize| -> Vec<f64> {
+        walls[&threads].iter().map(|w| GENERATED as f64 / w).collect::<Vec<f64>>()
+    };
+    let setup = format!(
+        "{GENERATED} generated cases (seed {SEED}, as `twice run` makes them) through run::run_cases, \
+         each on its own paused current-thread tokio runtime with the fakes and the reference executor in \
+         process (a real SQLite log per case, on the tmpfs /dev/shm), then checked; generating the cases \
+         ({generate_us:.0} µs each) is not timed. Median of {SIM_ROUNDS} rounds after a warm-up of \
+         {WARMUP}; every round passed every case and gave byte-identical results."
+    );
+    let (rate2, spread2) = summary(&rates(THREADS));
+    let met = if rate2 >= TARGET_CASES_PER_S { "met" } else { "NOT met" };
+    println!(
+        "sim, {THREADS} threads: median {rate2:.0} cases/s, spread {spread2:.1} % (target {TARGET_CASES_PER_S}: {met})"
+    );
+    records.push(record(
+        &format!("sim, generated cases, {THREADS} threads"),
+        rate2,
+        "cases/s",
+        Some(spread2),
+        &format!(
+            "{setup} Target: at least {TARGET_CASES_PER_S:.0} cases/s on this {THREADS}-core machine; {met}."
+        ),
+    ));
+    let (rate1, spread1) = summary(&rates(1));
+    println!("sim, 1 thread: median {rate1:.0} cases/s, spread {spread1:.1} %");
+    records.push(record(
+        "sim, generated cases, 1 thread",
+        rate1,
+        "cases/s",
+        Some(spread1),
+        &format!(
+            "As above on one thread, in the same rounds: {THREADS} threads go {:.2}x as fast.",
+            rate2 / rate1
+        ),
+    ));
+
+    // End to end, as `twice run` with its defaults: catalog, generation, run, results.json.
+    let mut ends = Vec::new();
+    for round in 1..=SIM_ROUNDS {
+        let started = Instant::now();
+        let mut all = catalog()?;
+        let count = all.len();
+        all.extend(generated(GENERATED)?);
+        let (_, results) = timed_run(&all, &driver, work, THREADS, &Quiet);
+        let path = run::write_results(&work.join("report"), &results)?;
+        let wall = started.elapsed().as_secs_f64();
+        let failed = failures(&results);
+        if !failed.is_empty() {
+            return Err(
+                format!("end to end: {} cases did not pass: {}", failed.len(), failed.join(", ")).into()
+            );
+        }
+        let bytes = std::fs::metadata(&path)?.len();
+        println!(
+            "  round {round}/{SIM_ROUNDS}  end to end, {count} catalog + {GENERATED} generated: {:.0} ms \
+             ({:.1} MB of results.json)",
+            wall * 1e3,
+            bytes as f64 / 1e6
+        );
+        ends.push(wall * 1e3);
+    }
+    let (end, end_spread) = summary(&ends);
+    records.push(record(
+        &format!("sim, catalog + {GENERATED} generated cases end to end, {THREADS} threads"),
+        end,
+        "ms",
+        Some(end_spread),
+        &format!(
+            "What `twice run` does with its defaults, in process (no process start): load the catalog, generate \
+             {GENERATED} cases, run and check all of them on {THREADS} threads, write results.json. Median of \
+             {SIM_ROUNDS} rounds."
+        ),
+    ));
+
+    records.push(record(
+        &format!("simulated time of the {GENERATED} generated cases"),
+        virtual_total,
+        "s",
+        None,
+        &format!(
+            "Virtual time from the start of each case's run to its final status (settle waits and reconcile \
+             rounds included), summed: per case median {:.1} s, max {:.1} s. Deterministic, so measured once.",
+            virtual_median, virtual_max
+        ),
+    ));
+    let speedups: Vec<f64> = walls[&THREADS].iter().map(|w| virtual_total / w).collect();
+    let (speedup, speedup_spread) = summary(&speedups);
+    let met = if speedup >= TARGET_SPEEDUP { "met" } else { "NOT met" };
+    println!(
+        "simulated {virtual_total:.0} s over wall time ({THREADS} threads): median {speedup:.0}x \
+         (target {TARGET_SPEEDUP}x: {met})"
+    );
+    records.push(record(
+        &format!("simulated over wall time, {THREADS} threads"),
+        speedup,
+        "x",
+        Some(speedup_spread),
+        &format!(
+            "The simulated time of the {GENERATED} cases over each round's wall time on {THREADS} threads, \
+             median of {SIM_ROUNDS} rounds. Target: at least {TARGET_SPEEDUP:.0}x; {met}."
+        ),
+    ));
+    Ok(())
+}
+
+fn live_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
+    let release = bench_release_dir()?;
+    let command = ExecutorCommand::reference_in(&release).map_err(|e| {
+        format!(
+            "{e}; build it first with `cargo build --release -p executor --bin twice-executor` \
+             (`cargo xtask bench` does)"
+        )
+    })?;
+    let driver = Driver::Live(command);
+    let cases = catalog()?;
+    println!(
+        "\n{BENCH}: live, the whole catalog ({} scenarios) against {} on {THREADS} threads, {LIVE_ROUNDS} rounds",
+        cases.len(),
+        driver.describe()
+    );
+    let mut walls = Vec::new();
+    let mut per_scenario: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut failed_rounds = Vec::new();
+    for round in 1..=LIVE_ROUNDS {
+        let timing = Timing::default();
+        let (wall, results) = timed_run(&cases, &driver, work, THREADS, &timing);
+        let failed = failures(&results);
+        println!(
+            "  round {round}/{LIVE_ROUNDS}  {:.1} s, {} of {} passed{}",
+            wall.as_secs_f64(),
+            results.totals.passed,
+            results.totals.scenarios,
+            if failed.is_empty() { String::new() } else { format!(": not {}", failed.join(", ")) }
+        );
+        if !failed.is_empty() {
+            failed_rounds.push(format!("round {round}: {}", failed.join(", ")));
+        }
+        walls.push(wall.as_secs_f64());
+        for (name, took) in timing.took.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            per_scenario.entry(name).or_default().push(took.as_secs_f64());
+        }
+    }
+    let passing = if failed_rounds.is_empty() {
+        "Every round passed every scenario.".to_string()
+    } else {
+        format!("Not every scenario passed: {}.", failed_rounds.join("; "))
+    };
+    let (total, total_spread) = summary(&walls);
+    let met = if total < TARGET_LIVE_S { "met" } else { "NOT met" };
+    println!(
+        "live, whole catalog: median {total:.1} s, spread {total_spread:.1} % (target under {TARGET_LIVE_S} s: {met})"
+    );
+    records.push(record(
+        &format!("live, whole catalog ({} scenarios), {THREADS} threads", cases.len()),
+        total,
+        "s",
+        Some(total_spread),
+        &format!(
+            "Wall time of run::run_cases over the catalog with the live driver against the release \
+             twice-executor binary (a real subprocess per worker, loopback HTTP fakes, real SIGKILL and \
+             SIGSTOP, state on disk under the temp dir), as `twice run --live --cases 0` on {THREADS} threads; \
+             median of {LIVE_ROUNDS} rounds. {passing} Target: under {TARGET_LIVE_S:.0} s; {met}."
+        ),
+    ));
+    // Each scenario's median over the rounds.
+    let medians: Vec<(String, f64)> =
+        per_scenario.iter().map(|(name, took)| (name.clone(), summary(took).0)).collect();
+    let values: Vec<f64> = medians.iter().map(|(_, t)| *t).collect();
+    let (median, _) = summary(&values);
+    let slowest: Vec<&(String, f64)> = {
+        let mut sorted: Vec<&(String, f64)> = medians.iter().collect();
+        sorted.sort_by(|a, b| b.1.total_cmp(&a.1));
+        sorted.into_iter().take(3).collect()
+    };
+    let max = slowest.first().map_or(0.0, |s| s.1);
+    let sum: f64 = values.iter().sum();
+    records.push(record(
+        "live, per scenario, median",
+        median,
+        "s",
+        None,
+        &format!(
+            "Wall time of one catalog scenario (its own median over {LIVE_ROUNDS} rounds), median over the \
+             {} scenarios; together they take {sum:.1} s, spread over {THREADS} threads.",
+            medians.len()
+        ),
+    ));
+    records.push(record(
+        "live, per scenario, max",
+        max,
+        "s",
+        None,
+        &format!(
+            "The slowest scenarios (medians over {LIVE_ROUNDS} rounds): {}.",
+            slowest.iter().map(|(n, t)| format!("{n} {t:.1} s")).collect::<Vec<_>>().join(", ")
+        ),
+    ));
+    println!("live, per scenario: median {median:.2} s, max {max:.2} s");
+    Ok(())
+}
+
+/// `target/release`: this benchmark runs as `target/release/deps/run-HASH`.
+fn bench_release_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let deps = exe.parent().ok_or("the benchmark has no directory")?;
+    Ok(deps.parent().unwrap_or(deps).to_path_buf())
+}
+
+struct Quiet;
+
+impl Progress for Quiet {
+    fn started(&self, _: usize) {}
+    fn finished(&self, _: &ScenarioResult) {}
+    fn done(&self) {}
+}
+
+/// Per case, the time since its thread's previous case ended (or since the run started).
+#[derive(Default)]
+struct Timing {
+    started: Mutex<Option<Instant>>,
+    last: Mutex<HashMap<ThreadId, Instant>>,
+    took: Mutex<Vec<(String, Duration)>>,
+}
+
+impl Progress for Timing {
+    fn started(&self, _: usize) {
+        *self.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    fn finished(&self, result: &ScenarioResult) {
+        // Called on the thread that ran the case, right after it.
+        let now = Instant::now();
+        let started = self.started.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or(now);
+        let previous = self
+            .last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(std::thread::current().id(), now)
+            .unwrap_or(started);
+        self.took.lock().unwrap_or_else(|p| p.into_inner()).push((result.name.clone(), now - previous));
+    }
+
+    fn done(&self) {}
+}
+
+/// A fresh directory under the system's temp dir, removed at the end.
+struct WorkDir {
+    path: PathBuf,
+}
+
+impl WorkDir {
+    fn create() -> Result<WorkDir> {
+        let path = std::env::temp_dir().join(format!("twice-bench-run-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path)?;
+        Ok(WorkDir { path })
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// The 1-minute load average, as /proc/loadavg says.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn record(name: &str, value: f64, unit: &str, spread_pct: Option<f64>, notes: &str) -> Value {
+    let round = |v: f64, places: i32| (v * 10f64.powi(places)).round() / 10f64.powi(places);
+    let mut r = json!({
+        "bench": BENCH,
+        "name": name,
+        "value": round(value, if unit == "x" { 3 } else { 1 }),
+        "unit": unit,
+        "notes": notes,
+    });
+    if let Some(spread) = spread_pct {
+        r["spread_pct"] = json!(round(spread, 1));
+    }
+    r
+}
+
+/// The median and the spread, (max - min) / median in percent.
+fn summary(samples: &[f64]) -> (f64, f64) {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    if n == 0 {
+        return (0.0, 0.0);
+    }
+    let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+    let spread = if median > 0.0 { (sorted[n - 1] - sorted[0]) / median * 100.0 } else { 0.0 };
+    (median, spread)
+}
