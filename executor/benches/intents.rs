@@ -229,12 +229,10 @@ async fn run() -> Result<()> {
                 Mode::Batch => format!(
                     "Executor::propose {INTENTS} refunds one by one (one durable commit each), then one \
                      drain: the engine handles batch_max = {} intents per pass, each pass two commits and \
-                     one concurrent burst of HTTP sends (a new connection per request), with a {} ms \
-                     pause between passes while intents are left, so {} passes and {} pauses.",
+                     one concurrent burst of HTTP sends (a new connection per request), so {} passes; \
+                     drain goes straight on while passes make progress.",
                     Limits::default().batch_max,
-                    Limits::default().pass_pause_ms,
                     INTENTS.div_ceil(Limits::default().batch_max),
-                    INTENTS.div_ceil(Limits::default().batch_max) - 1,
                 ),
                 _ => format!(
                     "{} times: Executor::propose {CHUNK} refunds one by one, then drain them (one pass: two \
@@ -314,19 +312,8 @@ fn breakdown(s: &Series, raw_rate: f64) -> String {
          process on the same {cores} cores), the reads of each pass and its two commits ({passes} passes \
          of {per_pass})"
     );
-    let drain_text = if s.mode == Mode::Batch {
-        // Every pass but the last leaves intents behind, and drain pauses after each.
-        let pauses = passes - 1;
-        let pause = (pauses as u64 * limits.pass_pause_ms) as f64 * 1000.0 / INTENTS as f64;
-        format!(
-            "{drain:.0} µs, of which {pause:.0} µs is the engine's pause between passes ({pauses} x {} ms \
-             per run of {INTENTS}, taken although every pass made progress) and {:.0} µs the rest: {sends}",
-            limits.pass_pause_ms,
-            (drain - pause).max(0.0),
-        )
-    } else {
-        format!("{drain:.0} µs (one pass per chunk, so no pause): {sends}")
-    };
+    // Drain pauses only after a pass that changed nothing, which a fault-free run never has.
+    let drain_text = format!("{drain:.0} µs: {sends}");
     format!(
         "Per intent (medians): {total:.0} µs in all, against a budget of {:.0} µs ({TARGET_RATIO} raw \
          commits of {raw:.0} µs). Propose: {propose:.0} µs, a raw commit plus {:.0} µs of the executor's \

@@ -70,10 +70,8 @@ impl IntentLog {
             Durability::Normal => "NORMAL",
         };
         conn.pragma_update(None, "synchronous", sync).map_err(err)?;
-        // One transaction for the whole schema: one commit, not one per statement.
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE;
-             CREATE TABLE IF NOT EXISTS intents (
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS intents (
                  seq INTEGER PRIMARY KEY AUTOINCREMENT,
                  id TEXT NOT NULL UNIQUE,
                  action TEXT NOT NULL,
@@ -104,11 +102,10 @@ impl IntentLog {
                  owner TEXT,
                  epoch INTEGER NOT NULL,
                  note TEXT
-             );
-             PRAGMA user_version = {SCHEMA_VERSION};
-             COMMIT;"
-        ))
+             );",
+        )
         .map_err(err)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err)?;
         Ok(IntentLog { conn, path: path.to_path_buf() })
     }
 
@@ -171,15 +168,6 @@ impl IntentLog {
             "SELECT {COLUMNS} FROM intents WHERE state IN ('recorded', 'blocked', 'submitted', 'unknown') ORDER BY seq",
             [],
         )
-    }
-
-    /// How many intents are recorded or submitted: what a drain waits for.
-    pub fn count_in_flight(&self) -> Result<usize, LogError> {
-        self.conn
-            .prepare_cached("SELECT count(*) FROM intents WHERE state IN ('recorded', 'submitted')")
-            .and_then(|mut stmt| stmt.query_row([], |r| r.get::<_, i64>(0)))
-            .map(|n| n as usize)
-            .map_err(|e| self.sqlite(e))
     }
 
     /// Intents in one state, in the order they were recorded.

@@ -67,20 +67,12 @@ fn main() -> Result<()> {
     let parts: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let wants = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
     let work = WorkDir::create()?;
-    let load_before = load_average();
     let mut records = Vec::new();
     if wants("sim") {
         sim_figures(&work.path, &mut records)?;
     }
     if wants("live") {
         live_figures(&work.path, &mut records)?;
-    }
-    let load = format!("Load average (1 min) {load_before} before the run and {} after it.", load_average());
-    println!("\n{load}");
-    for r in &mut records {
-        if let Some(notes) = r.get_mut("notes") {
-            *notes = Value::String(format!("{} {load}", notes.as_str().unwrap_or_default()));
-        }
     }
     println!();
     for r in &records {
@@ -130,6 +122,7 @@ fn failures(results: &run::RunResults) -> Vec<String> {
 }
 
 fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
+    let load_before = load_average();
     let driver = Driver::Sim(&Reference);
     let generating = Instant::now();
     let cases = generated(GENERATED)?;
@@ -204,13 +197,17 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     let rates = |threads: usize| -> Vec<f64> {
         walls[&threads].iter().map(|w| GENERATED as f64 / w).collect::<Vec<f64>>()
     };
+    // Where the cases' SQLite logs went: sim::case_dir picks a tmpfs when there is one.
+    let state = sim::case_dir(work, &cases[0].scenario, 0);
+    let state = state.parent().unwrap_or(&state).display().to_string();
     let setup = format!(
         "{GENERATED} generated cases (seed {SEED}, as `twice run` makes them) through run::run_cases, \
          each on its own paused current-thread tokio runtime with the fakes and the reference executor in \
-         process (a real SQLite log per case, on the tmpfs /dev/shm), then checked; generating the cases \
+         process (a real SQLite log per case, in {state}), then checked; generating the cases \
          ({generate_us:.0} µs each) is not timed. Median of {SIM_ROUNDS} rounds after a warm-up of \
-         {WARMUP}; every round passed every case and gave byte-identical results."
+         {WARMUP}; every round passed every case and gave byte-identical results, on either thread count."
     );
+    let load = format!("1-minute load average {load_before} before these rounds, {} after.", load_average());
     let (rate2, spread2) = summary(&rates(THREADS));
     let met = if rate2 >= TARGET_CASES_PER_S { "met" } else { "NOT met" };
     println!(
@@ -222,7 +219,8 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
         "cases/s",
         Some(spread2),
         &format!(
-            "{setup} Target: at least {TARGET_CASES_PER_S:.0} cases/s on this {THREADS}-core machine; {met}."
+            "{setup} Target: at least {TARGET_CASES_PER_S:.0} cases/s on this {THREADS}-core machine; {met}. \
+             {load}"
         ),
     ));
     let (rate1, spread1) = summary(&rates(1));
@@ -308,6 +306,7 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
 }
 
 fn live_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
+    let load_before = load_average();
     let release = bench_release_dir()?;
     let command = ExecutorCommand::reference_in(&release).map_err(|e| {
         format!(
@@ -349,6 +348,7 @@ fn live_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     } else {
         format!("Not every scenario passed: {}.", failed_rounds.join("; "))
     };
+    let load = format!("1-minute load average {load_before} before these rounds, {} after.", load_average());
     let (total, total_spread) = summary(&walls);
     let met = if total < TARGET_LIVE_S { "met" } else { "NOT met" };
     println!(
@@ -363,7 +363,7 @@ fn live_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
             "Wall time of run::run_cases over the catalog with the live driver against the release \
              twice-executor binary (a real subprocess per worker, loopback HTTP fakes, real SIGKILL and \
              SIGSTOP, state on disk under the temp dir), as `twice run --live --cases 0` on {THREADS} threads; \
-             median of {LIVE_ROUNDS} rounds. {passing} Target: under {TARGET_LIVE_S:.0} s; {met}."
+             median of {LIVE_ROUNDS} rounds. {passing} Target: under {TARGET_LIVE_S:.0} s; {met}. {load}"
         ),
     ));
     // Each scenario's median over the rounds.
@@ -480,7 +480,7 @@ fn record(name: &str, value: f64, unit: &str, spread_pct: Option<f64>, notes: &s
     let mut r = json!({
         "bench": BENCH,
         "name": name,
-        "value": round(value, if unit == "x" { 3 } else { 1 }),
+        "value": round(value, if unit == "x" { 3 } else { 2 }),
         "unit": unit,
         "notes": notes,
     });
