@@ -108,6 +108,8 @@ pub struct Transition {
     pub from: State,
     pub to: State,
     pub note: String,
+    /// The executor's clock when the change was decided.
+    pub at_ms: u64,
 }
 
 /// What one pass did.
@@ -422,6 +424,7 @@ impl Executor {
                     from: p.from,
                     to: p.new.state,
                     note: p.note.clone(),
+                    at_ms: p.new.updated_ms,
                 });
             }
         }

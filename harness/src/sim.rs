@@ -52,6 +52,10 @@ pub enum Refusal {
 pub struct StateChange {
     pub intent_id: String,
     pub state: String,
+    /// When the executor made the change, on the run's clock; `None` stamps it when the call
+    /// that made it returns (late, for a long drain: the checker's lineage test reads these
+    /// times, so an executor that knows them should say).
+    pub at_ms: Option<u64>,
 }
 
 /// An executor under test, in process.
@@ -122,7 +126,10 @@ impl SimFactory for Reference {
 }
 
 fn changes(transitions: Vec<executor::Transition>) -> Vec<StateChange> {
-    transitions.into_iter().map(|t| StateChange { intent_id: t.intent_id, state: t.to.to_string() }).collect()
+    transitions
+        .into_iter()
+        .map(|t| StateChange { intent_id: t.intent_id, state: t.to.to_string(), at_ms: Some(t.at_ms) })
+        .collect()
 }
 
 impl SimExecutor for ReferenceSim {
@@ -568,7 +575,9 @@ impl Run<'_> {
 
     fn record_changes(&mut self, worker: &str, changes: Vec<StateChange>) {
         for c in changes {
-            self.moment(worker, "state", format!("{} -> {}", c.intent_id, c.state));
+            let at_ms = c.at_ms.unwrap_or_else(|| self.now_ms());
+            let detail = format!("{} -> {}", c.intent_id, c.state);
+            self.observed.timeline.push(Moment { at_ms, lane: worker.into(), kind: "state".into(), detail });
         }
     }
 

@@ -325,7 +325,11 @@ struct Turn {
 impl Turn {
     fn note(&mut self, before: St, after: &Rec) {
         if before != after.state {
-            self.changes.push(StateChange { intent_id: after.id.clone(), state: after.state.name().into() });
+            self.changes.push(StateChange {
+                intent_id: after.id.clone(),
+                state: after.state.name().into(),
+                at_ms: None,
+            });
         }
     }
 }
