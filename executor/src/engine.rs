@@ -460,7 +460,7 @@ impl Executor {
         let mut current = id.to_string();
         let mut escalated: Option<String> = None;
         // Bounded by the log's size: a chain cannot be longer than the intents recorded.
-        for _ in 0..=log.all()?.len() {
+        for _ in 0..=log.count()? {
             let Some(intent) = log.get(&current)? else {
                 return Ok(Lineage::Escalated(format!("{current} (missing from the log)")));
             };

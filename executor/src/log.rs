@@ -162,6 +162,14 @@ impl IntentLog {
         self.select("SELECT {COLUMNS} FROM intents ORDER BY seq", [])
     }
 
+    /// How many intents the log holds.
+    pub fn count(&self) -> Result<usize, LogError> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM intents", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as usize)
+            .map_err(|e| self.sqlite(e))
+    }
+
     /// Intents not yet terminal, in the order they were recorded.
     pub fn active(&self) -> Result<Vec<Intent>, LogError> {
         self.select(

@@ -258,6 +258,18 @@ mod tests {
     }
 
     #[test]
+    fn the_number_of_rules_is_bounded() {
+        let mut engine = FaultEngine::default();
+        for _ in 0..RULES_MAX {
+            engine.add(FaultRule::always(FaultSpec::Refuse)).unwrap();
+        }
+        let err = engine.add(FaultRule::always(FaultSpec::Refuse)).unwrap_err();
+        assert!(err.contains("already holds 10000 rules"), "{err}");
+        engine.clear();
+        assert!(engine.add(FaultRule::always(FaultSpec::Refuse)).is_ok());
+    }
+
+    #[test]
     fn duplicate_ids_are_refused() {
         let mut engine = FaultEngine::default();
         let mut rule = FaultRule::always(FaultSpec::Refuse);

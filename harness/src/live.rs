@@ -1044,9 +1044,7 @@ impl Run<'_> {
     }
 
     async fn fire_point(&mut self, matches: impl Fn(&Point) -> bool) {
-        let due: Vec<usize> =
-            self.scenario.events.iter().enumerate().filter(|(_, e)| matches(&e.at)).map(|(i, _)| i).collect();
-        for i in due {
+        for i in self.scenario.events_at(matches) {
             self.fire(i).await;
         }
     }

@@ -503,9 +503,7 @@ impl Run<'_> {
     }
 
     async fn fire_point(&mut self, matches: impl Fn(&Point) -> bool) {
-        let due: Vec<usize> =
-            self.scenario.events.iter().enumerate().filter(|(_, e)| matches(&e.at)).map(|(i, _)| i).collect();
-        self.fire_all(due).await;
+        self.fire_all(self.scenario.events_at(matches)).await;
     }
 
     async fn fire(&mut self, i: usize) {

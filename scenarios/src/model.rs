@@ -93,6 +93,12 @@ impl Scenario {
         seeded
     }
 
+    /// The indexes of the events whose point satisfies `at`, in the order they are listed
+    /// (the order in which they fire).
+    pub fn events_at(&self, at: impl Fn(&Point) -> bool) -> Vec<usize> {
+        self.events.iter().enumerate().filter(|(_, e)| at(&e.at)).map(|(i, _)| i).collect()
+    }
+
     /// The first intent of `id`'s lineage (`id` itself when it replaces nothing), following
     /// `replaces`; `None` when `id` is not an intent of this scenario or the chain is broken.
     pub fn lineage_root<'a>(&'a self, id: &'a str) -> Option<&'a str> {
