@@ -78,6 +78,22 @@ impl Contract {
         Contract { unique_business_key: true, fencing: true, ..Self::payments_default() }
     }
 
+    /// S3: no idempotency keys (a retried PUT is the same bytes again), strong reads since
+    /// 2020, conditional writes (`If-None-Match: *`, `If-Match`).
+    pub fn files_default() -> Self {
+        Contract {
+            idempotency_keys: KeyPolicy::Ignored,
+            conditional_writes: true,
+            ..Self::payments_default()
+        }
+    }
+
+    /// An Ethereum node: no idempotency keys, but a signed transaction is its own key (its
+    /// hash), and a nonce is used once.
+    pub fn chain_default() -> Self {
+        Contract { idempotency_keys: KeyPolicy::Ignored, ..Self::payments_default() }
+    }
+
     /// Applies the fields present in `patch`.
     pub fn apply(&mut self, patch: ContractPatch) {
         let ContractPatch {

@@ -6,6 +6,8 @@ use crate::clock::{Clock, ServiceClock};
 use crate::contract::{Contract, ContractPatch};
 use crate::core::ApiError;
 use crate::engine::ArmedRule;
+use crate::chain::{self, Chain};
+use crate::files::{self, Files};
 use crate::payments::{self, Payments};
 use crate::record::{Effect, JournalEntry};
 use crate::rule::FaultRule;
@@ -17,6 +19,8 @@ use crate::workspaces::{self, Workspaces};
 pub enum Fake {
     Payments(Payments),
     Workspaces(Workspaces),
+    Files(Files),
+    Chain(Chain),
 }
 
 /// Runs `$body` with `$core` bound to the fake's shared core, whatever its state type.
@@ -31,6 +35,14 @@ macro_rules! with_core {
                 let $core = f.core();
                 $body
             }
+            Fake::Files(f) => {
+                let $core = f.core();
+                $body
+            }
+            Fake::Chain(f) => {
+                let $core = f.core();
+                $body
+            }
         }
     };
 }
@@ -41,6 +53,8 @@ impl Fake {
         match self {
             Fake::Payments(_) => payments::NAME,
             Fake::Workspaces(_) => workspaces::NAME,
+            Fake::Files(_) => files::NAME,
+            Fake::Chain(_) => chain::NAME,
         }
     }
 
@@ -49,6 +63,8 @@ impl Fake {
         match self {
             Fake::Payments(f) => f.handle(req).await,
             Fake::Workspaces(f) => f.handle(req).await,
+            Fake::Files(f) => f.handle(req).await,
+            Fake::Chain(f) => f.handle(req).await,
         }
     }
 
@@ -66,6 +82,11 @@ impl Fake {
 
     pub fn rules(&self) -> Vec<ArmedRule> {
         with_core!(self, core => core.lock().engine.rules().to_vec())
+    }
+
+    /// Disarms one rule; false if no rule has that id.
+    pub fn remove_rule(&self, id: &str) -> bool {
+        with_core!(self, core => core.lock().engine.remove(id))
     }
 
     pub fn clear_rules(&self) {
@@ -109,6 +130,8 @@ impl Fake {
 pub struct Fakes {
     pub payments: Payments,
     pub workspaces: Workspaces,
+    pub files: Files,
+    pub chain: Chain,
 }
 
 impl Fakes {
@@ -116,13 +139,20 @@ impl Fakes {
     pub fn new(base: Arc<dyn Clock>, seed: u64) -> Self {
         Fakes {
             payments: Payments::new(ServiceClock::new(Arc::clone(&base)), seed),
-            workspaces: Workspaces::new(ServiceClock::new(base), seed),
+            workspaces: Workspaces::new(ServiceClock::new(Arc::clone(&base)), seed),
+            files: Files::new(ServiceClock::new(Arc::clone(&base)), seed),
+            chain: Chain::new(ServiceClock::new(base), seed),
         }
     }
 
     /// All fakes, in a fixed order.
     pub fn all(&self) -> Vec<Fake> {
-        vec![Fake::Payments(self.payments.clone()), Fake::Workspaces(self.workspaces.clone())]
+        vec![
+            Fake::Payments(self.payments.clone()),
+            Fake::Workspaces(self.workspaces.clone()),
+            Fake::Files(self.files.clone()),
+            Fake::Chain(self.chain.clone()),
+        ]
     }
 
     /// The fake with this name.

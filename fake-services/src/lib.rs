@@ -21,11 +21,13 @@
 //! - The control API under `/__twice/` (documented in `docs/faults.md`) exposes all of it
 //!   over HTTP.
 
+pub mod chain;
 pub mod clock;
 pub mod contract;
 pub mod core;
 pub mod engine;
 pub mod fake;
+pub mod files;
 pub mod form;
 pub mod payments;
 pub mod record;

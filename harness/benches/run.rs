@@ -26,6 +26,11 @@
 //! `cargo xtask bench` builds `twice-executor` (release) before it runs this; run alone, build
 //! it first: `cargo build --release -p executor --bin twice-executor`.
 //!
+//! - **reports**: [`REPORT_CASES`] generated cases run in sim (as above, one round), then the
+//!   four report files (`results.json`, `summary.md`, `junit.xml`, `report.html`) rendered and
+//!   written from their results by `reports::write_all`, [`REPORT_ROUNDS`] times; the median
+//!   render time over the sim time, each file's own render time, and the files' sizes.
+//!
 //! Output: readable lines, then one `BENCH {json}` line per figure, which `cargo xtask bench`
 //! collects into `docs/benchmarks.md` (the record format is described in `xtask/src/main.rs`).
 //! Run it alone with `cargo bench -p harness --bench run`, or only one part of it with
@@ -57,6 +62,11 @@ const WARMUP: u64 = 200;
 const THREADS: usize = 2;
 const SIM_ROUNDS: usize = 5;
 const LIVE_ROUNDS: usize = 3;
+/// Generated cases whose results the report benchmark renders.
+const REPORT_CASES: u64 = 10_000;
+const REPORT_ROUNDS: usize = 5;
+/// Rendering may take at most this share of the sim time of the same cases.
+const TARGET_REPORT_SHARE: f64 = 0.10;
 /// Targets from the issue.
 const TARGET_CASES_PER_S: f64 = 1_000.0;
 const TARGET_SPEEDUP: f64 = 1_000.0;
@@ -73,6 +83,9 @@ fn main() -> Result<()> {
     }
     if wants("live") {
         live_figures(&work.path, &mut records)?;
+    }
+    if wants("reports") {
+        report_figures(&work.path, &mut records)?;
     }
     println!();
     for r in &records {
@@ -400,6 +413,80 @@ fn live_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
         ),
     ));
     println!("live, per scenario: median {median:.2} s, max {max:.2} s");
+    Ok(())
+}
+
+fn report_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
+    println!(
+        "\n{BENCH}: reports, {REPORT_CASES} generated cases (seed {SEED}) run in sim on {THREADS} threads, then \
+         rendered {REPORT_ROUNDS} times"
+    );
+    let cases = generated(REPORT_CASES)?;
+    let driver = Driver::Sim(&Reference);
+    let started = Instant::now();
+    let results = run::run_cases(&cases, SEED, &driver, work, THREADS, &Quiet, "twice run");
+    let sim_s = started.elapsed().as_secs_f64();
+    let run = run::results(SEED, &driver, None, results);
+    if run.failed() {
+        return Err(format!("the reference executor failed: {:?}", failures(&run)).into());
+    }
+    println!("  sim: {sim_s:.2} s");
+    let out = work.join("report");
+    let mut totals = Vec::new();
+    let mut per_file: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for round in 0..REPORT_ROUNDS {
+        let started = Instant::now();
+        reports::write_all(&out, &run)?;
+        let took = started.elapsed().as_secs_f64();
+        totals.push(took);
+        // Each renderer alone, without the write, to show where the time goes.
+        let timed = |f: &dyn Fn() -> Result<usize>| -> Result<f64> {
+            let started = Instant::now();
+            f()?;
+            Ok(started.elapsed().as_secs_f64())
+        };
+        per_file.entry("results.json").or_default().push(timed(&|| Ok(reports::json::render(&run)?.len()))?);
+        per_file.entry("summary.md").or_default().push(timed(&|| Ok(reports::summary::render(&run).len()))?);
+        per_file.entry("junit.xml").or_default().push(timed(&|| Ok(reports::junit::render(&run)?.len()))?);
+        per_file.entry("report.html").or_default().push(timed(&|| Ok(reports::html::render(&run).len()))?);
+        println!("  round {}: all four files rendered and written in {:.3} s", round + 1, took);
+    }
+    let (median_s, spread) = summary(&totals);
+    let share = median_s / sim_s;
+    let sizes: Vec<String> =
+        [reports::RESULTS_FILE, reports::SUMMARY_FILE, reports::JUNIT_FILE, reports::HTML_FILE]
+            .iter()
+            .map(|f| {
+                let bytes = std::fs::metadata(out.join(f)).map(|m| m.len()).unwrap_or(0);
+                format!("{f} {:.1} MB", bytes as f64 / 1e6)
+            })
+            .collect();
+    let verdict = if share < TARGET_REPORT_SHARE { "met" } else { "NOT met" };
+    records.push(record(
+        &format!("sim run of {REPORT_CASES} generated cases"),
+        sim_s,
+        "s",
+        None,
+        "One round, 2 threads, the cases generated beforehand.",
+    ));
+    records.push(record(
+        &format!("render and write all four report files for {REPORT_CASES} results"),
+        median_s,
+        "s",
+        Some(spread),
+        &format!("Median of {REPORT_ROUNDS} rounds; sizes: {}.", sizes.join(", ")),
+    ));
+    records.push(record(
+        "report time over sim time",
+        share,
+        "x",
+        None,
+        &format!("Target under {TARGET_REPORT_SHARE}: {verdict}."),
+    ));
+    for (file, samples) in &per_file {
+        let (median, spread) = summary(samples);
+        records.push(record(&format!("render {file} alone"), median, "s", Some(spread), ""));
+    }
     Ok(())
 }
 

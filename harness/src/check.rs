@@ -55,26 +55,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fake_services::{Contract, Effect};
 use scenarios::{IntentSpec, Scenario};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::observe::{Claim, Observed};
+use crate::observe::{Claim, EffectRef, Observed};
 
-/// The outcome of one invariant on one run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Verdict {
-    /// A stable slug: one of [`INVARIANTS`], [`EXPECTED_STATES`] or [`EXECUTOR_ERROR`].
-    pub invariant: String,
-    pub held: bool,
-    /// One concrete line per problem (empty when the invariant held).
-    pub evidence: Vec<String>,
-}
-
-impl Verdict {
-    fn from_evidence(invariant: &str, evidence: Vec<String>) -> Verdict {
-        Verdict { invariant: invariant.to_string(), held: evidence.is_empty(), evidence }
-    }
-}
+pub use reports::model::Verdict;
 
 /// At most one effect per intent, and at most one per lineage (every supported action is
 /// exclusive).
@@ -165,6 +150,24 @@ pub fn check(scenario: &Scenario, observed: &Observed) -> Vec<Verdict> {
         Verdict::from_evidence(LIVENESS, run.liveness()),
         Verdict::from_evidence(EXPECTED_STATES, run.expected_states()),
     ]
+}
+
+/// The ledger effects the checker attributes to each intent (see the module documentation),
+/// by intent id; intents with none, or whose action is exempt, are absent.
+pub fn attribute(scenario: &Scenario, observed: &Observed) -> BTreeMap<String, Vec<EffectRef>> {
+    let run = Run::new(scenario, observed);
+    let mut out: BTreeMap<String, Vec<EffectRef>> = BTreeMap::new();
+    for found in &run.effects {
+        if let Some(owner) = found.owner {
+            out.entry(run.intents[owner].id().to_string()).or_default().push(EffectRef {
+                service: found.service.to_string(),
+                seq: found.effect.seq,
+                object_id: found.effect.object_id.clone(),
+                at_ms: found.effect.at_ms,
+            });
+        }
+    }
+    out
 }
 
 /// The verdicts that did not hold.

@@ -53,6 +53,25 @@ pub struct RunArgs {
     /// Parallel cases (default: the machine's cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Compare every scenario's behaviour with the baseline in DIR (see docs/reports.md):
+    /// list what changed and exit 1 on a regression; violations the baseline records are
+    /// known and do not fail the run.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
+    /// Rewrite the baseline in --baseline DIR from this run instead of comparing.
+    #[arg(long, requires = "baseline", conflicts_with = "shard")]
+    pub update_baseline: bool,
+}
+
+/// Options of `twice report merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Report directories (or results.json files) of the shards of one run.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Where the merged report goes.
+    #[arg(long, default_value = "twice-report", value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// Options of `twice replay`.
@@ -189,7 +208,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             cases.push(Case { scenario, source: Source::Generated { index } });
         }
     }
+    // Positions in the unsharded list, so that merged shards line up as one run.
+    let mut positions: Vec<u64> = (0..cases.len() as u64).collect();
     if let Some(shard) = args.shard {
+        positions.retain(|p| shard.takes(*p as usize));
         cases = cases.into_iter().enumerate().filter(|(i, _)| shard.takes(*i)).map(|(_, c)| c).collect();
     }
     let work_dir = std::env::temp_dir().join(format!("twice-run-{}", std::process::id()));
@@ -198,10 +220,33 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let reporter = Reporter::new();
     let mut results =
         run::run_cases(&cases, args.seed, &driver, &work_dir, threads(args.threads), &reporter, &prefix);
+    for (result, position) in results.iter_mut().zip(&positions) {
+        result.position = *position;
+    }
     shrink_failures(&cases, &mut results, &args, &driver, &work_dir, &prefix)?;
     let _ = std::fs::remove_dir_all(&work_dir);
     let run = run::results(args.seed, &driver, args.shard, results);
-    finish(&run, &args.report_dir, started)
+    let code = finish(&run, &args.report_dir, started)?;
+    match &args.baseline {
+        None => Ok(code),
+        Some(dir) if args.update_baseline => {
+            let written = reports::baseline::write(dir, &run)?;
+            println!("baseline: wrote {written} traces to {}", dir.display());
+            Ok(code)
+        }
+        Some(dir) => {
+            let baseline = reports::baseline::read(dir)?;
+            if baseline.meta.driver != run.driver || baseline.meta.executor != run.executor {
+                eprintln!(
+                    "twice: note: the baseline was recorded with {} ({}), this run is {} ({})",
+                    baseline.meta.executor, baseline.meta.driver, run.executor, run.driver
+                );
+            }
+            let comparison = reports::baseline::compare(&baseline, &run)?;
+            print!("{}", comparison.render(&dir.display().to_string()));
+            Ok(if comparison.regressions() > 0 { exit::VIOLATION } else { exit::OK })
+        }
+    }
 }
 
 fn replay_prefix(executor: &Option<String>, live: bool) -> String {
@@ -222,7 +267,6 @@ fn shrink_failures(
     prefix: &str,
 ) -> anyhow::Result<()> {
     let failures_dir = args.report_dir.join("failures");
-    let mut written = 0;
     for (case, result) in cases.iter().zip(results.iter_mut()) {
         let Source::Generated { index } = case.source else { continue };
         if result.outcome == Outcome::Passed {
@@ -230,10 +274,11 @@ fn shrink_failures(
         }
         let smallest = run::shrink_case(args.seed, index, driver, work_dir, SHRINK_RUNS_MAX)
             .map_err(anyhow::Error::msg)?;
-        written += 1;
         std::fs::create_dir_all(&failures_dir)
             .with_context(|| format!("cannot create {}", failures_dir.display()))?;
-        let path = failures_dir.join(format!("{written:04}-{}.toml", smallest.name));
+        // Named by position, not by a counter, so a shard writes the same file the unsharded
+        // run would.
+        let path = failures_dir.join(format!("{:04}-{}.toml", result.position, smallest.name));
         let header = format!(
             "A minimal scenario that made the executor break an invariant (shrunk from generated case {index},\nseed {}). Replay it with:\n  {} --scenario {} --seed {}",
             args.seed,
@@ -250,10 +295,13 @@ fn shrink_failures(
 }
 
 fn finish(run: &RunResults, report_dir: &Path, started: Instant) -> anyhow::Result<i32> {
-    let path = run::write_results(report_dir, run)
-        .with_context(|| format!("cannot write to {}", report_dir.display()))?;
+    reports::write_all(report_dir, run)?;
     print!("{}", run::summary(run));
-    println!("results: {} ({:.1} s)", path.display(), started.elapsed().as_secs_f64());
+    println!(
+        "report: {} (results.json, summary.md, junit.xml, report.html; {:.1} s)",
+        report_dir.display(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(if run.failed() { exit::VIOLATION } else { exit::OK })
 }
 
@@ -287,14 +335,49 @@ fn first_moment(result: &ScenarioResult) -> u64 {
 
 /// `twice scenarios list`.
 pub fn list() -> anyhow::Result<i32> {
+    use std::io::Write;
     let catalog = scenarios::catalog::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut out = std::io::stdout().lock();
     for s in &catalog {
-        println!(
+        let line = writeln!(
+            out,
             "{:<40} {:<32} {}",
             s.name,
             s.failure_mode.as_deref().unwrap_or("-"),
             s.description.lines().next().unwrap_or("")
         );
+        // A reader that stops early (`| head`) is not an error.
+        match line {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(exit::OK),
+            other => other?,
+        }
     }
     Ok(exit::OK)
+}
+
+/// `twice report merge DIR...`: the shards' results joined, and every report file rendered
+/// from them; shrunk failures are copied along.
+pub fn merge(args: MergeArgs) -> anyhow::Result<i32> {
+    let mut shards = Vec::new();
+    for dir in &args.dirs {
+        shards.push(reports::json::read(dir)?);
+    }
+    let run = reports::merge::merge(shards)?;
+    for dir in &args.dirs {
+        let failures = dir.join(reports::FAILURES_DIR);
+        let Ok(entries) = std::fs::read_dir(&failures) else { continue };
+        let target = args.out.join(reports::FAILURES_DIR);
+        std::fs::create_dir_all(&target).with_context(|| format!("cannot create {}", target.display()))?;
+        for entry in entries {
+            let from = entry.with_context(|| format!("cannot read {}", failures.display()))?.path();
+            if let Some(name) = from.file_name() {
+                std::fs::copy(&from, target.join(name))
+                    .with_context(|| format!("cannot copy {}", from.display()))?;
+            }
+        }
+    }
+    reports::write_all(&args.out, &run)?;
+    print!("{}", run::summary(&run));
+    println!("report: {} (merged from {} results)", args.out.display(), args.dirs.len());
+    Ok(if run.failed() { exit::VIOLATION } else { exit::OK })
 }

@@ -66,7 +66,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use executor::protocol::code;
-use fake_services::{Clock, Fake, Fakes, FaultRule, FaultSpec, Server, TokioClock};
+use fake_services::{Clock, Fakes, FaultRule, FaultSpec, Server, TokioClock};
 use scenarios::model::FIRST_WORKER;
 use scenarios::{EventAction, IntentSpec, PhaseName, Point, Scenario};
 use serde_json::{Value, json};
@@ -654,12 +654,6 @@ fn arm_points(scenario: &Scenario, fakes: &Fakes) -> Result<Vec<PointRule>, setu
     Ok(points)
 }
 
-fn remove_rule(fake: &Fake, id: &str) -> bool {
-    match fake {
-        Fake::Payments(f) => f.core().lock().engine.remove(id),
-        Fake::Workspaces(f) => f.core().lock().engine.remove(id),
-    }
-}
 
 /// Disarms every fault but keeps the request points, which are not faults.
 fn heal(fakes: &Fakes) {
@@ -671,7 +665,7 @@ fn heal(fakes: &Fakes) {
             .filter(|id| !id.starts_with(POINT_RULE_PREFIX))
             .collect();
         for id in faults {
-            remove_rule(&fake, &id);
+            fake.remove_rule(&id);
         }
     }
 }

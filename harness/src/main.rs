@@ -26,8 +26,20 @@ enum Command {
         #[command(subcommand)]
         command: ScenariosCommand,
     },
+    /// Work with report directories.
+    Report {
+        #[command(subcommand)]
+        command: ReportCommand,
+    },
     /// Start the fake services on loopback with their control API (see docs/faults.md).
     Serve(serve::ServeArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum ReportCommand {
+    /// Join the results of sharded runs (`twice run --shard K/N`) into one report, the same
+    /// as the unsharded run's.
+    Merge(harness::cli::MergeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -43,6 +55,7 @@ fn main() {
         Command::Run(args) => finish(harness::cli::run(args)),
         Command::Replay(args) => finish(harness::cli::replay(args)),
         Command::Scenarios { command: ScenariosCommand::List } => finish(harness::cli::list()),
+        Command::Report { command: ReportCommand::Merge(args) } => finish(harness::cli::merge(args)),
         Command::Serve(args) => args,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {

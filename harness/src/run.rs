@@ -11,15 +11,16 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use scenarios::Scenario;
-use serde::{Deserialize, Serialize};
 
-use crate::check::{self, Verdict};
+use crate::check;
 use crate::live::{self, ExecutorCommand};
-use crate::observe::{Claim, Observed};
+use crate::observe::Observed;
 use crate::sim::{self, SimFactory};
 
-/// The results file format; bumped when a field changes meaning.
-pub const RESULTS_SCHEMA: &str = "twice.results/1";
+pub use reports::model::{
+    FaultApplied, INTENT_MOMENTS, IntentResult, Outcome, RESULTS_SCHEMA, RunResults, ScenarioResult, Shard,
+    Source, Totals,
+};
 
 /// How scenarios are executed.
 pub enum Driver<'a> {
@@ -45,106 +46,11 @@ impl Driver<'_> {
     }
 }
 
-/// Where a scenario came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Source {
-    Catalog,
-    File { path: String },
-    Generated { index: u64 },
-}
-
 /// One scenario to run.
 #[derive(Debug, Clone)]
 pub struct Case {
     pub scenario: Scenario,
     pub source: Source,
-}
-
-/// `--shard K/N`: this run takes every case whose position modulo N is K-1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Shard {
-    pub index: u32,
-    pub count: u32,
-}
-
-impl std::str::FromStr for Shard {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (k, n) = s.split_once('/').ok_or_else(|| format!("--shard takes K/N, e.g. 1/4; got \"{s}\""))?;
-        let index: u32 = k.parse().map_err(|_| format!("--shard: \"{k}\" is not a number"))?;
-        let count: u32 = n.parse().map_err(|_| format!("--shard: \"{n}\" is not a number"))?;
-        if count == 0 || index == 0 || index > count {
-            return Err(format!("--shard {s}: K must be between 1 and N"));
-        }
-        Ok(Shard { index, count })
-    }
-}
-
-impl Shard {
-    pub fn takes(&self, position: usize) -> bool {
-        position % self.count as usize == (self.index - 1) as usize
-    }
-}
-
-/// The verdict of one scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    Passed,
-    Violated,
-    ExecutorError,
-}
-
-/// One scenario's result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ScenarioResult {
-    pub name: String,
-    pub source: Source,
-    pub seed: u64,
-    pub outcome: Outcome,
-    pub verdicts: Vec<Verdict>,
-    /// The executor's final claims.
-    pub claims: Vec<Claim>,
-    /// Effects per service, as the ledgers hold them.
-    pub effects: BTreeMap<String, usize>,
-    /// The command that runs this scenario again, alone.
-    pub replay: String,
-    /// The minimal scenario that shows a violation, when the search shrank one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shrunk: Option<String>,
-    /// Everything observed, for reports.
-    pub observed: Observed,
-}
-
-/// Counts of outcomes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Totals {
-    pub scenarios: usize,
-    pub passed: usize,
-    pub violated: usize,
-    pub executor_errors: usize,
-}
-
-/// What a run produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunResults {
-    pub schema: String,
-    pub tool_version: String,
-    pub seed: u64,
-    pub driver: String,
-    pub executor: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard: Option<Shard>,
-    pub totals: Totals,
-    pub results: Vec<ScenarioResult>,
-}
-
-impl RunResults {
-    pub fn failed(&self) -> bool {
-        self.totals.violated + self.totals.executor_errors > 0
-    }
 }
 
 /// A stable 64-bit hash (FNV-1a) for deriving seeds.
@@ -186,7 +92,8 @@ pub fn run_cases(
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(case) = cases.get(i) else { break };
-                    let result = run_case(case, run_seed, driver, work_dir, replay_prefix);
+                    let mut result = run_case(case, run_seed, driver, work_dir, replay_prefix);
+                    result.position = i as u64;
                     progress.finished(&result);
                     results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
                 }
@@ -222,16 +129,70 @@ pub fn run_case(
     };
     ScenarioResult {
         name: case.scenario.name.clone(),
+        position: 0,
         source: case.source.clone(),
         seed,
         outcome,
         verdicts,
         claims: observed.claims.clone(),
+        intents: intent_results(&case.scenario, &observed),
         effects: observed.ledgers.iter().map(|(s, l)| (s.clone(), l.len())).collect(),
+        faults_applied: faults_applied(&observed),
+        events: observed
+            .timeline
+            .iter()
+            .filter(|m| !INTENT_MOMENTS.contains(&m.kind.as_str()))
+            .cloned()
+            .collect(),
         replay,
         shrunk: None,
         observed,
     }
+}
+
+/// Each intent of the scenario: the executor's final word on it and the effects the checker
+/// attributes to it.
+fn intent_results(scenario: &Scenario, observed: &Observed) -> Vec<IntentResult> {
+    let mut effects = check::attribute(scenario, observed);
+    let claims: BTreeMap<&str, _> = observed.claims.iter().map(|c| (c.id.as_str(), c)).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    scenario
+        .intents
+        .iter()
+        .filter(|i| seen.insert(i.id.as_str()))
+        .map(|i| {
+            let claim = claims.get(i.id.as_str());
+            IntentResult {
+                id: i.id.clone(),
+                action: i.action.clone(),
+                state: claim.map(|c| c.state.clone()),
+                attempts: claim.map(|c| c.attempts),
+                effects: effects.remove(&i.id).unwrap_or_default(),
+                unsupported: observed.unsupported.contains(&i.action),
+            }
+        })
+        .collect()
+}
+
+/// Every fault that fired, from the fakes' journals.
+fn faults_applied(observed: &Observed) -> Vec<FaultApplied> {
+    let mut out = Vec::new();
+    for (service, journal) in &observed.journals {
+        for entry in journal {
+            for applied in &entry.faults {
+                out.push(FaultApplied {
+                    service: service.clone(),
+                    request_seq: entry.seq,
+                    at_ms: entry.at_ms,
+                    method: entry.method.clone(),
+                    path: entry.path.clone(),
+                    rule: applied.rule.clone(),
+                    fault: applied.fault.clone(),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Runs a scenario in a driver; a harness failure becomes an executor-free error in the
@@ -258,14 +219,7 @@ pub fn results(
     shard: Option<Shard>,
     results: Vec<ScenarioResult>,
 ) -> RunResults {
-    let mut totals = Totals { scenarios: results.len(), ..Totals::default() };
-    for r in &results {
-        match r.outcome {
-            Outcome::Passed => totals.passed += 1,
-            Outcome::Violated => totals.violated += 1,
-            Outcome::ExecutorError => totals.executor_errors += 1,
-        }
-    }
+    let totals = Totals::of(&results);
     RunResults {
         schema: RESULTS_SCHEMA.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -302,14 +256,11 @@ pub fn summary(run: &RunResults) -> String {
     out
 }
 
-/// Writes `results.json` into `dir`.
+/// Writes the report files (`results.json`, `summary.md`, `junit.xml`, `report.html`) into
+/// `dir`; returns the path of `results.json`.
 pub fn write_results(dir: &Path, run: &RunResults) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("results.json");
-    let mut json = serde_json::to_string_pretty(run).map_err(std::io::Error::other)?;
-    json.push('\n');
-    std::fs::write(&path, json)?;
-    Ok(path)
+    reports::write_all(dir, run).map_err(std::io::Error::other)?;
+    Ok(dir.join(reports::RESULTS_FILE))
 }
 
 /// Shrinks generated case `index` of a run with `seed`, which failed: the smallest scenario

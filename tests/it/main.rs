@@ -17,4 +17,6 @@ mod executor_world;
 mod mutant_naive;
 mod mutants;
 mod python;
+mod report_files;
+mod report_html;
 mod sdk_payments;

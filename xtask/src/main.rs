@@ -87,9 +87,10 @@ const BENCHES: &[Bench] = &[
                 in process (`run::run_cases`, each case on its own paused tokio runtime with the fakes and a \
                 real SQLite log, then checked), on 2 threads and on 1, and the virtual time those cases span \
                 over the wall time they took. Live: the whole catalog against the release `twice-executor` \
-                binary (real subprocesses, loopback HTTP, real signals), in total and per scenario. Targets: \
-                at least 1,000 cases/s and 1,000x in sim on this 2-core machine; the live catalog in under \
-                60 s.",
+                binary (real subprocesses, loopback HTTP, real signals), in total and per scenario. Reports: \
+                10,000 generated cases run in sim, then all four report files rendered and written from \
+                their results. Targets: at least 1,000 cases/s and 1,000x in sim on this 2-core machine; \
+                the live catalog in under 60 s; the reports in under 10% of the sim time.",
     },
 ];
 
@@ -176,6 +177,17 @@ fn test(args: &[String]) -> Result<i32> {
     let bin_dir = target_dir(&root).join("debug");
     let mut command = cargo();
     command.arg("test").env("TWICE_BIN_DIR", &bin_dir);
+    // The HTML report test loads report.html in headless Chromium.
+    match prepare_chromium() {
+        Some(chromium) => {
+            println!("xtask: TWICE_CHROMIUM={}", chromium.display());
+            command.env("TWICE_CHROMIUM", chromium);
+        }
+        None => println!(
+            "xtask: warning: no Chromium found; the HTML report test checks the page's structure only \
+             (and fails under CI)"
+        ),
+    }
     // `--workspace` would override a `-p`, so add it only when no package is chosen.
     if !selects_package(args) {
         command.arg("--workspace");
@@ -185,6 +197,43 @@ fn test(args: &[String]) -> Result<i32> {
     println!("xtask: running cargo test{}", if selects_package(args) { "" } else { " --workspace" });
     let status = command.status().context("could not start cargo test")?;
     Ok(exit_code(status))
+}
+
+/// Where Chromium is looked for on the `PATH`, in this order (the HTML report test's order).
+const CHROMIUM_NAMES: [&str; 3] = ["chromium", "chromium-browser", "google-chrome"];
+
+/// Chromium for the HTML report test: `TWICE_CHROMIUM`, or the first of [`CHROMIUM_NAMES`] on
+/// the `PATH`; when there is none and we are root on Linux with `apt-get`, installs Debian's
+/// `chromium` package first. A failed install is a warning: only that test needs it.
+fn prepare_chromium() -> Option<PathBuf> {
+    if let Some(path) = env::var_os("TWICE_CHROMIUM").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    if let Some(found) = find_on_path(&CHROMIUM_NAMES) {
+        return Some(found);
+    }
+    let root_user = output_of("id", &["-u"]).is_some_and(|uid| uid == "0");
+    if cfg!(target_os = "linux") && root_user && find_on_path(&["apt-get"]).is_some() {
+        println!(
+            "xtask: installing Chromium for the HTML report test (apt-get install -y --no-install-recommends chromium)"
+        );
+        let installed = Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "chromium"])
+            .stdin(Stdio::null())
+            .status();
+        match installed {
+            Ok(status) if status.success() => return find_on_path(&CHROMIUM_NAMES),
+            Ok(status) => eprintln!("xtask: warning: apt-get install chromium failed ({status}); going on"),
+            Err(e) => eprintln!("xtask: warning: could not run apt-get ({e}); going on"),
+        }
+    }
+    None
+}
+
+/// The first of `names` found as a file in a directory of the `PATH`.
+fn find_on_path(names: &[&str]) -> Option<PathBuf> {
+    let path = env::var_os("PATH")?;
+    names.iter().flat_map(|name| env::split_paths(&path).map(move |dir| dir.join(name))).find(|p| p.is_file())
 }
 
 /// Whether cargo arguments (before any `--`) choose packages themselves.

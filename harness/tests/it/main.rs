@@ -2,6 +2,7 @@
 
 mod catalog;
 mod live;
+mod reports;
 mod sim;
 
 use std::io::{Read, Write};

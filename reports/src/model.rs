@@ -1,0 +1,269 @@
+//! What a run produced, as `results.json` holds it (schema [`RESULTS_SCHEMA`], documented in
+//! `docs/reports.md`). The harness fills these in; every renderer of this crate reads them and
+//! nothing else, so a report can always be rebuilt from `results.json` alone.
+
+use std::collections::BTreeMap;
+
+use fake_services::{Effect, JournalEntry};
+use serde::{Deserialize, Serialize};
+
+/// The results file format; bumped when a field changes meaning or goes away (new fields may
+/// appear within a version, and readers ignore fields they do not know).
+pub const RESULTS_SCHEMA: &str = "twice.results/1";
+
+/// Where a scenario came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    Catalog,
+    File { path: String },
+    Generated { index: u64 },
+}
+
+/// `--shard K/N`: this run takes every case whose position modulo N is K-1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (k, n) = s.split_once('/').ok_or_else(|| format!("--shard takes K/N, e.g. 1/4; got \"{s}\""))?;
+        let index: u32 = k.parse().map_err(|_| format!("--shard: \"{k}\" is not a number"))?;
+        let count: u32 = n.parse().map_err(|_| format!("--shard: \"{n}\" is not a number"))?;
+        if count == 0 || index == 0 || index > count {
+            return Err(format!("--shard {s}: K must be between 1 and N"));
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl Shard {
+    pub fn takes(&self, position: usize) -> bool {
+        position % self.count as usize == (self.index - 1) as usize
+    }
+}
+
+/// The verdict of one scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Passed,
+    Violated,
+    ExecutorError,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Violated => "violated",
+            Outcome::ExecutorError => "executor-error",
+        }
+    }
+}
+
+/// The outcome of one invariant on one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// A stable slug, e.g. `no-duplicate-effect`, `expected-states` or `executor-error`.
+    pub invariant: String,
+    pub held: bool,
+    /// One concrete line per problem (empty when the invariant held).
+    pub evidence: Vec<String>,
+}
+
+impl Verdict {
+    pub fn from_evidence(invariant: &str, evidence: Vec<String>) -> Verdict {
+        Verdict { invariant: invariant.to_string(), held: evidence.is_empty(), evidence }
+    }
+}
+
+/// One intent as the executor finally described it (`status`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    pub id: String,
+    /// `recorded`, `blocked`, `submitted`, `confirmed`, `failed`, `unknown` or `escalated`.
+    pub state: String,
+    pub attempts: u64,
+    /// Whatever the executor sent as evidence (key, external id, last error, ...).
+    #[serde(default)]
+    pub evidence: serde_json::Value,
+}
+
+/// Something that happened during the run, for the timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Moment {
+    /// Service time (ms since the Unix epoch) on the run's base clock.
+    pub at_ms: u64,
+    /// Who: a worker (`w1`), a service (`payments`) or the harness.
+    pub lane: String,
+    /// What: `proposed`, `state`, `crash`, `pause`, `resume`, `clock_jump`, `heal`, ...
+    pub kind: String,
+    /// Details, e.g. the intent id and the new state.
+    pub detail: String,
+}
+
+/// The timeline kinds that are intents' own progress rather than process events.
+pub const INTENT_MOMENTS: [&str; 2] = ["proposed", "state"];
+
+/// Everything a run observed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observed {
+    /// Intents the executor acknowledged as recorded (`propose_ok`), in order.
+    pub acknowledged: Vec<String>,
+    /// Intents whose proposal got no acknowledgement (the worker died first, or refused it),
+    /// with the reason.
+    pub unacknowledged: BTreeMap<String, String>,
+    /// The final `status`, after the reconcile phase.
+    pub claims: Vec<Claim>,
+    /// Per service, every effect that really happened.
+    pub ledgers: BTreeMap<String, Vec<Effect>>,
+    /// Per service, every request the fake saw.
+    pub journals: BTreeMap<String, Vec<JournalEntry>>,
+    /// Reconciliation rounds the executor needed before nothing was unresolved.
+    pub reconcile_rounds: u32,
+    /// Events and state changes in time order.
+    pub timeline: Vec<Moment>,
+    /// Set when the executor itself misbehaved (garbage, hang, unexpected exit): the run
+    /// could not be checked, and this says why.
+    pub executor_error: Option<String>,
+    /// Actions the executor said it does not support; intents using them were not run.
+    pub unsupported: Vec<String>,
+}
+
+/// An effect in a ledger, by reference.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EffectRef {
+    pub service: String,
+    /// Its position in the service's ledger, from 1.
+    pub seq: u64,
+    pub object_id: String,
+    /// Service time of the commit.
+    pub at_ms: u64,
+}
+
+/// One intent of the scenario at the end of the run: what the executor claims, and what the
+/// checker attributed to it from the ledgers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntentResult {
+    pub id: String,
+    pub action: String,
+    /// The executor's final state; `None` when it never reported the intent.
+    pub state: Option<String>,
+    /// Sends the executor counted; `None` when it never reported the intent.
+    pub attempts: Option<u64>,
+    /// The ledger effects carrying this intent's business key and parameters.
+    pub effects: Vec<EffectRef>,
+    /// The executor does not support the action: the intent was not checked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsupported: bool,
+}
+
+/// A fault that fired on a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultApplied {
+    pub service: String,
+    /// The request's position in the service's journal.
+    pub request_seq: u64,
+    pub at_ms: u64,
+    pub method: String,
+    pub path: String,
+    /// The rule's id and the fault's kind.
+    pub rule: String,
+    pub fault: String,
+}
+
+/// One scenario's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    /// Position in the unsharded run's list of cases: shards and merges keep it.
+    #[serde(default)]
+    pub position: u64,
+    pub source: Source,
+    pub seed: u64,
+    pub outcome: Outcome,
+    /// One per invariant, then the scenario's expected states (or a single executor-error).
+    pub verdicts: Vec<Verdict>,
+    /// The executor's final claims.
+    pub claims: Vec<Claim>,
+    /// Final state, attempts and attributed effects per intent, in scenario order.
+    #[serde(default)]
+    pub intents: Vec<IntentResult>,
+    /// Effects per service, as the ledgers hold them.
+    pub effects: BTreeMap<String, usize>,
+    /// Every fault that fired, in service then journal order.
+    #[serde(default)]
+    pub faults_applied: Vec<FaultApplied>,
+    /// Process events: starts, crashes, pauses, resumes, clock jumps, heals.
+    #[serde(default)]
+    pub events: Vec<Moment>,
+    /// The command that runs this scenario again, alone.
+    pub replay: String,
+    /// The minimal scenario that shows a violation, when the search shrank one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<String>,
+    /// Everything observed, for reports.
+    pub observed: Observed,
+}
+
+impl ScenarioResult {
+    /// The verdicts that did not hold.
+    pub fn violations(&self) -> impl Iterator<Item = &Verdict> {
+        self.verdicts.iter().filter(|v| !v.held)
+    }
+}
+
+/// Counts of outcomes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub scenarios: usize,
+    pub passed: usize,
+    pub violated: usize,
+    pub executor_errors: usize,
+}
+
+impl Totals {
+    pub fn of(results: &[ScenarioResult]) -> Totals {
+        let mut totals = Totals { scenarios: results.len(), ..Totals::default() };
+        for r in results {
+            match r.outcome {
+                Outcome::Passed => totals.passed += 1,
+                Outcome::Violated => totals.violated += 1,
+                Outcome::ExecutorError => totals.executor_errors += 1,
+            }
+        }
+        totals
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResults {
+    pub schema: String,
+    pub tool_version: String,
+    pub seed: u64,
+    /// `sim` or `live`.
+    pub driver: String,
+    pub executor: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    pub totals: Totals,
+    pub results: Vec<ScenarioResult>,
+}
+
+impl RunResults {
+    pub fn failed(&self) -> bool {
+        self.totals.violated + self.totals.executor_errors > 0
+    }
+}

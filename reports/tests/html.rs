@@ -1,0 +1,521 @@
+//! `report.html`: its structure, read back with an HTML parser, its escaping, its timeline
+//! budget and its determinism, on results built here (`tests/it/report_html.rs` renders a
+//! real run and loads it in Chromium).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use fake_services::engine::Applied;
+use fake_services::{Effect, JournalEntry};
+use reports::html::{TIMELINES_PASSING_MAX, render};
+use reports::model::{
+    Claim, EffectRef, FaultApplied, IntentResult, Moment, Observed, Outcome, RESULTS_SCHEMA, RunResults,
+    ScenarioResult, Shard, Source, Totals, Verdict,
+};
+use scraper::{ElementRef, Html, Selector};
+use serde_json::json;
+
+/// Service time of every scenario's first event (2026-01-01, as the sim driver starts).
+const BASE_MS: u64 = 1_767_225_600_000;
+const XSS: &str = "<script>alert(1)</script>";
+
+fn sel(css: &str) -> Selector {
+    Selector::parse(css).unwrap_or_else(|e| panic!("bad selector {css}: {e}"))
+}
+
+fn text(e: ElementRef<'_>) -> String {
+    e.text().collect::<String>()
+}
+
+fn moment(after_ms: u64, lane: &str, kind: &str, detail: &str) -> Moment {
+    Moment { at_ms: BASE_MS + after_ms, lane: lane.into(), kind: kind.into(), detail: detail.into() }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn request(
+    seq: u64,
+    after_ms: u64,
+    path: &str,
+    key: Option<&str>,
+    request_id: &str,
+    faults: &[&str],
+    outcome: &str,
+    status: u16,
+) -> JournalEntry {
+    JournalEntry {
+        seq,
+        at_ms: BASE_MS + after_ms,
+        method: "POST".into(),
+        path: path.into(),
+        idempotency_key: key.map(str::to_string),
+        request_id: request_id.into(),
+        faults: faults.iter().map(|f| Applied { rule: "rule-1".into(), fault: f.to_string() }).collect(),
+        outcome: outcome.into(),
+        status: Some(status),
+        replayed: false,
+        ended_ms: Some(BASE_MS + after_ms),
+    }
+}
+
+fn refund(seq: u64, after_ms: u64, object_id: &str, key: Option<&str>, request_id: &str) -> Effect {
+    Effect {
+        seq,
+        at_ms: BASE_MS + after_ms,
+        kind: "refund.created".into(),
+        object_id: object_id.into(),
+        params: json!({"payment_intent": "pi_4812", "amount": 5000, "charge": "ch_4812"}),
+        idempotency_key: key.map(str::to_string),
+        fencing_token: None,
+        request_id: request_id.into(),
+    }
+}
+
+fn effect_ref(e: &Effect) -> EffectRef {
+    EffectRef { service: "payments".into(), seq: e.seq, object_id: e.object_id.clone(), at_ms: e.at_ms }
+}
+
+/// A refund whose first reply is dropped after the commit; the worker crashes, the service's
+/// clock jumps, a second worker sends the refund again without a key: two refunds.
+fn failing(position: u64) -> ScenarioResult {
+    let first = refund(1, 0, "re_first", Some("w1.1.1"), "req_A");
+    let second = refund(2, 500, "re_second", None, "req_B");
+    // In the order the sim driver observes them; the renderer orders them by time.
+    let timeline = vec![
+        moment(0, "w1", "start", "incarnation 1"),
+        moment(0, "w1", "proposed", "refund-4812"),
+        moment(0, "w1", "state", "refund-4812 -> recorded"),
+        moment(0, "w1", "state", "refund-4812 -> submitted"),
+        // Concluded from the lost reply: drawn after the request and its effect.
+        moment(0, "w1", "state", "refund-4812 -> unknown"),
+        moment(200, "w1", "crash", "killed mid-flight"),
+        moment(300, "payments", "clock_jump", "+3600000 ms"),
+        moment(500, "w2", "start", "incarnation 1"),
+        moment(500, "w2", "state", "refund-4812 -> confirmed"),
+        moment(600, "harness", "heal", "every fault disarmed"),
+    ];
+    let journal = vec![
+        request(1, 0, "/v1/refunds", Some("w1.1.1"), "req_A", &["drop_after_commit"], "closed", 200),
+        request(2, 500, "/v1/refunds", None, "req_B", &[], "answered", 200),
+    ];
+    let evidence_line = "intent refund-4812 has 2 effects, at most one allowed: payments re_first (seq 1), payments re_second (seq 2)";
+    let claim = Claim {
+        id: "refund-4812".into(),
+        state: "confirmed".into(),
+        attempts: 2,
+        evidence: json!({"key": "w1.1.1", "external_id": "re_second"}),
+    };
+    let observed = Observed {
+        acknowledged: vec!["refund-4812".into()],
+        claims: vec![claim.clone()],
+        ledgers: BTreeMap::from([("payments".to_string(), vec![first.clone(), second.clone()])]),
+        // Every service of the scenario has a journal, an idle one too.
+        journals: BTreeMap::from([("payments".to_string(), journal), ("workspaces".to_string(), vec![])]),
+        reconcile_rounds: 1,
+        timeline: timeline.clone(),
+        ..Observed::default()
+    };
+    ScenarioResult {
+        name: "lost_refund_reply".into(),
+        position,
+        source: Source::Catalog,
+        seed: 42,
+        outcome: Outcome::Violated,
+        verdicts: vec![
+            Verdict::from_evidence("no-duplicate-effect", vec![evidence_line.into()]),
+            Verdict::from_evidence(
+                "honest-terminal-states",
+                vec![
+                    "refund-4812 claims confirmed, but payments has 2 effects for it".into(),
+                    "second evidence line".into(),
+                ],
+            ),
+            Verdict::from_evidence("nothing-lost", vec![]),
+        ],
+        claims: vec![claim],
+        intents: vec![IntentResult {
+            id: "refund-4812".into(),
+            action: "payments.refund".into(),
+            state: Some("confirmed".into()),
+            attempts: Some(2),
+            effects: vec![effect_ref(&first), effect_ref(&second)],
+            unsupported: false,
+        }],
+        effects: BTreeMap::from([("payments".to_string(), 2)]),
+        faults_applied: vec![FaultApplied {
+            service: "payments".into(),
+            request_seq: 1,
+            at_ms: BASE_MS,
+            method: "POST".into(),
+            path: "/v1/refunds".into(),
+            rule: "rule-1".into(),
+            fault: "drop_after_commit".into(),
+        }],
+        events: timeline.into_iter().filter(|m| m.kind != "proposed" && m.kind != "state").collect(),
+        replay: "twice run --scenario lost_refund_reply --seed 7".into(),
+        shrunk: Some("report/failures/lost_refund_reply.toml".into()),
+        observed,
+    }
+}
+
+/// A refund that goes through at once.
+fn passing(position: u64, name: &str) -> ScenarioResult {
+    let effect = refund(1, 0, "re_ok", Some("w1.1.1"), "req_ok");
+    let timeline = vec![
+        moment(0, "w1", "start", "incarnation 1"),
+        moment(0, "w1", "proposed", "refund-1"),
+        moment(0, "w1", "state", "refund-1 -> submitted"),
+        moment(0, "w1", "state", "refund-1 -> confirmed"),
+        moment(10, "harness", "heal", "every fault disarmed"),
+    ];
+    let observed = Observed {
+        acknowledged: vec!["refund-1".into()],
+        claims: vec![Claim {
+            id: "refund-1".into(),
+            state: "confirmed".into(),
+            attempts: 1,
+            evidence: json!({}),
+        }],
+        ledgers: BTreeMap::from([("payments".to_string(), vec![effect.clone()])]),
+        journals: BTreeMap::from([(
+            "payments".to_string(),
+            vec![request(1, 0, "/v1/refunds", Some("w1.1.1"), "req_ok", &[], "answered", 200)],
+        )]),
+        timeline,
+        ..Observed::default()
+    };
+    ScenarioResult {
+        name: name.into(),
+        position,
+        source: Source::Generated { index: position },
+        seed: position,
+        outcome: Outcome::Passed,
+        verdicts: vec![Verdict::from_evidence("no-duplicate-effect", vec![])],
+        claims: observed.claims.clone(),
+        intents: vec![IntentResult {
+            id: "refund-1".into(),
+            action: "payments.refund".into(),
+            state: Some("confirmed".into()),
+            attempts: Some(1),
+            effects: vec![effect_ref(&effect)],
+            unsupported: false,
+        }],
+        effects: BTreeMap::from([("payments".to_string(), 1)]),
+        faults_applied: vec![],
+        events: vec![],
+        replay: format!("twice run --generated {position} --seed 7"),
+        shrunk: None,
+        observed,
+    }
+}
+
+fn run_of(results: Vec<ScenarioResult>) -> RunResults {
+    RunResults {
+        schema: RESULTS_SCHEMA.into(),
+        tool_version: "0.1.0".into(),
+        seed: 7,
+        driver: "sim".into(),
+        executor: "naive-retry".into(),
+        shard: Some(Shard { index: 1, count: 2 }),
+        totals: Totals::of(&results),
+        results,
+    }
+}
+
+fn page(run: &RunResults) -> (String, Html) {
+    let html = render(run);
+    let doc = Html::parse_document(&html);
+    (html, doc)
+}
+
+fn one<'a>(doc: &'a Html, css: &str) -> ElementRef<'a> {
+    let found: Vec<_> = doc.select(&sel(css)).collect();
+    assert_eq!(found.len(), 1, "expected exactly one {css}, found {}", found.len());
+    found[0]
+}
+
+fn within<'a>(e: ElementRef<'a>, css: &str) -> Vec<ElementRef<'a>> {
+    e.select(&sel(css)).collect()
+}
+
+#[test]
+fn the_header_shows_the_run_the_totals_the_legend_and_a_table_of_contents() {
+    let (_, doc) = page(&run_of(vec![passing(0, "happy"), failing(1)]));
+    let facts = text(one(&doc, "header .facts"));
+    for fact in ["version 0.1.0", "seed 7", "driver sim", "executor naive-retry", "shard 1/2"] {
+        assert!(facts.contains(fact), "{fact} missing from {facts:?}");
+    }
+    let totals = text(one(&doc, "header .totals"));
+    assert!(
+        totals.contains("1 violated") && totals.contains("1 passed") && totals.contains("0 executor errors")
+    );
+    assert!(totals.contains("of 2 scenarios"), "{totals}");
+    let legend = text(one(&doc, ".legend"));
+    for marker in ["⚡", "2nd effect", "cause", "crash", "clock jump", "confirmed", "unknown", "escalated"] {
+        assert!(legend.contains(marker), "legend lacks {marker}: {legend}");
+    }
+    // Failures first, linked; then every scenario.
+    let failures: Vec<_> = doc.select(&sel(".toc-failures a")).map(|a| a.attr("href")).collect();
+    assert_eq!(failures, vec![Some("#s-1")]);
+    let all: Vec<_> = doc.select(&sel(".toc-all a")).map(|a| a.attr("href")).collect();
+    assert_eq!(all, vec![Some("#s-0"), Some("#s-1")]);
+    assert!(one(&doc, "title").text().collect::<String>().contains("1 violated"));
+}
+
+#[test]
+fn every_scenario_has_a_section_failures_open_with_their_evidence() {
+    let (_, doc) = page(&run_of(vec![failing(0), passing(1, "happy")]));
+    let sections: Vec<_> = doc.select(&sel("main > section.scenario")).collect();
+    assert_eq!(sections.len(), 2);
+    let ids: Vec<_> = sections.iter().map(|s| s.attr("id").unwrap_or_default()).collect();
+    assert_eq!(ids, vec!["s-0", "s-1"]);
+
+    let failed = one(&doc, "section#s-0");
+    assert!(failed.value().classes().any(|c| c == "violated"));
+    assert_eq!(within(failed, ":scope > details[open]").len(), 1, "a failure is open");
+    assert_eq!(text(within(failed, "summary .badge")[0]), "violated");
+    let invariants: Vec<_> = within(failed, ".violation h3").into_iter().map(text).collect();
+    assert_eq!(invariants, vec!["✘ no-duplicate-effect", "✘ honest-terminal-states"]);
+    let evidence: Vec<_> = within(failed, ".violation .evidence li").into_iter().map(text).collect();
+    assert_eq!(evidence.len(), 3, "every evidence line: {evidence:?}");
+    assert!(evidence[0].starts_with("intent refund-4812 has 2 effects"));
+    assert_eq!(evidence[2], "second evidence line");
+    assert_eq!(text(within(failed, ".failure .shrunk code")[0]), "report/failures/lost_refund_reply.toml");
+    assert_eq!(
+        text(within(failed, ".failure code.replay")[0]),
+        "twice run --scenario lost_refund_reply --seed 7"
+    );
+    let meta = text(within(failed, ".meta")[0]);
+    assert!(meta.contains("catalog") && meta.contains("42"), "{meta}");
+    assert!(text(within(failed, ".held")[0]).contains("nothing-lost"));
+
+    // The failure box comes before the timeline.
+    let html = failed.html();
+    let failure_at = html.find("class=\"failure\"").expect("a failure box");
+    let timeline_at = html.find("class=\"timeline\"").expect("a timeline");
+    assert!(failure_at < timeline_at);
+
+    let passed = one(&doc, "section#s-1");
+    assert_eq!(within(passed, ":scope > details[open]").len(), 0, "a pass is collapsed");
+    assert_eq!(within(passed, ":scope > details").len(), 1);
+    assert_eq!(text(within(passed, "code.replay")[0]), "twice run --generated 1 --seed 7");
+}
+
+#[test]
+fn the_timeline_has_a_lane_per_worker_service_and_the_harness() {
+    let (_, doc) = page(&run_of(vec![failing(0)]));
+    let table = one(&doc, "section#s-0 table.timeline");
+    let lanes: Vec<_> = within(table, "thead th.lane").into_iter().map(|th| th.attr("data-lane")).collect();
+    assert_eq!(lanes, vec![Some("w1"), Some("w2"), Some("payments"), Some("workspaces"), Some("harness")]);
+    let kinds: Vec<_> = within(table, "thead th.lane small").into_iter().map(text).collect();
+    assert_eq!(kinds, vec!["worker", "worker", "service", "service (idle)", "test driver"]);
+    let idle: Vec<_> = within(table, "thead th.idle").into_iter().map(|th| th.attr("data-lane")).collect();
+    assert_eq!(idle, vec![Some("workspaces")]);
+
+    let rows = within(table, "tbody tr");
+    // 10 moments, 2 requests, 2 effects.
+    assert_eq!(rows.len(), 14);
+    for row in &rows {
+        assert_eq!(within(*row, "td").len(), 6, "time and five lanes: {}", row.html());
+        assert_eq!(within(*row, "td.cell").len(), 1, "one event per row");
+    }
+    let lane_of =
+        |row: ElementRef<'_>| within(row, "td").iter().position(|td| td.attr("class") == Some("cell"));
+    let summary: Vec<(String, Option<usize>)> = rows
+        .iter()
+        .map(|r| (text(within(*r, "td.time")[0]) + " " + text(within(*r, "td.cell")[0]).trim(), lane_of(*r)))
+        .collect();
+    let expect: Vec<(&str, usize)> = vec![
+        ("+0 ms ▸ start incarnation 1", 1),
+        ("+0 ms proposed refund-4812", 1),
+        ("+0 ms refund-4812 → recorded", 1),
+        ("+0 ms refund-4812 → submitted", 1),
+        ("+0 ms POST /v1/refunds", 3),
+        ("+0 ms refund.created re_first", 3),
+        ("+0 ms refund-4812 → unknown", 1),
+        ("+200 ms ☠ crash killed mid-flight", 1),
+        ("+300 ms » clock jump +3600000 ms", 3),
+        ("+500 ms ▸ start incarnation 1", 2),
+        ("+500 ms POST /v1/refunds", 3),
+        ("+500 ms refund.created re_second", 3),
+        ("+500 ms refund-4812 → confirmed", 2),
+        ("+600 ms ✚ heal every fault disarmed", 5),
+    ];
+    for ((got, lane), (want, want_lane)) in summary.iter().zip(&expect) {
+        assert!(got.starts_with(want), "row {got:?} should start with {want:?}\nall rows: {summary:#?}");
+        assert_eq!(*lane, Some(*want_lane), "{got}");
+    }
+
+    // Process events are bands; states carry their colour.
+    assert_eq!(within(table, "tr.band-crash").len(), 1);
+    assert_eq!(within(table, "tr.band-clock_jump").len(), 1);
+    assert_eq!(within(table, ".st-confirmed").len(), 1);
+    assert_eq!(within(table, ".st-unknown").len(), 1);
+}
+
+#[test]
+fn the_second_effect_and_the_request_that_made_it_are_marked() {
+    let (_, doc) = page(&run_of(vec![failing(0), passing(1, "happy")]));
+    let dups: Vec<_> = doc.select(&sel(".timeline .effect.dup")).collect();
+    assert_eq!(dups.len(), 1, "one duplicate in the whole page");
+    let dup = text(dups[0]);
+    assert!(dup.contains("re_second") && dup.contains("second effect for intent refund-4812"), "{dup}");
+    assert_eq!(within(dups[0], ".dup-label").len(), 1);
+    let firsts: Vec<_> = doc.select(&sel(".timeline .effect.first")).map(text).collect();
+    assert_eq!(firsts.len(), 1);
+    assert!(firsts[0].contains("re_first"));
+
+    let causes: Vec<_> = doc.select(&sel(".timeline .req.cause")).collect();
+    assert_eq!(causes.len(), 1);
+    let cause = text(causes[0]);
+    assert!(cause.contains("req_B") && cause.contains("no key"), "{cause}");
+    assert!(cause.contains("made the second effect for intent refund-4812"), "{cause}");
+
+    let faults: Vec<_> = doc.select(&sel(".timeline .fault-tag")).map(text).collect();
+    assert_eq!(faults, vec!["⚡ drop_after_commit"]);
+    let faulted = doc.select(&sel(".timeline tr.row-fault .req")).map(text).next().unwrap_or_default();
+    assert!(faulted.contains("→ closed") && faulted.contains("key w1.1.1"), "{faulted}");
+
+    // The intent table marks it too.
+    let rows = within(one(&doc, "section#s-0 table.intents"), "tbody tr");
+    assert_eq!(rows.len(), 1);
+    let cells: Vec<_> = within(rows[0], "td").into_iter().map(text).collect();
+    assert_eq!(cells[0], "refund-4812");
+    assert_eq!(cells[1], "payments.refund");
+    assert_eq!(cells[2], "confirmed");
+    assert_eq!(cells[3], "2");
+    let effects: Vec<_> = within(rows[0], "li.dup").into_iter().map(text).collect();
+    assert_eq!(effects, vec!["payments re_second (seq 2)"]);
+    assert!(cells[5].contains("re_second"), "the claim's evidence: {}", cells[5]);
+}
+
+#[test]
+fn a_second_effect_for_a_business_key_no_intent_claimed_is_marked() {
+    let mut r = failing(0);
+    // The checker attributed nothing (say the amount differs): the business key still tells.
+    r.intents[0].effects.clear();
+    let (_, doc) = page(&run_of(vec![r]));
+    let dup = text(one(&doc, ".timeline .effect.dup"));
+    assert!(dup.contains("second effect for payment_intent pi_4812"), "{dup}");
+    assert_eq!(doc.select(&sel(".timeline .req.cause")).count(), 1);
+}
+
+#[test]
+fn only_the_first_passing_scenarios_by_position_get_a_timeline() {
+    let passing_count = TIMELINES_PASSING_MAX + 5;
+    let mut results = vec![failing(passing_count as u64)];
+    // In the file in reverse position order: the budget goes by position.
+    results.extend((0..passing_count).rev().map(|p| passing(p as u64, &format!("pass-{p}"))));
+    let (_, doc) = page(&run_of(results));
+    assert_eq!(doc.select(&sel("section.scenario")).count(), passing_count + 1);
+    assert_eq!(doc.select(&sel("table.timeline")).count(), TIMELINES_PASSING_MAX + 1);
+    assert_eq!(doc.select(&sel("section.violated table.timeline")).count(), 1, "failures always get one");
+    let without: BTreeSet<String> = doc
+        .select(&sel("section.scenario"))
+        .filter(|s| within(*s, "table.timeline").is_empty())
+        .map(|s| s.attr("id").unwrap_or_default().to_string())
+        .collect();
+    let expect: BTreeSet<String> = (TIMELINES_PASSING_MAX..passing_count).map(|p| format!("s-{p}")).collect();
+    assert_eq!(without, expect);
+    for s in doc.select(&sel("section.scenario")).filter(|s| within(*s, "table.timeline").is_empty()) {
+        let note = text(within(s, ".no-timeline")[0]);
+        assert!(note.contains("results.json") && note.contains("twice run --generated"), "{note}");
+        assert_eq!(within(s, "table.intents").len(), 1, "the intent table stays");
+        assert_eq!(within(s, "code.replay").len(), 1);
+    }
+    // The list of every scenario is closed when long.
+    assert_eq!(doc.select(&sel("details.toc-all[open]")).count(), 0);
+}
+
+#[test]
+fn section_ids_are_unique_and_valid_even_when_positions_repeat() {
+    let (_, doc) = page(&run_of(vec![passing(3, "a"), passing(3, "b"), failing(0)]));
+    let ids: Vec<String> =
+        doc.select(&sel("section.scenario")).map(|s| s.attr("id").unwrap_or_default().to_string()).collect();
+    assert_eq!(ids, vec!["s-3", "s-3-1", "s-0"]);
+    for id in &ids {
+        assert!(id.starts_with("s-") && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+        assert!(doc.select(&sel(&format!("a[href=\"#{id}\"]"))).count() >= 1, "{id} linked");
+    }
+}
+
+#[test]
+fn nothing_from_the_results_can_become_markup() {
+    let mut r = failing(0);
+    r.verdicts[0].evidence.push(XSS.into());
+    r.claims[0].evidence = json!({"reason": XSS});
+    r.observed.claims = r.claims.clone();
+    r.claims[0].id = format!("refund-4812{XSS}");
+    r.intents[0].id = format!("refund-4812{XSS}");
+    r.observed.timeline[5].detail = XSS.into();
+    if let Some(journal) = r.observed.journals.get_mut("payments") {
+        journal[1].path = format!("/v1/refunds/{XSS}");
+        journal[1].faults.push(Applied { rule: XSS.into(), fault: XSS.into() });
+    }
+    r.name = format!("name{XSS}");
+    r.replay = format!("twice run {XSS}");
+    let mut run = run_of(vec![r]);
+    run.executor = XSS.into();
+    let (html, doc) = page(&run);
+
+    assert_eq!(doc.select(&sel("script")).count(), 0, "no script element anywhere");
+    assert!(!html.contains("<script"), "no raw script tag");
+    assert!(html.contains("&lt;script&gt;"), "escaped");
+    let evidence: Vec<_> = doc.select(&sel(".violation .evidence li")).map(text).collect();
+    assert!(evidence.contains(&XSS.to_string()), "shown as text: {evidence:?}");
+    assert!(text(one(&doc, "header .facts")).contains(XSS));
+    assert!(doc.select(&sel("table.intents td")).any(|td| text(td) == format!("refund-4812{XSS}")));
+    assert!(doc.select(&sel("table.intents td.evidence")).any(|td| text(td).contains(XSS)));
+    assert!(doc.select(&sel(".timeline .moment .detail")).any(|d| text(d) == XSS));
+    assert!(doc.select(&sel(".timeline .req .path")).any(|p| text(p).contains(XSS)));
+    assert!(
+        doc.select(&sel(".timeline .fault-tag")).any(|f| f.attr("title") == Some(&format!("rule {XSS}")))
+    );
+
+    // Belt and braces: a policy that forbids scripts and fetches, and nothing to fetch.
+    let csp = one(&doc, "meta[http-equiv=\"Content-Security-Policy\"]");
+    assert_eq!(csp.attr("content"), Some("default-src 'none'; style-src 'unsafe-inline'; img-src data:"));
+    for external in ["link", "img", "iframe", "object", "embed", "[src]", "[href^=\"http\"]"] {
+        assert_eq!(doc.select(&sel(external)).count(), 0, "{external}");
+    }
+}
+
+#[test]
+fn the_same_results_give_the_same_bytes() {
+    let run = run_of(vec![failing(0), passing(1, "happy"), passing(2, "also")]);
+    let first = render(&run);
+    assert_eq!(first, render(&run.clone()));
+    assert!(first.starts_with("<!DOCTYPE html>"));
+}
+
+#[test]
+fn an_executor_error_is_shown_as_a_failure() {
+    let mut r = passing(0, "broken");
+    r.outcome = Outcome::ExecutorError;
+    r.verdicts = vec![Verdict::from_evidence("executor-error", vec!["worker w1 did not answer".into()])];
+    r.observed.executor_error = Some("worker w1 did not answer".into());
+    r.observed.timeline.clear();
+    r.observed.journals.clear();
+    r.observed.ledgers.clear();
+    let (_, doc) = page(&run_of(vec![r]));
+    let section = one(&doc, "section#s-0");
+    assert_eq!(within(section, ":scope > details[open]").len(), 1);
+    assert!(text(within(section, ".failure")[0]).contains("worker w1 did not answer"));
+    assert_eq!(text(within(section, ".no-events")[0]), "No events were observed.");
+    assert_eq!(doc.select(&sel(".toc-failures a")).count(), 1);
+}
+
+/// Rendering time for a large run; run with
+/// `cargo test --release -p reports --test html -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn render_time_for_ten_thousand_results() {
+    let mut results: Vec<ScenarioResult> = (0..10_000).map(|p| passing(p, &format!("case-{p}"))).collect();
+    for p in (0..10_000).step_by(100) {
+        results[p] = failing(p as u64);
+    }
+    let run = run_of(results);
+    let started = Instant::now();
+    let html = render(&run);
+    let took = started.elapsed();
+    println!("rendered 10,000 results ({} failing) in {took:?}: {} bytes", run.totals.violated, html.len());
+}

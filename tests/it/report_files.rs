@@ -1,0 +1,100 @@
+//! The report files of a run with real failures (a mutant executor in the sim driver): all four
+//! are written, say the same thing, and merged shards give the unsharded run's report.
+
+use std::path::PathBuf;
+
+use harness::run::{self, Case, Driver, Outcome, Progress, RunResults, ScenarioResult, Source};
+
+use crate::mutant_naive::{Bug, Naive, Style};
+
+struct Quiet;
+impl Progress for Quiet {
+    fn started(&self, _: usize) {}
+    fn finished(&self, _: &ScenarioResult) {}
+    fn done(&self) {}
+}
+
+fn work_dir(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("twice-report-files-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// The catalog and 40 generated cases, run by the naive executor that resends without a key.
+fn cases() -> Vec<Case> {
+    let mut cases: Vec<Case> = scenarios::catalog::catalog()
+        .unwrap()
+        .into_iter()
+        .map(|scenario| Case { scenario, source: Source::Catalog })
+        .collect();
+    for index in 0..40 {
+        cases.push(Case {
+            scenario: scenarios::generate::case(20, index).unwrap(),
+            source: Source::Generated { index },
+        });
+    }
+    cases
+}
+
+fn run(cases: &[Case], positions: &[u64], shard: Option<run::Shard>) -> RunResults {
+    let factory = Naive::with(Style::LookupFirst, Bug::NaiveRetry);
+    let driver = Driver::Sim(&factory);
+    let dir = work_dir("sim");
+    let mut results = run::run_cases(cases, 20, &driver, &dir, 2, &Quiet, "twice run");
+    for (r, p) in results.iter_mut().zip(positions) {
+        r.position = *p;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    run::results(20, &driver, shard, results)
+}
+
+#[test]
+fn a_run_with_failures_writes_all_four_files_and_merged_shards_match_it() {
+    let cases = cases();
+    let all: Vec<u64> = (0..cases.len() as u64).collect();
+    let whole = run(&cases, &all, None);
+    assert!(whole.failed(), "the naive retry must break something");
+    let failures: Vec<&ScenarioResult> =
+        whole.results.iter().filter(|r| r.outcome != Outcome::Passed).collect();
+
+    let dir = work_dir("whole");
+    let written = reports::write_all(&dir, &whole).unwrap();
+    assert_eq!(written.len(), 4);
+    let summary = std::fs::read_to_string(dir.join(reports::SUMMARY_FILE)).unwrap();
+    let junit = std::fs::read_to_string(dir.join(reports::JUNIT_FILE)).unwrap();
+    let html = std::fs::read_to_string(dir.join(reports::HTML_FILE)).unwrap();
+    let lost = failures.iter().find(|r| r.name == "lost_refund_reply").expect("a lost reply catches it");
+    assert!(summary.contains("| `lost_refund_reply` | `honest-terminal-states` |"), "{summary}");
+    assert!(summary.contains(&lost.replay), "{summary}");
+    let violations: usize = whole.results.iter().map(|r| r.violations().count()).sum();
+    assert!(
+        junit.contains(&format!("failures=\"{violations}\"")),
+        "one JUnit failure per violated invariant"
+    );
+    assert!(
+        junit.contains("<testcase name=\"no-duplicate-effect\" classname=\"twice.timeout_taken_as_no\">")
+    );
+    for r in &failures {
+        assert!(html.contains(&r.name), "{} is in the HTML", r.name);
+    }
+
+    // The same cases in two shards, merged: the same four files, byte for byte.
+    let mut shards = Vec::new();
+    for index in 1..=2 {
+        let shard = run::Shard { index, count: 2 };
+        let positions: Vec<u64> = all.iter().copied().filter(|p| shard.takes(*p as usize)).collect();
+        let slice: Vec<Case> = positions.iter().map(|p| cases[*p as usize].clone()).collect();
+        shards.push(run(&slice, &positions, Some(shard)));
+    }
+    shards.reverse();
+    let merged = reports::merge::merge(shards).unwrap();
+    let merged_dir = work_dir("merged");
+    reports::write_all(&merged_dir, &merged).unwrap();
+    for file in [reports::RESULTS_FILE, reports::SUMMARY_FILE, reports::JUNIT_FILE, reports::HTML_FILE] {
+        let a = std::fs::read(dir.join(file)).unwrap();
+        let b = std::fs::read(merged_dir.join(file)).unwrap();
+        assert!(a == b, "{file}: merged shards differ from the unsharded run");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&merged_dir);
+}
