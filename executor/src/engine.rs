@@ -7,7 +7,9 @@
 //!    worker that died, or unknown), a lineage decision (blocked), or an escalation (a
 //!    payload that no longer matches its hash);
 //! 2. run the lookups, and decide from each whether the effect is confirmed, certainly
-//!    absent (so a new attempt is safe), or not yet knowable;
+//!    absent (so a new attempt is safe), or not yet knowable; then read what a first send
+//!    must record before it leaves: a put's precondition (what the object is now), a
+//!    transfer's signed bytes (with a nonce no other intent of the log holds);
 //! 3. commit every decision and mark every intent about to be sent `submitted` (with its
 //!    lease and key) in one transaction: nothing leaves the process before this commit;
 //! 4. send, concurrently;
@@ -23,10 +25,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::config::{Acks, Config, KeyPolicy};
+use std::collections::BTreeSet;
+
+use crate::config::{Acks, Config, KeyPolicy, Reads, Service};
 use crate::log::{Change, Durability, IntentLog, LogError, Recorded};
 use crate::model::{Action, ActionError, Evidence, Intent, State, canonical_json, payload_hash};
-use crate::services::{self, Lookup, WriteOutcome};
+use crate::services::{self, ChainFacts, Lookup, WriteOutcome};
+use crate::signing::{ChainKey, SignedTransfer};
 use crate::world::{Clock, Hooks, HttpTransport, IdSource, NoHooks, SystemClock, Transport, UuidV7};
 
 /// Added to every bound the executor waits out before trusting a negative answer, for the
@@ -73,6 +78,8 @@ pub enum ProposeError {
     Action(#[from] ActionError),
     #[error("action {action} needs service \"{service}\", which init did not configure")]
     NotConfigured { action: String, service: String },
+    #[error("action {action} needs the secret \"{secret}\": {problem}")]
+    MissingSecret { action: String, secret: String, problem: String },
     #[error("intent {0} replaces {1}, which this executor has never recorded")]
     UnknownPredecessor(String, String),
     #[error("intent id {0} was already recorded with another action or payload")]
@@ -142,6 +149,36 @@ struct Send {
     action: Action,
 }
 
+/// A send decided in a pass, before its commit: the row as it will be sent, and as it was
+/// (leased) before it was marked submitted, for when its first send cannot be prepared.
+struct Sending {
+    planned: Planned,
+    action: Action,
+    before: Intent,
+}
+
+/// The chain account's nonces as one pass allocates them: the lowest nonce at or above the
+/// node's pending nonce that no intent of the log (or of this pass) has signed with. The
+/// node's count may lag (a stale read) or miss what the log signed and has not broadcast;
+/// the log's claims may miss what another signer sent: either alone could reuse a nonce.
+struct NonceBook {
+    key: ChainKey,
+    facts: ChainFacts,
+    taken: BTreeSet<u64>,
+}
+
+impl NonceBook {
+    fn allocate(&mut self) -> u64 {
+        let mut nonce = self.facts.pending_nonce;
+        // Bounded: `taken` is finite, so some nonce at most `taken.len()` above is free.
+        while self.taken.contains(&nonce) {
+            nonce += 1;
+        }
+        self.taken.insert(nonce);
+        nonce
+    }
+}
+
 /// What a lineage established, from the newest predecessor back to its root.
 enum Lineage {
     /// This intent took effect: a replacement is cancelled.
@@ -152,6 +189,11 @@ enum Lineage {
     Unresolved,
     /// This intent needs a person: so does a replacement.
     Escalated(String),
+}
+
+/// The service of a row's action (empty for an unreadable one, which is never sent).
+fn action_service(intent: &Intent) -> &'static str {
+    intent.action().map(|a| a.service()).unwrap_or_default()
 }
 
 fn cancelled(old: &str, by: &str) -> String {
@@ -165,7 +207,9 @@ fn cancelled(old: &str, by: &str) -> String {
 /// What a lookup led to.
 enum Decision {
     Write(Planned),
-    Send(Planned),
+    /// The row as it will be sent, and as it was leased before (boxed: the variants differ
+    /// in size by a whole row).
+    Send(Planned, Box<Intent>),
     Stay,
 }
 
@@ -214,6 +258,14 @@ impl Executor {
                 action: proposal.action,
                 service: action.service().to_string(),
             });
+        }
+        if let Some(secret) = action.secret() {
+            // Refused now rather than recorded and never sendable.
+            services::chain_key(&self.config).map_err(|problem| ProposeError::MissingSecret {
+                action: proposal.action.clone(),
+                secret: secret.to_string(),
+                problem,
+            })?;
         }
         let params =
             canonical_json(&action.params()).map_err(|e| ProposeError::Payload(proposal.id.clone(), e))?;
@@ -306,7 +358,7 @@ impl Executor {
         let active = self.log().active()?;
         let mut report = PassReport::default();
         let mut writes: Vec<Planned> = Vec::new();
-        let mut sends: Vec<(Planned, Action)> = Vec::new();
+        let mut sends: Vec<Sending> = Vec::new();
         let mut resolves: Vec<(Intent, Action)> = Vec::new();
 
         // Phase 1: decide in memory.
@@ -341,8 +393,8 @@ impl Executor {
                     if retry_at.is_some_and(|t| now < t) {
                         continue;
                     }
-                    let new = self.submitted(leased, now, false);
-                    sends.push((planned(new, "sent".into()), action));
+                    let new = self.submitted(leased.clone(), now, false);
+                    sends.push(Sending { planned: planned(new, "sent".into()), action, before: leased });
                 }
                 State::Submitted | State::Unknown => resolves.push((intent, action)),
                 _ => {}
@@ -365,20 +417,21 @@ impl Executor {
         for ((intent, action), found) in resolves.into_iter().zip(lookups) {
             match self.decide(&intent, &action, found, now) {
                 Decision::Write(p) => writes.push(p),
-                Decision::Send(p) => sends.push((p, action)),
+                Decision::Send(planned, before) => sends.push(Sending { planned, action, before: *before }),
                 Decision::Stay => {}
             }
         }
+        let sends = self.prepare(sends, &mut writes).await?;
 
         // Phase 3: one commit for every decision and every intent about to leave.
         let mut changes: Vec<&Planned> = writes.iter().collect();
-        changes.extend(sends.iter().map(|(p, _)| p));
+        changes.extend(sends.iter().map(|s| &s.planned));
         let applied = self.commit(&changes, &mut report)?;
         let sends: Vec<Send> = sends
             .into_iter()
             .zip(applied[writes.len()..].iter())
             .filter(|(_, ok)| **ok)
-            .map(|((p, action), _)| Send { intent: p.new, action })
+            .map(|(s, _)| Send { intent: s.planned.new, action: s.action })
             .collect();
 
         // Phase 4: send.
@@ -401,6 +454,127 @@ impl Executor {
         let changes: Vec<&Planned> = outcome_writes.iter().collect();
         self.commit(&changes, &mut report)?;
         Ok(report)
+    }
+
+    /// Reads and records what each first send needs before it may leave (see
+    /// `services::needs_preparation`). A send that cannot be prepared is not sent: a recorded
+    /// intent counts the try and waits as after a refused connection, giving up (`failed`,
+    /// since nothing was ever sent) after `attempts_max` tries.
+    async fn prepare(
+        &self,
+        sends: Vec<Sending>,
+        writes: &mut Vec<Planned>,
+    ) -> Result<Vec<Sending>, LogError> {
+        let transport = self.world.transport.as_ref();
+        let mut book: Option<Result<NonceBook, String>> = None;
+        let mut ready = Vec::with_capacity(sends.len());
+        for mut sending in sends {
+            let Some(service) = self.config.services.get(sending.action.service()) else {
+                ready.push(sending);
+                continue;
+            };
+            if !services::needs_preparation(&sending.action, &sending.planned.new.evidence, &service.contract)
+            {
+                ready.push(sending);
+                continue;
+            }
+            let prepared = match &sending.action {
+                Action::PutObject { .. } => {
+                    services::read_precondition(&sending.action, &self.config, service, transport)
+                        .await
+                        .map(|p| sending.planned.new.evidence.precondition = Some(p))
+                }
+                Action::Transfer { .. } => self
+                    .sign(&sending.action, service, &mut book)
+                    .await?
+                    .map(|signed| sending.planned.new.evidence.record_signed(&signed)),
+                Action::Refund { .. } | Action::CreateWorkspace { .. } => Ok(()),
+            };
+            match prepared {
+                Ok(()) => ready.push(sending),
+                Err(error) => writes.extend(self.not_prepared(&sending, error)),
+            }
+        }
+        Ok(ready)
+    }
+
+    /// Signs a transfer with the next free nonce. The chain facts are read once per pass.
+    async fn sign(
+        &self,
+        action: &Action,
+        service: &Service,
+        book: &mut Option<Result<NonceBook, String>>,
+    ) -> Result<Result<SignedTransfer, String>, LogError> {
+        if book.is_none() {
+            let opened = match services::chain_key(&self.config) {
+                Err(e) => Err(e),
+                Ok(key) => {
+                    match services::chain_facts(
+                        key.address(),
+                        &self.config,
+                        service,
+                        self.world.transport.as_ref(),
+                    )
+                    .await
+                    {
+                        Err(e) => Err(e),
+                        Ok(facts) => {
+                            let taken = self.log().claimed_nonces(key.address())?;
+                            Ok(NonceBook { key, facts, taken })
+                        }
+                    }
+                }
+            };
+            *book = Some(opened);
+        }
+        let Some(Ok(book)) = book.as_mut() else {
+            let error = match book {
+                Some(Err(e)) => e.clone(),
+                _ => "no chain facts".to_string(),
+            };
+            return Ok(Err(error));
+        };
+        let nonce = book.allocate();
+        let signed = book
+            .facts
+            .transfer(action, nonce)
+            .and_then(|t| book.key.sign_transfer(&t).map_err(|e| e.to_string()));
+        Ok(signed)
+    }
+
+    /// The row of a send whose first send could not be prepared, or `None` to leave it.
+    fn not_prepared(&self, sending: &Sending, error: String) -> Option<Planned> {
+        // Only a first send is prepared; anything else was prepared when it was first sent.
+        if sending.planned.from != State::Recorded {
+            return None;
+        }
+        let now = sending.planned.new.updated_ms;
+        let mut new = sending.before.clone();
+        new.attempts += 1;
+        // Nothing was sent; the time drives the pause before the next try, as after a
+        // connection that could not be made.
+        new.last_sent_ms = Some(now);
+        new.updated_ms = now;
+        new.evidence.last_error = Some(error.clone());
+        let (state, note) = if new.attempts >= self.config.limits.attempts_max {
+            (
+                State::Failed,
+                format!(
+                    "never sent: what its first send needs could not be read in {} tries: {error}",
+                    new.attempts
+                ),
+            )
+        } else {
+            (State::Recorded, format!("not sent yet: {error}"))
+        };
+        new.state = state;
+        new.evidence.reason = Some(note.clone());
+        Some(Planned {
+            new,
+            expect_version: sending.planned.expect_version,
+            from: sending.planned.from,
+            note,
+        })
     }
 
     fn commit(&self, planned: &[&Planned], report: &mut PassReport) -> Result<Vec<bool>, LogError> {
@@ -514,6 +688,12 @@ impl Executor {
             new.evidence.reason = Some(note.clone());
             Decision::Write(Planned { new, expect_version: intent.version, from: intent.state, note })
         };
+        let send = |new: Intent, before: Intent, note: &str| {
+            Decision::Send(
+                Planned { new, expect_version: intent.version, from: intent.state, note: note.to_string() },
+                Box::new(before),
+            )
+        };
         // A negative answer is final once every request sent could no longer land and every
         // read could no longer lag.
         let settled_at = intent.last_sent_ms.map(|t| {
@@ -562,31 +742,46 @@ impl Executor {
                 let mut new = leased;
                 new.maybe_executed = false;
                 let rotate = contract.acks == Acks::MayLie && intent.last_sent_ms.is_some();
+                let before = new.clone();
                 let new = self.submitted(new, now, rotate);
-                Decision::Send(Planned {
-                    new,
-                    expect_version: intent.version,
-                    from: intent.state,
-                    note: "absent for good: sent again".into(),
-                })
+                send(new, before, "absent for good: sent again")
             }
+            Lookup::Superseded { what } if settled => {
+                let mut new = leased;
+                new.maybe_executed = false;
+                write(new, State::Failed, format!("it can no longer take effect: {what}"))
+            }
+            Lookup::Superseded { .. } if intent.state == State::Submitted => {
+                let mut new = leased;
+                new.maybe_executed = true;
+                write(
+                    new,
+                    State::Unknown,
+                    "the worker that sent it stopped before recording the answer".into(),
+                )
+            }
+            Lookup::Superseded { .. } => Decision::Stay,
             Lookup::Absent => {
                 let key_safe = contract.idempotency_keys == KeyPolicy::Honored
                     && contract.acks == Acks::Reliable
                     && intent.key_first_sent_ms.is_some_and(|t| {
                         now + limits.request_timeout_ms + SAFETY_MARGIN_MS < t + contract.key_retention_ms
                     });
+                // A conditional put or a signed transaction can land at most once however
+                // often it is sent, so it need not wait for the settle bound either.
+                let guarded = services::resend_is_guarded(action, contract);
                 let paused_enough = intent
                     .last_sent_ms
                     .is_none_or(|t| now >= t + limits.request_timeout_ms * u64::from(intent.attempts.max(1)));
-                if key_safe && paused_enough && intent.attempts < limits.attempts_max {
+                if (key_safe || guarded) && paused_enough && intent.attempts < limits.attempts_max {
+                    let before = leased.clone();
                     let new = self.submitted(leased, now, false);
-                    Decision::Send(Planned {
-                        new,
-                        expect_version: intent.version,
-                        from: intent.state,
-                        note: "sent again with the same key".into(),
-                    })
+                    let note = match action {
+                        Action::PutObject { .. } => "sent again under its precondition",
+                        Action::Transfer { .. } => "broadcast again: the same signed bytes",
+                        _ => "sent again with the same key",
+                    };
+                    send(new, before, note)
                 } else if intent.state == State::Submitted {
                     // A send whose worker died: nothing is known yet.
                     let mut new = leased;
@@ -630,13 +825,16 @@ impl Executor {
         let Some(service) = self.config.services.get(send.action.service()) else {
             return (WriteOutcome::NotExecuted { error: "service not configured".into() }, None);
         };
-        let request = services::write_request(
+        let request = match services::write_request(
             &send.action,
             &send.intent,
             &self.config,
             service,
             send.intent.lease_epoch,
-        );
+        ) {
+            Ok(r) => r,
+            Err(error) => return (WriteOutcome::NotExecuted { error }, None),
+        };
         self.world.hooks.at("before_send");
         if self.now() >= send.intent.lease_until_ms {
             // Paused or slow past the lease between the commit and the send: another worker
@@ -645,9 +843,12 @@ impl Executor {
         }
         let answer = self.world.transport.send(request).await;
         self.world.hooks.at("after_reply");
-        let outcome = services::classify_write(&send.action, answer);
-        let read_back = match (&outcome, service.contract.acks) {
-            (WriteOutcome::Done { .. }, Acks::MayLie) => Some(
+        let outcome = services::classify_write(&send.action, &send.intent, answer);
+        let read_back = match &outcome {
+            WriteOutcome::Done { .. } if !services::read_back_success(&send.action, &service.contract) => {
+                None
+            }
+            WriteOutcome::Done { .. } | WriteOutcome::Conflict { .. } => Some(
                 services::lookup(
                     &send.action,
                     &send.intent,
@@ -711,6 +912,29 @@ impl Executor {
                 new.maybe_executed = true;
                 new.evidence.last_error = Some(error.clone());
                 (State::Unknown, format!("no definite answer: {error}"))
+            }
+            WriteOutcome::Conflict { error, definite } => {
+                new.evidence.last_error = Some(error.clone());
+                // Reads that may lag cannot prove whose version (or transaction) is there.
+                let strong = self
+                    .config
+                    .services
+                    .get(action_service(&sent))
+                    .is_some_and(|s| s.contract.reads == Reads::Strong);
+                match read_back {
+                    Some(Lookup::Found { external_id, params_match: true }) => {
+                        new.evidence.external_id = Some(external_id);
+                        new.evidence.last_error = None;
+                        (
+                            State::Confirmed,
+                            format!("confirmed by a read-back: an earlier send of it landed ({error})"),
+                        )
+                    }
+                    Some(Lookup::Superseded { what }) if definite && strong && !sent.maybe_executed => {
+                        (State::Failed, format!("refused: {error}; {what}"))
+                    }
+                    _ => (State::Unknown, format!("refused, and the read-back cannot tell why yet: {error}")),
+                }
             }
             // A newer worker holds the intent; its decision stands.
             WriteOutcome::Fenced { .. } => return None,

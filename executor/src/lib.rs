@@ -13,6 +13,9 @@
 //! - What is safe depends on the service's [`config::Contract`]: a write is sent again with
 //!   the same key only where keys are honoured and still retained; otherwise the executor
 //!   looks first, and trusts "not there" only after the settle and read-lag bounds.
+//! - Some actions record what their first send needs before it leaves: `files.put` the
+//!   object's version (its precondition, `If-Match` or `If-None-Match: *`), `chain.transfer`
+//!   the signed transaction ([`signing`]), re-broadcast byte for byte and never signed anew.
 //! - Leases with epochs let several workers share one log; the epoch is the fencing token.
 //! - The world is injected ([`World`]: clock, ids, transport), so a simulation runs the same
 //!   code on virtual time. `twice-executor` (in `src/bin`) speaks the stdio protocol
@@ -24,6 +27,7 @@ pub mod log;
 pub mod model;
 pub mod protocol;
 pub mod services;
+pub mod signing;
 pub mod world;
 
 pub use config::{Config, Contract, Limits, Service};

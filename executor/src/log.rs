@@ -4,7 +4,14 @@
 //! in memory, and written back only if the version is still the same. Several writes can go
 //! in one transaction (one fsync), which is how a pass over many intents stays cheap. The
 //! payload (`params`) is written once, at record time, with its hash; no update touches it.
+//!
+//! A row whose evidence carries a signed transaction claims its account's nonce in the
+//! `nonces` table, in the same transaction as the row: a nonce is claimed by one intent at
+//! most, so two workers sharing the log never sign two transfers with one nonce. A transfer
+//! that failed without ever being pooled gives its nonce back, so that no later transfer
+//! waits for ever behind a nonce nobody will use.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -93,6 +100,12 @@ impl IntentLog {
                  last_sent_ms INTEGER
              );
              CREATE INDEX IF NOT EXISTS intents_state ON intents(state);
+             CREATE TABLE IF NOT EXISTS nonces (
+                 account TEXT NOT NULL,
+                 nonce INTEGER NOT NULL,
+                 intent_id TEXT NOT NULL,
+                 PRIMARY KEY (account, nonce)
+             );
              CREATE TABLE IF NOT EXISTS history (
                  seq INTEGER PRIMARY KEY AUTOINCREMENT,
                  intent_id TEXT NOT NULL,
@@ -195,9 +208,20 @@ impl IntentLog {
         Ok(out)
     }
 
-    /// Writes each changed intent if its row still has the version it was read with, all in
-    /// one transaction; returns, per intent, whether it was written. A state change also
-    /// appends to the history.
+    /// The nonces of `account` that intents of this log have signed with.
+    pub fn claimed_nonces(&self, account: &str) -> Result<BTreeSet<u64>, LogError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT nonce FROM nonces WHERE account = ?1")
+            .map_err(|e| self.sqlite(e))?;
+        let rows = stmt.query_map([account], |r| r.get::<_, i64>(0)).map_err(|e| self.sqlite(e))?;
+        rows.map(|r| r.map(|n| n as u64)).collect::<Result<_, _>>().map_err(|e| self.sqlite(e))
+    }
+
+    /// Writes each changed intent if its row still has the version it was read with (and, for
+    /// a row with a signed transaction, if no other intent holds its nonce), all in one
+    /// transaction; returns, per intent, whether it was written. A state change also appends
+    /// to the history.
     pub fn update(&mut self, changes: &[Change<'_>]) -> Result<Vec<bool>, LogError> {
         let path = self.path.clone();
         let err = move |source| LogError::Sqlite { path: path.clone(), source };
@@ -205,6 +229,14 @@ impl IntentLog {
         let mut applied = Vec::with_capacity(changes.len());
         for change in changes {
             let new = change.new;
+            let claimed = match claim_nonce(&tx, new).map_err(err.clone())? {
+                Claim::Taken => {
+                    applied.push(false);
+                    continue;
+                }
+                Claim::New => true,
+                Claim::None | Claim::Held => false,
+            };
             let n = tx
                 .prepare_cached(
                     "UPDATE intents SET idem_key = ?1, state = ?2, attempts = ?3, evidence = ?4,
@@ -232,6 +264,11 @@ impl IntentLog {
                 .map_err(err.clone())?;
             if n == 1 && change.from_state != new.state {
                 history(&tx, new, Some(change.from_state), change.note.unwrap_or("")).map_err(err.clone())?;
+            }
+            if (n != 1 && claimed) || (n == 1 && !holds_nonce(new)) {
+                // The row was not written (neither is its claim), or its transaction will never
+                // be broadcast again.
+                release_nonce(&tx, new).map_err(err.clone())?;
             }
             applied.push(n == 1);
         }
@@ -318,6 +355,53 @@ pub struct Change<'a> {
     pub note: Option<&'a str>,
 }
 
+/// What a row's nonce claim found.
+enum Claim {
+    /// The row carries no signed transaction.
+    None,
+    /// Claimed now.
+    New,
+    /// Already this intent's.
+    Held,
+    /// Another intent's: the row must not be written.
+    Taken,
+}
+
+/// Whether a row's signed transaction keeps its nonce: all but a transfer that failed with no
+/// send that may have reached the node (refused, or never sent), whose nonce is unused.
+fn holds_nonce(intent: &Intent) -> bool {
+    intent.state != State::Failed || intent.maybe_executed
+}
+
+fn claim_nonce(tx: &rusqlite::Transaction<'_>, intent: &Intent) -> rusqlite::Result<Claim> {
+    let (Some(account), Some(nonce)) = (&intent.evidence.from, intent.evidence.nonce) else {
+        return Ok(Claim::None);
+    };
+    if !holds_nonce(intent) {
+        return Ok(Claim::None);
+    }
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO nonces (account, nonce, intent_id) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+        )?
+        .execute(params![account, nonce as i64, intent.id])?;
+    if inserted == 1 {
+        return Ok(Claim::New);
+    }
+    let owner: String = tx
+        .prepare_cached("SELECT intent_id FROM nonces WHERE account = ?1 AND nonce = ?2")?
+        .query_row(params![account, nonce as i64], |r| r.get(0))?;
+    Ok(if owner == intent.id { Claim::Held } else { Claim::Taken })
+}
+
+fn release_nonce(tx: &rusqlite::Transaction<'_>, intent: &Intent) -> rusqlite::Result<usize> {
+    let (Some(account), Some(nonce)) = (&intent.evidence.from, intent.evidence.nonce) else {
+        return Ok(0);
+    };
+    tx.prepare_cached("DELETE FROM nonces WHERE account = ?1 AND nonce = ?2 AND intent_id = ?3")?
+        .execute(params![account, nonce as i64, intent.id])
+}
+
 fn evidence_json(evidence: &Evidence) -> String {
     serde_json::to_string(evidence).unwrap_or_else(|_| "{}".into())
 }
@@ -399,4 +483,80 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<Result<Intent, String>> {
         key_first_sent_ms: r.get::<_, Option<i64>>(16)?.map(|v| v as u64),
         last_sent_ms: r.get::<_, Option<i64>>(17)?.map(|v| v as u64),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn transfer(id: &str, nonce: u64) -> Intent {
+        Intent {
+            id: id.into(),
+            action: "chain.transfer".into(),
+            params: "{}".into(),
+            params_hash: String::new(),
+            key: format!("k-{id}"),
+            state: State::Recorded,
+            attempts: 0,
+            replaces: None,
+            evidence: Evidence::default(),
+            maybe_executed: false,
+            lease_owner: None,
+            lease_epoch: 0,
+            lease_until_ms: 0,
+            version: 0,
+            created_ms: 0,
+            updated_ms: 0,
+            key_first_sent_ms: None,
+            last_sent_ms: None,
+        }
+        .signed(nonce)
+    }
+
+    impl Intent {
+        fn signed(mut self, nonce: u64) -> Intent {
+            self.evidence.from = Some("0xaa".into());
+            self.evidence.nonce = Some(nonce);
+            self
+        }
+    }
+
+    fn submit(log: &mut IntentLog, row: &Intent) -> bool {
+        let mut new = row.clone();
+        new.state = State::Submitted;
+        let change = Change { new: &new, expect_version: row.version, from_state: row.state, note: None };
+        log.update(&[change]).unwrap()[0]
+    }
+
+    #[test]
+    fn a_nonce_is_claimed_by_one_intent_and_given_back_when_its_transfer_failed_unsent() {
+        let dir = std::env::temp_dir().join(format!("twice-log-nonces-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut log = IntentLog::open(&dir.join("intents.sqlite"), Durability::Normal).unwrap();
+        let (mut a, b) = (transfer("a", 0), transfer("b", 0));
+        for row in [&a, &b] {
+            let mut unsigned = row.clone();
+            unsigned.evidence = Evidence::default();
+            log.record(&unsigned).unwrap();
+        }
+        assert!(submit(&mut log, &a), "the first claim of nonce 0 is written");
+        assert!(!submit(&mut log, &b), "a second intent with nonce 0 is not");
+        assert_eq!(log.claimed_nonces("0xaa").unwrap(), BTreeSet::from([0]));
+        // A row that is not written does not keep the claim it made.
+        let stale = transfer("b", 1);
+        let mut moved = stale.clone();
+        moved.version = 7;
+        assert!(!submit(&mut log, &moved));
+        assert_eq!(log.claimed_nonces("0xaa").unwrap(), BTreeSet::from([0]));
+        // Refused for good, never pooled: the nonce is free again.
+        a.version = 1;
+        a.state = State::Submitted;
+        let mut failed = a.clone();
+        failed.state = State::Failed;
+        let change = Change { new: &failed, expect_version: 1, from_state: State::Submitted, note: None };
+        assert_eq!(log.update(&[change]).unwrap(), [true]);
+        assert!(log.claimed_nonces("0xaa").unwrap().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

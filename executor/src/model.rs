@@ -92,6 +92,43 @@ pub struct Evidence {
     pub first_sent_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_sent_ms: Option<u64>,
+    /// `files.put`: the condition every send carries, from what the object was before the
+    /// first send (read then, and recorded before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<Precondition>,
+    /// `chain.transfer`: the hash of the signed transaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_hash: Option<String>,
+    /// `chain.transfer`: the signed transaction (EIP-2718, `0x` hex), recorded before its
+    /// first broadcast: every broadcast sends these bytes, never a new signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_tx: Option<String>,
+    /// `chain.transfer`: the nonce the transaction was signed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<u64>,
+    /// `chain.transfer`: the sending account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+}
+
+/// What a conditional write requires of the object it writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precondition {
+    /// `If-None-Match: *`: the object did not exist, and must not.
+    IfNoneMatch,
+    /// `If-Match: <etag>`: the object was this version (a quoted ETag), and must still be.
+    IfMatch(String),
+}
+
+impl Evidence {
+    /// Records a signed transfer: what every broadcast of it sends.
+    pub fn record_signed(&mut self, signed: &crate::signing::SignedTransfer) {
+        self.tx_hash = Some(signed.hash.clone());
+        self.raw_tx = Some(signed.raw.clone());
+        self.nonce = Some(signed.nonce);
+        self.from = Some(signed.from.clone());
+    }
 }
 
 /// An action the executor can take in the world, with checked parameters.
@@ -101,10 +138,14 @@ pub enum Action {
     Refund { payment_intent: String, amount: u64 },
     /// `workspaces.create {external_id, name}`
     CreateWorkspace { external_id: String, name: String },
+    /// `files.put {bucket, key, body}`: the object `bucket/key` holds `body` afterwards.
+    PutObject { bucket: String, key: String, body: String },
+    /// `chain.transfer {to, value}`: `value` wei from the chain account to `to`.
+    Transfer { to: String, value_wei: u128 },
 }
 
 /// Every action name the executor supports.
-pub const ACTIONS: &[&str] = &["payments.refund", "workspaces.create"];
+pub const ACTIONS: &[&str] = &["payments.refund", "workspaces.create", "files.put", "chain.transfer"];
 
 /// Why an action was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -148,6 +189,40 @@ impl Action {
                 only(&["external_id", "name"])?;
                 Ok(Action::CreateWorkspace { external_id: text("external_id")?, name: text("name")? })
             }
+            "files.put" => {
+                only(&["bucket", "key", "body"])?;
+                let bucket = text("bucket")?;
+                let key = text("key")?;
+                // Both go into the request's path as they are: refuse what would need
+                // escaping rather than guess how a service decodes it.
+                let path_safe =
+                    |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!-_.*'()/".contains(&b));
+                if !path_safe(&bucket) || bucket.contains('/') {
+                    return Err(malformed("\"bucket\" must be letters, digits, '.', '-' and '_'".into()));
+                }
+                if !path_safe(&key) || key.starts_with('/') {
+                    return Err(malformed(
+                        "\"key\" must be letters, digits and ! - _ . * ' ( ) /, not starting with '/'".into(),
+                    ));
+                }
+                Ok(Action::PutObject { bucket, key, body: text("body")? })
+            }
+            "chain.transfer" => {
+                only(&["to", "value"])?;
+                let to = text("to")?;
+                let address = to.len() == 42
+                    && to.starts_with("0x")
+                    && to[2..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+                if !address {
+                    return Err(malformed("\"to\" must be 0x and 40 lowercase hex digits".into()));
+                }
+                let value = text("value")?;
+                let value_wei = Some(value.as_str())
+                    .filter(|v| v.bytes().all(|b| b.is_ascii_digit()) && !v.starts_with('0'))
+                    .and_then(|v| v.parse::<u128>().ok())
+                    .ok_or_else(|| malformed("\"value\" must be a positive decimal string of wei".into()))?;
+                Ok(Action::Transfer { to, value_wei })
+            }
             other => Err(ActionError::Unsupported(other.to_string())),
         }
     }
@@ -156,6 +231,8 @@ impl Action {
         match self {
             Action::Refund { .. } => "payments.refund",
             Action::CreateWorkspace { .. } => "workspaces.create",
+            Action::PutObject { .. } => "files.put",
+            Action::Transfer { .. } => "chain.transfer",
         }
     }
 
@@ -164,6 +241,16 @@ impl Action {
         match self {
             Action::Refund { .. } => "payments",
             Action::CreateWorkspace { .. } => "workspaces",
+            Action::PutObject { .. } => "files",
+            Action::Transfer { .. } => "chain",
+        }
+    }
+
+    /// A secret the action needs from `init`, if any.
+    pub fn secret(&self) -> Option<&'static str> {
+        match self {
+            Action::Transfer { .. } => Some(CHAIN_PRIVATE_KEY_SECRET),
+            _ => None,
         }
     }
 
@@ -176,9 +263,15 @@ impl Action {
             Action::CreateWorkspace { external_id, name } => {
                 json!({"external_id": external_id, "name": name})
             }
+            Action::PutObject { bucket, key, body } => json!({"bucket": bucket, "key": key, "body": body}),
+            // Wei outgrow JSON's safe integers: a decimal string, as in the proposal.
+            Action::Transfer { to, value_wei } => json!({"to": to, "value": value_wei.to_string()}),
         }
     }
 }
+
+/// The secret (`init.secrets`) with the chain account's private key: `0x` and 64 hex digits.
+pub const CHAIN_PRIVATE_KEY_SECRET: &str = "chain_private_key";
 
 /// Canonical JSON (RFC 8785) for the values intents carry: objects with sorted keys, no
 /// insignificant white space, strings escaped as RFC 8785 says, integers only. Floats are
@@ -310,13 +403,26 @@ mod tests {
     fn actions_check_their_parameters() {
         let ok = Action::parse("payments.refund", &json!({"amount": 10, "payment_intent": "pi_1"})).unwrap();
         assert_eq!(ok, Action::Refund { payment_intent: "pi_1".into(), amount: 10 });
+        let to = format!("0x{}", "b".repeat(40));
+        let transfer =
+            Action::parse("chain.transfer", &json!({"to": to, "value": "1000000000000000000000"})).unwrap();
+        assert_eq!(transfer, Action::Transfer { to: to.clone(), value_wei: 1_000 * 10u128.pow(18) });
+        assert_eq!(transfer.params(), json!({"to": to, "value": "1000000000000000000000"}));
+        let put = json!({"bucket": "reports", "key": "q3/summary.csv", "body": "v2"});
+        assert_eq!(Action::parse("files.put", &put).unwrap().params(), put);
         let cases = [
             ("payments.refund", json!({"amount": 0, "payment_intent": "pi"}), "positive integer"),
             ("payments.refund", json!({"amount": 1}), "payment_intent"),
             ("payments.refund", json!({"amount": 1, "payment_intent": "p", "x": 1}), "unknown parameter"),
             ("workspaces.create", json!({"external_id": "e"}), "name"),
             ("workspaces.create", json!([]), "JSON object"),
-            ("files.put", json!({}), "not supported"),
+            ("files.put", json!({"bucket": "b", "key": "/k", "body": "x"}), "not starting with '/'"),
+            ("files.put", json!({"bucket": "a b", "key": "k", "body": "x"}), "\"bucket\""),
+            ("files.put", json!({"bucket": "b", "key": "k"}), "\"body\""),
+            ("chain.transfer", json!({"to": "0xAB", "value": "1"}), "40 lowercase hex"),
+            ("chain.transfer", json!({"to": format!("0x{}", "b".repeat(40)), "value": 1}), "\"value\""),
+            ("chain.transfer", json!({"to": format!("0x{}", "b".repeat(40)), "value": "01"}), "decimal"),
+            ("mail.send", json!({}), "not supported"),
         ];
         for (action, params, says) in cases {
             let err = Action::parse(action, &params).unwrap_err().to_string();

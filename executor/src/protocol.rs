@@ -246,9 +246,9 @@ async fn handle(
                 replaces: intent.replaces,
             };
             let recorded = ex.propose(proposal).map_err(|e| match e {
-                ProposeError::Action(ActionError::Unsupported(_)) | ProposeError::NotConfigured { .. } => {
-                    fail(code::NOT_SUPPORTED, e.to_string())
-                }
+                ProposeError::Action(ActionError::Unsupported(_))
+                | ProposeError::NotConfigured { .. }
+                | ProposeError::MissingSecret { .. } => fail(code::NOT_SUPPORTED, e.to_string()),
                 ProposeError::Conflict(_) => fail(code::KEY_ALREADY_EXISTS, e.to_string()),
                 ProposeError::Log(_) => fail(code::CRASH, e.to_string()),
                 _ => fail(code::MALFORMED_REQUEST, e.to_string()),

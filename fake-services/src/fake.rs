@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
+use crate::chain::{self, Chain};
 use crate::clock::{Clock, ServiceClock};
 use crate::contract::{Contract, ContractPatch};
 use crate::core::ApiError;
 use crate::engine::ArmedRule;
-use crate::chain::{self, Chain};
 use crate::files::{self, Files};
 use crate::payments::{self, Payments};
 use crate::record::{Effect, JournalEntry};
@@ -95,6 +95,11 @@ impl Fake {
 
     /// The effects that really happened, in commit order.
     pub fn ledger(&self) -> Vec<Effect> {
+        // The chain mines lazily on service time: blocks due by now are mined before anyone
+        // reads what happened.
+        if let Fake::Chain(chain) = self {
+            chain.mine_due();
+        }
         with_core!(self, core => core.lock().ledger.effects().to_vec())
     }
 

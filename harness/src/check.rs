@@ -19,11 +19,14 @@
 //! |---|---|---|
 //! | `payments.refund` | `payments` ledger, kind `refund.created` | `params.payment_intent` |
 //! | `workspaces.create` | `workspaces` ledger, kind `workspace.created` | `params.external_id` |
+//! | `files.put` | `files` ledger, kind `object.put` | `params.key` |
+//! | `chain.transfer` | `chain` ledger, kind `tx.mined` | `params.to` |
 //!
 //! A *lineage* is a set of intents linked by `replaces` (and, in any case, every intent that
 //! shares a business key): an effect with a lineage's business key belongs to the lineage,
 //! then to the member whose authorised parameters it carries exactly (every field of the
-//! intent's `params`, e.g. `amount` for a refund, `name` for a workspace). Two edge cases:
+//! intent's `params`, e.g. `amount` for a refund, `name` for a workspace, `bucket` and `body`
+//! for an object, `value` for a transfer). Two edge cases:
 //!
 //! - Several members authorised the same parameters (a replacement with the same amount):
 //!   the effect's idempotency key decides if exactly one of them lists it in its claim's
@@ -41,6 +44,19 @@
 //! everything that needs no ledger (nothing lost, escalation evidence, liveness, expected
 //! states). Intents whose action is in [`Observed::unsupported`] are exempt from every
 //! check, and so are the effects that carry their business keys.
+//!
+//! # Stale writes
+//!
+//! [`NO_STALE_WRITE`] reads what the fakes record of each write's guard, per service, where
+//! the scenario's contract offers one:
+//!
+//! - `workspaces` with `fencing`: every create carries a fencing token, and per external id
+//!   the committed tokens never go down;
+//! - `files` with `conditional_writes`: an `object.put` that replaced an object (`replaced`
+//!   not null) carries the `If-Match` of the version it replaced. An overwrite without it is
+//!   a blind overwrite: the writer never proved that the object it replaced is the one it had
+//!   read, which is how a stale worker's write wins. (An `If-Match` naming another version
+//!   cannot commit: the fake refuses it with 412.)
 //!
 //! # The timeline's state moments
 //!
@@ -73,7 +89,8 @@ pub const UNKNOWN_IS_NOT_A_LIE: &str = "unknown-is-not-a-lie";
 pub const NOTHING_LOST: &str = "nothing-lost";
 /// A replacement never executes while its predecessor is unresolved, nor after it took effect.
 pub const LINEAGE: &str = "lineage";
-/// Where the service offers fencing, creates carry tokens that never go down.
+/// Where the service offers fencing, creates carry tokens that never go down; where it offers
+/// conditional writes, no object is overwritten blindly.
 pub const NO_STALE_WRITE: &str = "no-stale-write";
 /// After heal and reconcile, every intent is terminal.
 pub const LIVENESS: &str = "liveness";
@@ -190,16 +207,21 @@ struct Rule {
     key_param: &'static str,
     /// The fake can enforce fencing tokens on this action (when its contract says so).
     fenced: bool,
+    /// The fake records this action's conditional headers (`if_match`, `replaced`), and can
+    /// refuse an overwrite whose `If-Match` is stale (when its contract offers conditional
+    /// writes).
+    conditional: bool,
     default_contract: fn() -> Contract,
 }
 
-static RULES: [Rule; 2] = [
+static RULES: [Rule; 4] = [
     Rule {
         action: "payments.refund",
         service: "payments",
         kind: "refund.created",
         key_param: "payment_intent",
         fenced: false,
+        conditional: false,
         default_contract: Contract::payments_default,
     },
     Rule {
@@ -208,9 +230,39 @@ static RULES: [Rule; 2] = [
         kind: "workspace.created",
         key_param: "external_id",
         fenced: true,
+        conditional: false,
         default_contract: Contract::workspaces_default,
     },
+    Rule {
+        action: "files.put",
+        service: "files",
+        kind: "object.put",
+        key_param: "key",
+        fenced: false,
+        conditional: true,
+        default_contract: Contract::files_default,
+    },
+    Rule {
+        action: "chain.transfer",
+        service: "chain",
+        kind: "tx.mined",
+        key_param: "to",
+        fenced: false,
+        conditional: false,
+        default_contract: Contract::chain_default,
+    },
 ];
+
+impl Rule {
+    /// The contract the scenario announces for this rule's service.
+    fn contract(&self, scenario: &Scenario) -> Contract {
+        let mut contract = (self.default_contract)();
+        if let Some(patch) = scenario.services.get(self.service) {
+            contract.apply(patch.clone());
+        }
+        contract
+    }
+}
 
 fn rule_for_action(action: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.action == action)
@@ -665,12 +717,26 @@ impl<'a> Run<'a> {
 
     fn no_stale_write(&self) -> Vec<String> {
         let mut lines = Vec::new();
-        for rule in RULES.iter().filter(|r| r.fenced) {
-            let mut contract = (rule.default_contract)();
-            if let Some(patch) = self.scenario.services.get(rule.service) {
-                contract.apply(patch.clone());
+        for rule in RULES.iter().filter(|r| r.conditional) {
+            if !rule.contract(self.scenario).conditional_writes {
+                continue;
             }
-            if !contract.fencing {
+            for effect in self.effects.iter().filter(|e| e.rule.action == rule.action) {
+                let present = |field: &str| effect.effect.params.get(field).filter(|v| !v.is_null());
+                if let (Some(replaced), None) = (present("replaced"), present("if_match")) {
+                    lines.push(format!(
+                        "{} for {} overwrote version {} without If-Match, though {} offers conditional \
+                         writes: a blind overwrite",
+                        effect.label(),
+                        effect.key_text(),
+                        replaced.as_str().map_or_else(|| replaced.to_string(), str::to_string),
+                        rule.service
+                    ));
+                }
+            }
+        }
+        for rule in RULES.iter().filter(|r| r.fenced) {
+            if !rule.contract(self.scenario).fencing {
                 continue;
             }
             // Per business key: the effect that committed the highest token so far.
@@ -843,11 +909,30 @@ mod tests {
         }
     }
 
-    fn put(id: &str) -> IntentSpec {
+    fn put(id: &str, key: &str, body: &str) -> IntentSpec {
         IntentSpec {
             id: id.into(),
             action: "files.put".into(),
-            params: json!({"bucket": "b", "key": id, "content": "x"}),
+            params: json!({"bucket": "reports", "key": key, "body": body}),
+            replaces: None,
+        }
+    }
+
+    fn transfer(id: &str, to: &str, value: &str) -> IntentSpec {
+        IntentSpec {
+            id: id.into(),
+            action: "chain.transfer".into(),
+            params: json!({"to": to, "value": value}),
+            replaces: None,
+        }
+    }
+
+    /// An action no rule attributes.
+    fn mail(id: &str) -> IntentSpec {
+        IntentSpec {
+            id: id.into(),
+            action: "mail.send".into(),
+            params: json!({"to": "ops@example.com", "text": "x"}),
             replaces: None,
         }
     }
@@ -912,6 +997,35 @@ mod tests {
         ("workspaces", effect(seq, at_ms, "workspace.created", object, params, token))
     }
 
+    /// An object stored by a PUT; `replaced` and `if_match` are quoted ETags.
+    fn stored(seq: u64, key: &str, body: &str, replaced: Option<&str>, if_match: Option<&str>) -> Entry {
+        let params = json!({
+            "bucket": "reports",
+            "key": key,
+            "body": body,
+            "etag": format!("\"etag-{seq}\""),
+            "size": body.len(),
+            "if_match": if_match,
+            "if_none_match": replaced.is_none(),
+            "replaced": replaced,
+        });
+        ("files", effect(seq, seq * 100, "object.put", &format!("reports/{key}"), params, None))
+    }
+
+    /// A transfer mined in block `seq`.
+    fn mined(seq: u64, to: &str, value: &str, nonce: u64) -> Entry {
+        let hash = format!("0x{seq:064x}");
+        let params = json!({
+            "from": "0x00000000000000000000000000000000000000a0",
+            "to": to,
+            "value": value,
+            "nonce": nonce,
+            "hash": hash,
+            "block": seq,
+        });
+        ("chain", effect(seq, seq * 100, "tx.mined", &hash, params, None))
+    }
+
     /// A claim with the evidence an honest executor sends.
     fn claim(id: &str, state: &str) -> Claim {
         Claim {
@@ -969,21 +1083,30 @@ mod tests {
                         create("w1", "ext_1", "Acme"),
                         refund("r2", "pi_2", 300),
                         refund("r3", "pi_3", 100),
+                        put("f1", "q3.csv", "v2"),
+                        put("f2", "q4.csv", "v1"),
+                        transfer("t1", "0x00000000000000000000000000000000000000b1", "1000"),
                     ]),
                     &[("r1", "confirmed"), ("r2", "failed")],
                 ),
                 observed: timed(
                     observed(
-                        &["r1", "w1", "r2", "r3"],
+                        &["r1", "w1", "r2", "r3", "f1", "f2", "t1"],
                         vec![
                             claim("r1", "confirmed"),
                             claim("w1", "confirmed"),
                             claim("r2", "failed"),
                             claim("r3", "escalated"),
+                            claim("f1", "confirmed"),
+                            claim("f2", "confirmed"),
+                            claim("t1", "confirmed"),
                         ],
                         vec![
                             refunded(1, 100, "re_1", "pi_1", 500),
                             created(1, 120, "ws_1", "ext_1", "Acme", Some(1)),
+                            stored(1, "q3.csv", "v2", Some("\"etag-0\""), Some("\"etag-0\"")),
+                            stored(2, "q4.csv", "v1", None, None),
+                            mined(1, "0x00000000000000000000000000000000000000b1", "1000", 0),
                         ],
                     ),
                     vec![moment(90, "r1", "submitted"), moment(110, "r1", "confirmed")],
@@ -1330,6 +1453,101 @@ mod tests {
                 says: &[],
             },
             Case {
+                name: "a blind overwrite where conditional writes are offered",
+                scenario: scenario(vec![put("f1", "q3.csv", "v2")]),
+                observed: observed(
+                    &["f1"],
+                    vec![claim("f1", "confirmed")],
+                    vec![stored(1, "q3.csv", "v2", Some("\"etag-0\""), None)],
+                ),
+                broken: &[NO_STALE_WRITE],
+                says: &[(
+                    NO_STALE_WRITE,
+                    "files reports/q3.csv (seq 1) for key q3.csv overwrote version \"etag-0\" without If-Match, \
+                     though files offers conditional writes: a blind overwrite",
+                )],
+            },
+            Case {
+                name: "a blind overwrite where the contract offers no conditional writes",
+                scenario: {
+                    let mut s = scenario(vec![put("f1", "q3.csv", "v2")]);
+                    let patch = ContractPatch { conditional_writes: Some(false), ..ContractPatch::default() };
+                    s.services.insert("files".into(), patch);
+                    s
+                },
+                observed: observed(
+                    &["f1"],
+                    vec![claim("f1", "confirmed")],
+                    vec![stored(1, "q3.csv", "v2", Some("\"etag-0\""), None)],
+                ),
+                broken: &[],
+                says: &[],
+            },
+            Case {
+                name: "an object stored twice, the second time over the first",
+                scenario: scenario(vec![put("f1", "q3.csv", "v2")]),
+                observed: observed(
+                    &["f1"],
+                    vec![claim("f1", "confirmed")],
+                    vec![
+                        stored(1, "q3.csv", "v2", None, None),
+                        stored(2, "q3.csv", "v2", Some("\"etag-1\""), None),
+                    ],
+                ),
+                broken: &[NO_DUPLICATE_EFFECT, HONEST_TERMINAL_STATES, NO_STALE_WRITE],
+                says: &[
+                    (NO_DUPLICATE_EFFECT, "intent f1 has 2 effects, at most one allowed"),
+                    (NO_STALE_WRITE, "files reports/q3.csv (seq 2) for key q3.csv overwrote version"),
+                ],
+            },
+            Case {
+                name: "an object with another body",
+                scenario: scenario(vec![put("f1", "q3.csv", "v2")]),
+                observed: observed(
+                    &["f1"],
+                    vec![claim("f1", "confirmed")],
+                    vec![stored(1, "q3.csv", "v3", None, None)],
+                ),
+                broken: &[HONEST_TERMINAL_STATES],
+                says: &[(HONEST_TERMINAL_STATES, "body \"v3\" (authorised \"v2\")")],
+            },
+            Case {
+                name: "a transfer signed twice with two nonces",
+                scenario: scenario(vec![transfer(
+                    "t1",
+                    "0x00000000000000000000000000000000000000b1",
+                    "1000",
+                )]),
+                observed: observed(
+                    &["t1"],
+                    vec![claim("t1", "confirmed")],
+                    vec![
+                        mined(1, "0x00000000000000000000000000000000000000b1", "1000", 0),
+                        mined(2, "0x00000000000000000000000000000000000000b1", "1000", 1),
+                    ],
+                ),
+                broken: &[NO_DUPLICATE_EFFECT, HONEST_TERMINAL_STATES],
+                says: &[(
+                    NO_DUPLICATE_EFFECT,
+                    "intent t1 has 2 effects, at most one allowed: chain 0x0000000000000000000000000000000000000000000000000000000000000001 (seq 1)",
+                )],
+            },
+            Case {
+                name: "a transfer claimed failed that was mined",
+                scenario: scenario(vec![transfer(
+                    "t1",
+                    "0x00000000000000000000000000000000000000b1",
+                    "1000",
+                )]),
+                observed: observed(
+                    &["t1"],
+                    vec![claim("t1", "failed")],
+                    vec![mined(1, "0x00000000000000000000000000000000000000b1", "1000", 0)],
+                ),
+                broken: &[HONEST_TERMINAL_STATES, UNKNOWN_IS_NOT_A_LIE],
+                says: &[(UNKNOWN_IS_NOT_A_LIE, "t1 claims failed, contrary to the ledger: chain 0x")],
+            },
+            Case {
                 name: "stuck after reconciliation",
                 scenario: scenario(vec![
                     refund("r1", "pi_1", 500),
@@ -1362,14 +1580,18 @@ mod tests {
             Case {
                 name: "unsupported actions are exempt from everything",
                 scenario: expecting(
-                    scenario(vec![put("f1"), refund("r1", "pi_1", 500)]),
+                    scenario(vec![put("f1", "q3.csv", "v2"), refund("r1", "pi_1", 500)]),
                     &[("f1", "confirmed")],
                 ),
                 observed: {
                     let mut o = observed(
                         &["f1", "r1"],
                         vec![claim("f1", "unknown")],
-                        vec![refunded(1, 100, "re_1", "pi_1", 500), refunded(2, 200, "re_2", "pi_1", 500)],
+                        vec![
+                            refunded(1, 100, "re_1", "pi_1", 500),
+                            refunded(2, 200, "re_2", "pi_1", 500),
+                            stored(1, "q3.csv", "v2", Some("\"etag-0\""), None),
+                        ],
                     );
                     o.unsupported = vec!["files.put".into(), "payments.refund".into()];
                     o
@@ -1379,7 +1601,7 @@ mod tests {
             },
             Case {
                 name: "an action without attribution still gets the checks that need no ledger",
-                scenario: scenario(vec![put("f1"), put("f2")]),
+                scenario: scenario(vec![mail("f1"), mail("f2")]),
                 observed: observed(
                     &["f1", "f2"],
                     vec![claim("f1", "confirmed"), claim_with("f2", "escalated", json!({}))],

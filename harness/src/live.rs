@@ -119,7 +119,7 @@ const SERVER_STOP_MS_MAX: u64 = 5_000;
 /// grow the harness without bound (later events are dropped).
 pub const TIMELINE_MOMENTS_MAX: usize = 100_000;
 /// The payments API key every worker is given.
-pub const PAYMENTS_API_KEY: &str = "sk_test_twice";
+pub const PAYMENTS_API_KEY: &str = setup::PAYMENTS_API_KEY;
 
 // ---------------------------------------------------------------------------------------------
 // The executor's command line
@@ -654,7 +654,6 @@ fn arm_points(scenario: &Scenario, fakes: &Fakes) -> Result<Vec<PointRule>, setu
     Ok(points)
 }
 
-
 /// Disarms every fault but keeps the request points, which are not faults.
 fn heal(fakes: &Fakes) {
     for fake in fakes.all() {
@@ -791,7 +790,7 @@ impl Run<'_> {
             "worker_id": name,
             "state_dir": self.state_dir,
             "services": self.services,
-            "secrets": {"payments_api_key": PAYMENTS_API_KEY},
+            "secrets": setup::secrets(),
             "limits": self.limits,
         });
         let rx = match self.send(name, "init", init).await {
@@ -1254,9 +1253,10 @@ impl Run<'_> {
         self.collect();
     }
 
-    /// Ledgers and journals, the journals without the points' own rules.
+    /// Ledgers and journals of the announced services, the journals without the points' own
+    /// rules.
     fn collect(&mut self) {
-        for fake in self.fakes.all() {
+        for fake in self.fakes.all().into_iter().filter(|f| setup::announced(self.scenario, f.name())) {
             let mut journal = fake.journal();
             for entry in &mut journal {
                 entry.faults.retain(|f| !f.rule.starts_with(POINT_RULE_PREFIX));
@@ -1518,7 +1518,7 @@ mod tests {
             ids,
             [("payments", "twice-point-1", &[0, 1][..]), ("workspaces", "twice-point-2", &[2][..])]
         );
-        let hold = |fake: &Fake| -> Vec<(Option<String>, FaultSpec)> {
+        let hold = |fake: &fake_services::Fake| -> Vec<(Option<String>, FaultSpec)> {
             fake.rules().into_iter().map(|r| (r.rule.id, r.rule.fault)).collect()
         };
         let payments = fakes.get("payments").unwrap();

@@ -4,9 +4,23 @@ use std::collections::BTreeMap;
 
 use fake_services::{Contract, Fakes};
 use scenarios::Scenario;
+use scenarios::model::CHAIN_ACCOUNT_BALANCE_WEI;
 
 /// The start of time in simulations: 2026-01-01T00:00:00Z.
 pub const EPOCH_MS: u64 = 1_767_225_600_000;
+
+/// The payments API key every worker is given (`secrets.payments_api_key`).
+pub const PAYMENTS_API_KEY: &str = "sk_test_twice";
+
+/// The private key of the one chain account of every scenario (`secrets.chain_private_key`):
+/// keccak256("twice chain account 1"). Fixed, so that runs are reproducible; the harness
+/// seeds its address with [`CHAIN_ACCOUNT_BALANCE_WEI`].
+pub const CHAIN_PRIVATE_KEY: &str = "0xbebd77e4aa6898d625823fb3dfffda55489b1c9249b01c5912c0ab964a68db9d";
+
+/// The services every run announces to its workers and reports ledgers for, used or not: the
+/// services of the first catalog, whose reports stay as they were. Any other service is
+/// announced and reported only where the scenario uses it.
+pub const ALWAYS_ANNOUNCED: [&str; 2] = ["payments", "workspaces"];
 
 /// The limits every executor is told in `init`, the same in both drivers, so that scenario
 /// authors can reason about them (a pause past the lease is a pause longer than `lease_ms`).
@@ -42,18 +56,42 @@ pub enum SetupError {
     Rejected { scenario: String, problem: String },
 }
 
-/// The contract each service announces in this scenario: its default with the scenario's
-/// changes.
+/// Whether workers are told of `service` in this scenario, and its ledger and journal are
+/// observed (see [`ALWAYS_ANNOUNCED`]).
+pub fn announced(scenario: &Scenario, service: &str) -> bool {
+    ALWAYS_ANNOUNCED.contains(&service) || used_services(scenario).iter().any(|s| s == service)
+}
+
+/// The contract each announced service offers in this scenario: its default with the
+/// scenario's changes.
 pub fn contracts(scenario: &Scenario, fakes: &Fakes) -> BTreeMap<String, Contract> {
     fakes
         .all()
         .iter()
+        .filter(|fake| announced(scenario, fake.name()))
         .filter_map(|fake| scenario.contract(fake.name()).map(|c| (fake.name().to_string(), c)))
         .collect()
 }
 
-/// Sets contracts, seeds the payment intents the scenario uses and arms its faults.
+/// The secrets every worker is given: the same in both drivers.
+pub fn secrets() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("payments_api_key".to_string(), PAYMENTS_API_KEY.to_string()),
+        (executor::model::CHAIN_PRIVATE_KEY_SECRET.to_string(), CHAIN_PRIVATE_KEY.to_string()),
+    ])
+}
+
+/// The address of the chain account, from [`CHAIN_PRIVATE_KEY`].
+pub fn chain_account() -> String {
+    executor::signing::ChainKey::parse(CHAIN_PRIVATE_KEY)
+        .map(|k| k.address().to_string())
+        .expect("CHAIN_PRIVATE_KEY is a valid key (a unit test checks it)")
+}
+
+/// Sets contracts, seeds what the scenario uses (payment intents, buckets and objects, the
+/// chain account) and arms its faults.
 pub fn prepare(scenario: &Scenario, fakes: &Fakes) -> Result<(), SetupError> {
+    let rejected = |problem: String| SetupError::Rejected { scenario: scenario.name.clone(), problem };
     for (service, patch) in &scenario.services {
         let fake = fakes.get(service).ok_or_else(|| SetupError::UnknownService {
             scenario: scenario.name.clone(),
@@ -63,18 +101,29 @@ pub fn prepare(scenario: &Scenario, fakes: &Fakes) -> Result<(), SetupError> {
     }
     let intents = scenario.payment_intents_to_seed();
     for (id, amount) in intents {
+        fakes.payments.seed_payment_intent(Some(&id), amount, "usd").map_err(rejected)?;
+    }
+    for bucket in scenario.buckets_to_seed() {
+        fakes.files.seed_bucket(&bucket).map_err(|e| rejected(format!("bucket {bucket}: {e}")))?;
+    }
+    for object in &scenario.objects {
         fakes
-            .payments
-            .seed_payment_intent(Some(&id), amount, "usd")
-            .map_err(|problem| SetupError::Rejected { scenario: scenario.name.clone(), problem })?;
+            .files
+            .seed_object(&object.bucket, &object.key, object.body.as_bytes())
+            .map_err(|e| rejected(format!("object {}/{}: {e}", object.bucket, object.key)))?;
+    }
+    if used_services(scenario).iter().any(|s| s == "chain") {
+        fakes
+            .chain
+            .seed_account(&chain_account(), CHAIN_ACCOUNT_BALANCE_WEI)
+            .map_err(|e| rejected(format!("chain account: {e}")))?;
     }
     for fault in &scenario.faults {
         let fake = fakes.get(&fault.service).ok_or_else(|| SetupError::UnknownService {
             scenario: scenario.name.clone(),
             service: fault.service.clone(),
         })?;
-        fake.add_rule(fault.rule.clone())
-            .map_err(|problem| SetupError::Rejected { scenario: scenario.name.clone(), problem })?;
+        fake.add_rule(fault.rule.clone()).map_err(rejected)?;
     }
     Ok(())
 }
@@ -120,4 +169,28 @@ pub fn announce(contract: &Contract) -> executor::Contract {
     serde_json::to_value(contract)
         .and_then(serde_json::from_value)
         .expect("fake and executor contracts share one JSON shape")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chain_account_is_the_keys_address() {
+        // keccak256("twice chain account 1") and its address, as any Ethereum tool derives them.
+        assert_eq!(chain_account(), "0x1cbc11e4f4f8b32508b5375e0c2e87473f393802");
+        assert_eq!(secrets()["chain_private_key"], CHAIN_PRIVATE_KEY);
+    }
+
+    #[test]
+    fn only_used_services_are_announced_beyond_the_first_two() {
+        let scenario: Scenario = serde_json::from_value(serde_json::json!({
+            "name": "x",
+            "intents": [{"id": "f1", "action": "files.put", "params": {"bucket": "b", "key": "k", "body": "v"}}],
+        }))
+        .expect("a scenario");
+        let fakes = Fakes::new(std::sync::Arc::new(fake_services::ManualClock::new(0)), 1);
+        let names: Vec<String> = contracts(&scenario, &fakes).into_keys().collect();
+        assert_eq!(names, ["files", "payments", "workspaces"]);
+    }
 }

@@ -77,6 +77,8 @@ pub struct WorkerSetup {
     pub incarnation: u32,
     pub state_dir: PathBuf,
     pub services: BTreeMap<String, executor::Service>,
+    /// As the protocol's `init.secrets`: `payments_api_key`, `chain_private_key`.
+    pub secrets: BTreeMap<String, String>,
     pub limits: executor::Limits,
     /// Virtual time, shared by every worker of the run.
     pub clock: executor::world::TokioClock,
@@ -105,7 +107,7 @@ impl SimFactory for Reference {
         let config = executor::Config {
             worker_id: setup.worker_id.clone(),
             services: setup.services,
-            secrets: BTreeMap::new(),
+            secrets: setup.secrets,
             limits: setup.limits,
         };
         let world = executor::World {
@@ -144,7 +146,8 @@ impl SimExecutor for ReferenceSim {
             match self.0.propose(proposal) {
                 Ok(_) => Ok(()),
                 Err(e @ executor::ProposeError::Action(executor::model::ActionError::Unsupported(_)))
-                | Err(e @ executor::ProposeError::NotConfigured { .. }) => {
+                | Err(e @ executor::ProposeError::NotConfigured { .. })
+                | Err(e @ executor::ProposeError::MissingSecret { .. }) => {
                     Err(Refusal::Unsupported(e.to_string()))
                 }
                 Err(e) => Err(Refusal::Other(e.to_string())),
@@ -459,6 +462,7 @@ impl Run<'_> {
             incarnation,
             state_dir: self.state_dir.clone(),
             services: self.services.clone(),
+            secrets: setup::secrets(),
             limits: setup::limits_for(self.scenario),
             clock: self.clock.clone(),
             transport: Arc::new(transport),
@@ -696,10 +700,10 @@ impl Run<'_> {
         }
     }
 
-    /// Ledgers and journals: at the end of a run, and also when it ended early, where what
-    /// the fakes saw still explains the executor's error.
+    /// Ledgers and journals of the announced services: at the end of a run, and also when it
+    /// ended early, where what the fakes saw still explains the executor's error.
     fn collect(&mut self) {
-        for fake in self.fakes.all() {
+        for fake in self.fakes.all().into_iter().filter(|f| setup::announced(self.scenario, f.name())) {
             self.observed.ledgers.insert(fake.name().to_string(), fake.ledger());
             self.observed.journals.insert(fake.name().to_string(), fake.journal());
         }

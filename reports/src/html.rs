@@ -29,9 +29,10 @@ pub const TIMELINES_PASSING_MAX: usize = 300;
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
 
 /// The effect parameters that are business keys, as the checker attributes them
-/// (`harness::check`: `payment_intent` for refunds, `external_id` for workspaces). A second
-/// effect of the same kind with the same key is a duplicate whatever intent it belongs to.
-const BUSINESS_KEY_PARAMS: [&str; 2] = ["payment_intent", "external_id"];
+/// (`harness::check`: `payment_intent` for refunds, `external_id` for workspaces, `to` for
+/// chain transfers). A second effect of the same kind with the same key is a duplicate whatever
+/// intent it belongs to. A file's `key` is not one: two intents may write the same object.
+const BUSINESS_KEY_PARAMS: [&str; 3] = ["payment_intent", "external_id", "to"];
 
 /// The harness's own lane in timelines.
 const HARNESS_LANE: &str = "harness";

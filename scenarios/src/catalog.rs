@@ -17,6 +17,10 @@ macro_rules! embed {
 /// Every catalog scenario: its name and its TOML text, in alphabetical order.
 pub const CATALOG: &[(&str, &str)] = embed![
     "amount_changed_while_unknown",
+    "chain_crash_after_signing",
+    "chain_error_after_commit",
+    "chain_nonce_trap",
+    "chain_stale_nonce",
     "clock_jump_inside_terms",
     "crash_after_record",
     "crash_during_reconciliation",
@@ -32,6 +36,9 @@ pub const CATALOG: &[(&str, &str)] = embed![
     "fault_silent_noop",
     "fault_stale_read",
     "fault_timeout_after_commit",
+    "files_put_drop_after_commit",
+    "files_put_error_after_commit",
+    "files_stale_worker_overwrite",
     "key_expired_before_reconciliation",
     "key_regenerated_per_attempt",
     "keys_ignored_by_service",

@@ -17,7 +17,9 @@ pub mod validate;
 pub mod write;
 
 pub use catalog::{CATALOG, catalog};
-pub use model::{Event, EventAction, IntentSpec, LimitOverrides, PhaseName, Point, Scenario, ServiceFault};
+pub use model::{
+    Event, EventAction, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario, ServiceFault,
+};
 pub use parse::{LoadError, ScenarioError, parse_file, parse_scenario};
 pub use validate::{FieldPath, Invalid};
 pub use write::to_toml;

@@ -2,7 +2,7 @@
 //! faults the fakes inject, the process events the harness applies, and what must hold.
 //! The TOML form is documented in `docs/scenarios.md`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use fake_services::{Contract, ContractPatch, FaultRule};
 use serde::{Deserialize, Serialize};
@@ -20,6 +20,12 @@ pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 2_000;
 
 /// The lease a driver announces when a scenario does not set one.
 pub const DEFAULT_LEASE_MS: u64 = 10_000;
+
+/// One ether in wei.
+pub const ETHER_WEI: u128 = 1_000_000_000_000_000_000;
+
+/// What the harness seeds the scenario's one chain account with: 1000 ether.
+pub const CHAIN_ACCOUNT_BALANCE_WEI: u128 = 1_000 * ETHER_WEI;
 
 /// One scenario.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -44,6 +50,9 @@ pub struct Scenario {
     /// intents that intents mention but that are not listed here get 10 000.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub payment_intents: BTreeMap<String, u64>,
+    /// Objects to store in the files service before anything runs (not ledger effects).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<ObjectSeed>,
     /// What the agent proposes, in order.
     pub intents: Vec<IntentSpec>,
     /// Fault rules armed on the fakes before the act phase.
@@ -93,6 +102,21 @@ impl Scenario {
         seeded
     }
 
+    /// Every bucket to create before the run: those `objects` and `files.put` intents name.
+    pub fn buckets_to_seed(&self) -> BTreeSet<String> {
+        let from_intents = self
+            .intents
+            .iter()
+            .filter(|i| i.action == "files.put")
+            .filter_map(|i| i.params.get("bucket").and_then(|v| v.as_str()));
+        self.objects.iter().map(|o| o.bucket.as_str()).chain(from_intents).map(str::to_string).collect()
+    }
+
+    /// The body `objects` seeds at `bucket`/`key`, if any.
+    pub fn seeded_object(&self, bucket: &str, key: &str) -> Option<&str> {
+        self.objects.iter().find(|o| o.bucket == bucket && o.key == key).map(|o| o.body.as_str())
+    }
+
     /// The indexes of the events whose point satisfies `at`, in the order they are listed
     /// (the order in which they fire).
     pub fn events_at(&self, at: impl Fn(&Point) -> bool) -> Vec<usize> {
@@ -118,8 +142,19 @@ pub fn default_contract(service: &str) -> Option<Contract> {
     match service {
         "payments" => Some(Contract::payments_default()),
         "workspaces" => Some(Contract::workspaces_default()),
+        "files" => Some(Contract::files_default()),
+        "chain" => Some(Contract::chain_default()),
         _ => None,
     }
+}
+
+/// An object the files service holds before the run: `[[objects]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectSeed {
+    pub bucket: String,
+    pub key: String,
+    pub body: String,
 }
 
 /// Limits a scenario sets for the executor; absent ones take the driver's defaults

@@ -24,7 +24,8 @@ use toml::Spanned;
 use toml::de::{DeString, DeTable, DeValue};
 
 use crate::model::{
-    Event, EventAction, FIRST_WORKER, IntentSpec, LimitOverrides, PhaseName, Point, Scenario, ServiceFault,
+    Event, EventAction, FIRST_WORKER, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario,
+    ServiceFault,
 };
 use crate::validate::{FieldPath, Segment, render_hint, suggest};
 
@@ -159,6 +160,7 @@ pub const TOP_KEYS: &[&str] = &[
     "limits",
     "services",
     "payment_intents",
+    "objects",
     "intents",
     "faults",
     "events",
@@ -167,6 +169,9 @@ pub const TOP_KEYS: &[&str] = &[
 
 /// Keys of `[limits]`.
 pub const LIMIT_KEYS: &[&str] = &["request_timeout_ms", "lease_ms"];
+
+/// Keys of an `[[objects]]` table, all required.
+pub const OBJECT_KEYS: &[&str] = &["bucket", "key", "body"];
 
 /// Keys of an `[[intents]]` table.
 pub const INTENT_KEYS: &[&str] = &["id", "action", "params", "replaces"];
@@ -408,6 +413,9 @@ fn convert(doc: &Spanned<DeTable<'_>>) -> Res<Scenario> {
             scenario.payment_intents.insert(id.get_ref().to_string(), uint(amount, id.get_ref())?);
         }
     }
+    if let Some(v) = root.get("objects") {
+        scenario.objects = tables(v, "objects")?.iter().map(object).collect::<Res<_>>()?;
+    }
     if let Some(v) = root.get("intents") {
         scenario.intents = tables(v, "intents")?.iter().map(intent).collect::<Res<_>>()?;
     }
@@ -458,6 +466,11 @@ fn contract(table: &Table<'_, '_>) -> Res<ContractPatch> {
         terms.insert(name.to_string(), term);
     }
     serde_json::from_value(Value::Object(terms)).map_err(|e| Located::new(table.span.clone(), e.to_string()))
+}
+
+fn object(table: &Table<'_, '_>) -> Res<ObjectSeed> {
+    table.allow(OBJECT_KEYS)?;
+    Ok(ObjectSeed { bucket: table.string("bucket")?, key: table.string("key")?, body: table.string("body")? })
 }
 
 fn intent(table: &Table<'_, '_>) -> Res<IntentSpec> {

@@ -13,10 +13,10 @@ use fake_services::rule::{HOLD_MS_MAX, closest};
 use fake_services::{Contract, FaultRule, FaultSpec, KeyPolicy};
 use serde_json::Value;
 
-use crate::model::{EventAction, FIRST_WORKER, Point, Scenario};
+use crate::model::{CHAIN_ACCOUNT_BALANCE_WEI, ETHER_WEI, EventAction, FIRST_WORKER, Point, Scenario};
 
 /// Every service a scenario can name.
-pub const SERVICES: &[&str] = &["payments", "workspaces"];
+pub const SERVICES: &[&str] = &["payments", "workspaces", "files", "chain"];
 
 /// Every state an executor can report (design §5b), as `expect` values name them.
 pub const STATES: &[&str] =
@@ -29,6 +29,31 @@ pub enum ParamKind {
     Text,
     /// An integer from 1 to [`AMOUNT_MAX`].
     PositiveInteger,
+    /// An S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-', starting and
+    /// ending with a letter or digit.
+    Bucket,
+    /// An object key: 1 to [`TEXT_MAX`] of S3's safe characters (letters, digits and
+    /// `! - _ . * ' ( ) /`), not starting with '/', so that it goes into a URL path as it is.
+    ObjectKey,
+    /// An Ethereum address: `0x` and 40 lowercase hex digits, as the chain's ledger writes it.
+    Address,
+    /// An amount of wei as a decimal string (it does not fit a TOML integer), from 1 to
+    /// [`TRANSFER_WEI_MAX`].
+    Wei,
+}
+
+impl ParamKind {
+    /// A valid value of this kind, for tests and examples.
+    pub fn example(self) -> Value {
+        match self {
+            ParamKind::Text => Value::from("x"),
+            ParamKind::PositiveInteger => Value::from(1),
+            ParamKind::Bucket => Value::from("reports"),
+            ParamKind::ObjectKey => Value::from("q3/summary.csv"),
+            ParamKind::Address => Value::from("0x00000000000000000000000000000000000000b0"),
+            ParamKind::Wei => Value::from("1000000000000000000"),
+        }
+    }
 }
 
 /// An action an agent can propose (design §6), with its parameters.
@@ -57,6 +82,18 @@ pub const ACTIONS: &[ActionSpec] = &[
         service: "workspaces",
         params: &[("external_id", ParamKind::Text), ("name", ParamKind::Text)],
         lineage_key: "external_id",
+    },
+    ActionSpec {
+        name: "files.put",
+        service: "files",
+        params: &[("bucket", ParamKind::Bucket), ("key", ParamKind::ObjectKey), ("body", ParamKind::Text)],
+        lineage_key: "key",
+    },
+    ActionSpec {
+        name: "chain.transfer",
+        service: "chain",
+        params: &[("to", ParamKind::Address), ("value", ParamKind::Wei)],
+        lineage_key: "to",
     },
 ];
 
@@ -87,6 +124,13 @@ pub const REQUEST_TIMEOUT_MS: (u64, u64) = (50, 60_000);
 pub const LEASE_MS: (u64, u64) = (100, 600_000);
 /// Longest key retention a contract can announce.
 pub const KEY_RETENTION_MS_MAX: u64 = 30 * DAY_MS;
+/// Most objects a scenario seeds.
+pub const OBJECTS_MAX: usize = 100;
+/// Largest single transfer: the whole balance the harness seeds the chain account with.
+pub const TRANSFER_WEI_MAX: u128 = CHAIN_ACCOUNT_BALANCE_WEI;
+/// What the transfers of a scenario leave of the chain account's balance, at least: enough
+/// for the gas of every one of them, so that no transfer can only be refused.
+pub const GAS_RESERVE_WEI: u128 = ETHER_WEI;
 
 /// One step of a [`FieldPath`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,6 +269,7 @@ impl Scenario {
         self.check_limits(&root.key("limits"))?;
         self.check_services(&root.key("services"))?;
         self.check_payment_intents(&root.key("payment_intents"))?;
+        self.check_objects(&root.key("objects"))?;
         self.check_intents(&root.key("intents"))?;
         self.check_faults(&root.key("faults"))?;
         self.check_events(&root.key("events"))?;
@@ -274,6 +319,35 @@ impl Scenario {
         Ok(())
     }
 
+    fn check_objects(&self, at: &FieldPath) -> Check {
+        if self.objects.len() > OBJECTS_MAX {
+            return Err(Invalid::new(
+                at.index(OBJECTS_MAX),
+                format!("{} objects; a scenario seeds at most {OBJECTS_MAX}", self.objects.len()),
+            ));
+        }
+        let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for (i, object) in self.objects.iter().enumerate() {
+            let here = at.index(i);
+            param_value(
+                ParamKind::Bucket,
+                "bucket",
+                &Value::from(object.bucket.as_str()),
+                here.key("bucket"),
+            )?;
+            param_value(ParamKind::ObjectKey, "key", &Value::from(object.key.as_str()), here.key("key"))?;
+            param_value(ParamKind::Text, "body", &Value::from(object.body.as_str()), here.key("body"))?;
+            if let Some(first) = seen.insert((&object.bucket, &object.key), i) {
+                return Err(Invalid::new(
+                    here.key("key"),
+                    format!("{}/{} is already seeded by objects[{first}]", object.bucket, object.key),
+                )
+                .hint("an object is seeded once; its body is what the service holds before the run"));
+            }
+        }
+        Ok(())
+    }
+
     fn check_intents(&self, at: &FieldPath) -> Check {
         if self.intents.is_empty() {
             return Err(Invalid::new(at.clone(), "a scenario needs at least one intent")
@@ -286,6 +360,9 @@ impl Scenario {
             ));
         }
         let seeded = self.payment_intents_to_seed();
+        // Wei the chain transfers move, all of them (a replacement's too: the sum bounds
+        // what can take effect).
+        let mut transferred: u128 = 0;
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         let mut replaced_by: BTreeMap<&str, &str> = BTreeMap::new();
         // Per intent, the index of its lineage's first intent.
@@ -322,6 +399,37 @@ impl Scenario {
                     .hint(
                         "such a refund can only be refused; list a larger amount under [payment_intents]",
                     ));
+                }
+            }
+            if spec.name == "files.put"
+                && let (Some(bucket), Some(key), Some(body)) = (
+                    intent.params.get("bucket").and_then(Value::as_str),
+                    intent.params.get("key").and_then(Value::as_str),
+                    intent.params.get("body").and_then(Value::as_str),
+                )
+                && self.seeded_object(bucket, key) == Some(body)
+            {
+                return Err(Invalid::new(
+                    here.key("params").key("body"),
+                    format!("{bucket}/{key} is seeded with this very body"),
+                )
+                .hint("a put that changes nothing leaves no trace a read could find; write another body"));
+            }
+            if spec.name == "chain.transfer"
+                && let Some(value) =
+                    intent.params.get("value").and_then(Value::as_str).and_then(|v| v.parse::<u128>().ok())
+            {
+                transferred = transferred.saturating_add(value);
+                let budget = CHAIN_ACCOUNT_BALANCE_WEI - GAS_RESERVE_WEI;
+                if transferred > budget {
+                    return Err(Invalid::new(
+                        here.key("params").key("value"),
+                        format!(
+                            "the transfers add up to {transferred} wei, more than the {budget} wei the chain \
+                             account can send (it holds {CHAIN_ACCOUNT_BALANCE_WEI} wei and keeps {GAS_RESERVE_WEI} for gas)"
+                        ),
+                    )
+                    .hint("such a transfer can only be refused for insufficient funds; send less"));
                 }
             }
             let root = match &intent.replaces {
@@ -564,33 +672,94 @@ fn check_params(spec: &ActionSpec, params: &Value, at: &FieldPath) -> Check {
         }
     }
     for (name, kind) in spec.params {
-        let here = at.key(name);
         let Some(value) = map.get(*name) else {
             return Err(Invalid::new(at.clone(), format!("{} needs parameter \"{name}\"", spec.name))
                 .hint(format!("it takes {}", names.join(", "))));
         };
-        match kind {
-            ParamKind::Text => match value {
-                Value::String(s) if !s.is_empty() && s.chars().count() <= TEXT_MAX => {}
-                _ => {
-                    return Err(Invalid::new(
-                        here,
-                        format!("{name} must be a string of 1 to {TEXT_MAX} characters"),
-                    ));
-                }
-            },
-            ParamKind::PositiveInteger => match value.as_u64() {
-                Some(n) if (1..=AMOUNT_MAX).contains(&n) => {}
-                _ => {
-                    return Err(Invalid::new(
-                        here,
-                        format!("{name} must be an integer from 1 to {AMOUNT_MAX}, found {value}"),
-                    ));
-                }
-            },
-        }
+        param_value(*kind, name, value, at.key(name))?;
     }
     Ok(())
+}
+
+/// One parameter's value, checked against its kind.
+fn param_value(kind: ParamKind, name: &str, value: &Value, here: FieldPath) -> Check {
+    let text = value.as_str().unwrap_or_default();
+    match kind {
+        ParamKind::Text => match value {
+            Value::String(s) if !s.is_empty() && s.chars().count() <= TEXT_MAX => Ok(()),
+            _ => Err(Invalid::new(here, format!("{name} must be a string of 1 to {TEXT_MAX} characters"))),
+        },
+        ParamKind::PositiveInteger => match value.as_u64() {
+            Some(n) if (1..=AMOUNT_MAX).contains(&n) => Ok(()),
+            _ => Err(Invalid::new(
+                here,
+                format!("{name} must be an integer from 1 to {AMOUNT_MAX}, found {value}"),
+            )),
+        },
+        ParamKind::Bucket => {
+            let edges = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+            let ok = value.is_string()
+                && (3..=63).contains(&text.len())
+                && text
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+                && edges(text.chars().next())
+                && edges(text.chars().last());
+            if ok {
+                return Ok(());
+            }
+            Err(Invalid::new(here, format!("{name} {value} is not a bucket name"))
+                .hint("use 3 to 63 lowercase letters, digits, '.' and '-', starting and ending with a letter or digit"))
+        }
+        ParamKind::ObjectKey => {
+            let ok = value.is_string()
+                && !text.is_empty()
+                && text.chars().count() <= TEXT_MAX
+                && !text.starts_with('/')
+                && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"!-_.*'()/".contains(&b));
+            if ok {
+                return Ok(());
+            }
+            Err(Invalid::new(here, format!("{name} {value} is not an object key the harness can use")).hint(
+                format!("use 1 to {TEXT_MAX} letters, digits and ! - _ . * ' ( ) /, not starting with '/'"),
+            ))
+        }
+        ParamKind::Address => {
+            let ok = value.is_string()
+                && text.len() == 42
+                && text.starts_with("0x")
+                && text[2..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if ok {
+                return Ok(());
+            }
+            let hint = if value.is_string()
+                && text.len() == 42
+                && text[2..].bytes().all(|b| b.is_ascii_hexdigit())
+            {
+                "write it in lowercase: the chain's ledger does, and effects are matched by it as text"
+            } else {
+                "an address is 0x and 40 hex digits, e.g. \"0x00000000000000000000000000000000000000b0\""
+            };
+            Err(Invalid::new(here, format!("{name} {value} is not a lowercase 0x address")).hint(hint))
+        }
+        ParamKind::Wei => {
+            let parsed = value
+                .as_str()
+                .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && !t.starts_with('0'))
+                .and_then(|t| t.parse::<u128>().ok())
+                .filter(|n| (1..=TRANSFER_WEI_MAX).contains(n));
+            if parsed.is_some() {
+                return Ok(());
+            }
+            let hint = if value.is_number() {
+                "write wei as a decimal string, e.g. \"1000000000000000000\" for one ether: it outgrows TOML's integers"
+            } else {
+                "a decimal string of digits without leading zeros"
+            };
+            Err(Invalid::new(here, format!("{name} must be 1 to {TRANSFER_WEI_MAX} wei, found {value}"))
+                .hint(hint))
+        }
+    }
 }
 
 /// A rule's fields, each checked on its own so that the error points at the field.

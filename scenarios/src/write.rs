@@ -69,6 +69,12 @@ fn write(scenario: &Scenario, header: &str) -> String {
             pair(&mut out, &key(id), &amount.to_string());
         }
     }
+    for object in &scenario.objects {
+        out.push_str("\n[[objects]]\n");
+        pair(&mut out, "bucket", &string(&object.bucket));
+        pair(&mut out, "key", &string(&object.key));
+        pair(&mut out, "body", &string(&object.body));
+    }
     for intent in &scenario.intents {
         write_intent(&mut out, intent);
     }

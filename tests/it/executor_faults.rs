@@ -1,4 +1,4 @@
-//! The reference executor against every fault of design §4, on both services, over loopback
+//! The reference executor against every fault of design §4, on every service, over loopback
 //! HTTP: one table, one runner. Each case proposes two intents under its faults, drains,
 //! optionally keeps passing while the faults are still armed, heals, reconciles, and then
 //! judges the executor's final claims against the fake's ledger.
@@ -9,7 +9,7 @@ use executor::config::Limits;
 use executor::{Proposal, State};
 use fake_services::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
 
-use crate::executor_rig::{self, PAYMENTS, Rig, WORKSPACES, judge, limits};
+use crate::executor_rig::{self, CHAIN, FILES, PAYMENTS, Rig, SEEDED_KEY, WORKSPACES, judge, limits};
 
 /// Reconciliation rounds after the heal, and the pause between them: about 7.5 s at most,
 /// several times the longest bound any case has to wait out.
@@ -69,6 +69,19 @@ impl Case {
             PAYMENTS => {
                 vec![executor_rig::refund("refund-a", 1_000), executor_rig::refund("refund-b", 1_500)]
             }
+            // A new object (If-None-Match: *) and an overwrite (If-Match).
+            FILES => vec![
+                executor_rig::put("put-new", "exports/q3.csv", "region,revenue\nemea,1200\n"),
+                executor_rig::put("put-over", SEEDED_KEY, "version 2"),
+            ],
+            CHAIN => vec![
+                executor_rig::transfer("pay-a", "0x00000000000000000000000000000000000000a1", 10u128.pow(17)),
+                executor_rig::transfer(
+                    "pay-b",
+                    "0x00000000000000000000000000000000000000b2",
+                    2 * 10u128.pow(17),
+                ),
+            ],
             _ => vec![executor_rig::workspace("ws-a", "org-a"), executor_rig::workspace("ws-b", "org-b")],
         }
     }
@@ -248,9 +261,116 @@ fn cases_for(s: &'static str) -> Vec<Case> {
     ]
 }
 
+/// Writes of `files` (PUT), and its reads (HEAD) from the `from`-th on: the reads before
+/// the first sends (one per intent) record the preconditions, and a fault there would only
+/// keep the intents from being sent.
+fn put(fault: FaultSpec) -> FaultRule {
+    FaultRule::always(fault).method("PUT").path("/reports/*")
+}
+
+fn head_from(from: u64, fault: FaultSpec) -> FaultRule {
+    FaultRule::always(fault).method("HEAD").path("/reports/*").nth(from).times(10_000)
+}
+
+/// The chain's broadcasts, and one method of its reads.
+fn broadcast(fault: FaultSpec) -> FaultRule {
+    call("eth_sendRawTransaction", fault)
+}
+
+fn call(method: &str, fault: FaultSpec) -> FaultRule {
+    FaultRule::always(fault).method("POST").field("rpc_method", method)
+}
+
+/// The main faults on the services without idempotency keys, whose writes are guarded by a
+/// precondition (files) or a signed nonce (chain) instead.
+fn guarded_cases(s: &'static str) -> Vec<Case> {
+    use FaultSpec::*;
+    use State::*;
+    let write = |fault: FaultSpec| if s == FILES { put(fault) } else { broadcast(fault) };
+    // A lookup read: files HEADs after the two that prepare; the chain's receipts.
+    let lookup = |fault: FaultSpec| {
+        if s == FILES { head_from(3, fault) } else { call("eth_getTransactionReceipt", fault) }
+    };
+    let eventual = |lag_max: u64| ContractPatch {
+        reads: Some(Reads::Eventual),
+        read_lag_ms_max: Some(lag_max),
+        settle_ms_max: Some(300),
+        ..ContractPatch::default()
+    };
+    vec![
+        Case::new(s, "refuse the writes until the heal", vec![write(Refuse)], Confirmed).faulty_ms(800),
+        Case::new(s, "reject 400 is definite", vec![write(Reject { status: 400, body: None })], Failed),
+        Case::new(
+            s,
+            "reject 503 is not definite",
+            vec![write(Reject { status: 503, body: None })],
+            Confirmed,
+        ),
+        Case::new(
+            s,
+            "reject 429 twice: not executed, retried in the drain",
+            vec![write(Reject { status: 429, body: None }).times(2)],
+            Confirmed,
+        ),
+        Case::new(s, "error_after_commit", vec![write(ErrorAfterCommit { status: 500 })], Confirmed)
+            .faulty_ms(600),
+        Case::new(s, "drop_after_commit", vec![write(DropAfterCommit)], Confirmed).faulty_ms(600),
+        Case::new(s, "timeout_after_commit", vec![write(TimeoutAfterCommit { hold_ms: 3_000 })], Confirmed),
+        Case::new(
+            s,
+            "commit_after_timeout within the settle bound",
+            vec![write(CommitAfterTimeout { delay_ms: Some(700) })],
+            Confirmed,
+        )
+        .faulty_ms(1_500),
+        Case::new(s, "silent_noop where acks may lie", vec![write(SilentNoop)], Confirmed)
+            .contract(ContractPatch { acks: Some(Acks::MayLie), ..ContractPatch::default() })
+            .faulty_ms(600),
+        // The guarded resend goes out before the lag has passed: its refusal (412, nonce too
+        // low) is read back while reads still lag, and proves nothing until they catch up.
+        Case::new(
+            s,
+            "stale_read while the reply was lost",
+            vec![write(DropAfterCommit), lookup(StaleRead { lag_ms: 1_500 })],
+            Confirmed,
+        )
+        .contract(eventual(1_500))
+        .faulty_ms(1_900),
+        Case::new(
+            s,
+            "forget_keys is harmless where keys are ignored",
+            vec![write(ForgetKeys { older_than_ms: None })],
+            Confirmed,
+        ),
+        Case::new(
+            s,
+            "ignore_keys with the reply lost",
+            vec![write(IgnoreKeys), write(DropAfterCommit)],
+            Confirmed,
+        )
+        .faulty_ms(600),
+        Case::new(
+            s,
+            "latency past the request timeout, within the settle bound",
+            vec![write(Latency { before_ms: 700, after_ms: 0 })],
+            Confirmed,
+        ),
+        Case::new(
+            s,
+            "drop_after_commit with lookups refused for good",
+            vec![write(DropAfterCommit), lookup(Refuse)],
+            Escalated,
+        )
+        .unhealed()
+        .limits(Limits { escalate_after_ms: 2_000, ..limits() }),
+    ]
+}
+
 fn cases() -> Vec<Case> {
     let mut cases = cases_for(PAYMENTS);
     cases.extend(cases_for(WORKSPACES));
+    cases.extend(guarded_cases(FILES));
+    cases.extend(guarded_cases(CHAIN));
     cases
 }
 
@@ -332,11 +452,11 @@ async fn the_executor_survives_every_fault_on_every_service() {
     assert!(failures.is_empty(), "{} of {ran} cases failed:\n{}", failures.len(), failures.join("\n\n"));
 }
 
-/// Every fault kind appears in the table for both services, so none goes untested.
+/// Every fault kind appears in the table for every service, so none goes untested.
 #[test]
-fn the_table_covers_every_fault_on_both_services() {
+fn the_table_covers_every_fault_on_every_service() {
     let cases = cases();
-    for service in [PAYMENTS, WORKSPACES] {
+    for service in [PAYMENTS, WORKSPACES, FILES, CHAIN] {
         for kind in fake_services::rule::FAULT_KINDS {
             let covered =
                 cases.iter().any(|c| c.service == service && c.rules.iter().any(|r| r.fault.kind() == *kind));

@@ -79,13 +79,13 @@ async fn proposing_is_idempotent_per_id_and_refuses_what_it_cannot_check() {
 
     // An action the executor does not have.
     let unsupported = Proposal {
-        id: "f1".into(),
-        action: "files.put".into(),
-        params: json!({"bucket": "b", "key": "k", "content": "c"}),
+        id: "m1".into(),
+        action: "mail.send".into(),
+        params: json!({"to": "ops@example.com", "text": "c"}),
         replaces: None,
     };
     match rig.executor.propose(unsupported) {
-        Err(ProposeError::Action(ActionError::Unsupported(action))) => assert_eq!(action, "files.put"),
+        Err(ProposeError::Action(ActionError::Unsupported(action))) => assert_eq!(action, "mail.send"),
         other => panic!("expected Unsupported, got {other:?}"),
     }
 

@@ -1,4 +1,5 @@
-//! A rig for the executor's acceptance tests: the fakes on loopback, `pi_1` seeded, each
+//! A rig for the executor's acceptance tests: the fakes on loopback, `pi_1`, the bucket
+//! `reports` (with one object) and the harness's chain account seeded, each
 //! fake's contract patched and announced to a library [`Executor`] on a fresh state
 //! directory, and the ledger read back to judge what the executor claims.
 //!
@@ -15,10 +16,16 @@ use executor::config::{self as xc, Limits};
 use executor::services::INTENT_METADATA_KEY;
 use executor::{Config, Durability, Executor, Intent, Proposal, State, World};
 use fake_services::{ContractPatch, Effect, Fake, Fakes, FaultRule, Server, TokioClock};
+use scenarios::model::CHAIN_ACCOUNT_BALANCE_WEI;
 use serde_json::{Value, json};
 
 pub const PAYMENTS: &str = "payments";
 pub const WORKSPACES: &str = "workspaces";
+pub const FILES: &str = "files";
+pub const CHAIN: &str = "chain";
+/// The bucket every rig creates, and the object it seeds there (for puts that overwrite).
+pub const BUCKET: &str = "reports";
+pub const SEEDED_KEY: &str = "seeded/summary.txt";
 /// What `pi_1` is seeded with.
 pub const PI_AMOUNT: u64 = 5_000;
 /// The settle bound every rig announces unless a test says otherwise.
@@ -158,6 +165,9 @@ impl Rig {
             servers.push(server);
         }
         fakes.payments.seed_payment_intent(Some("pi_1"), PI_AMOUNT, "usd")?;
+        fakes.files.seed_bucket(BUCKET)?;
+        fakes.files.seed_object(BUCKET, SEEDED_KEY, b"version 1")?;
+        fakes.chain.seed_account(&harness::setup::chain_account(), CHAIN_ACCOUNT_BALANCE_WEI)?;
         let rig_fakes = fakes.clone();
         for (service, rule) in rules {
             let fake = fakes.get(service).ok_or_else(|| format!("no service {service}"))?;
@@ -165,12 +175,7 @@ impl Rig {
             fake.add_rule(rule.clone()).map_err(|e| format!("rule {rule:?}: {e}"))?;
         }
         let state = StateDir::new(tag);
-        let config = Config {
-            worker_id: "w1".into(),
-            services,
-            secrets: [("payments_api_key".to_string(), "sk_test_twice".to_string())].into(),
-            limits,
-        };
+        let config = Config { worker_id: "w1".into(), services, secrets: harness::setup::secrets(), limits };
         let executor = Executor::open(config, &state.0, Durability::Normal, World::real())
             .map_err(|e| format!("cannot open the executor: {e}"))?;
         Ok(Rig { fakes: rig_fakes, _servers: servers, executor, _state: state })
@@ -274,11 +279,17 @@ impl Rig {
 
 /// The service an action is carried out by.
 pub fn service_of(action: &str) -> &'static str {
-    if action.starts_with("payments.") { PAYMENTS } else { WORKSPACES }
+    match action.split_once('.').map(|(service, _)| service) {
+        Some("payments") => PAYMENTS,
+        Some("files") => FILES,
+        Some("chain") => CHAIN,
+        _ => WORKSPACES,
+    }
 }
 
 /// Whether a ledger effect is `intent`'s: refunds by the intent id in their metadata,
-/// workspaces by external id (unique per intent).
+/// workspaces by external id, objects by bucket and key, transfers by recipient (each unique
+/// per intent).
 pub fn belongs_to(effect: &Effect, intent: &Intent) -> bool {
     let params: Value = serde_json::from_str(&intent.params).unwrap_or(Value::Null);
     match effect.kind.as_str() {
@@ -289,7 +300,21 @@ pub fn belongs_to(effect: &Effect, intent: &Intent) -> bool {
         "workspace.created" => {
             effect.params.get("external_id").is_some_and(|e| Some(e) == params.get("external_id"))
         }
+        "object.put" => {
+            effect.params.get("bucket").is_some_and(|b| Some(b) == params.get("bucket"))
+                && effect.params.get("key").is_some_and(|k| Some(k) == params.get("key"))
+        }
+        "tx.mined" => effect.params.get("to").is_some_and(|t| Some(t) == params.get("to")),
         _ => false,
+    }
+}
+
+/// The id the executor's evidence names an effect by: an object's ETag, otherwise the id the
+/// service gave the effect (a refund, a workspace, a transaction hash).
+pub fn evidence_id(effect: &Effect) -> &str {
+    match effect.kind.as_str() {
+        "object.put" => effect.params.get("etag").and_then(Value::as_str).unwrap_or_default(),
+        _ => &effect.object_id,
     }
 }
 
@@ -304,6 +329,10 @@ pub fn same_params(effect: &Effect, intent: &Intent) -> bool {
         "workspace.created" => {
             effect.params.get("external_id") == params.get("external_id")
                 && effect.params.get("name") == params.get("name")
+        }
+        "object.put" => effect.params.get("body") == params.get("body"),
+        "tx.mined" => {
+            effect.params.get("to") == params.get("to") && effect.params.get("value") == params.get("value")
         }
         _ => false,
     }
@@ -328,10 +357,12 @@ pub fn judge(intent: &Intent, effects: &[Effect]) -> Result<(), String> {
                     intent.id, effect.params, intent.params
                 ));
             }
-            if intent.evidence.external_id.as_deref() != Some(effect.object_id.as_str()) {
+            if intent.evidence.external_id.as_deref() != Some(evidence_id(effect)) {
                 return Err(format!(
                     "{}: confirmed with external id {:?}, but the effect is {}",
-                    intent.id, intent.evidence.external_id, effect.object_id
+                    intent.id,
+                    intent.evidence.external_id,
+                    evidence_id(effect)
                 ));
             }
         }
@@ -351,6 +382,26 @@ pub fn refund(id: &str, amount: u64) -> Proposal {
         id: id.into(),
         action: "payments.refund".into(),
         params: json!({"payment_intent": "pi_1", "amount": amount}),
+        replaces: None,
+    }
+}
+
+/// A put into [`BUCKET`].
+pub fn put(id: &str, key: &str, body: &str) -> Proposal {
+    Proposal {
+        id: id.into(),
+        action: "files.put".into(),
+        params: json!({"bucket": BUCKET, "key": key, "body": body}),
+        replaces: None,
+    }
+}
+
+/// A transfer from the harness's chain account.
+pub fn transfer(id: &str, to: &str, value_wei: u128) -> Proposal {
+    Proposal {
+        id: id.into(),
+        action: "chain.transfer".into(),
+        params: json!({"to": to, "value": value_wei.to_string()}),
         replaces: None,
     }
 }

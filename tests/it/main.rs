@@ -19,4 +19,6 @@ mod mutants;
 mod python;
 mod report_files;
 mod report_html;
+mod sdk_chain;
+mod sdk_files;
 mod sdk_payments;

@@ -9,8 +9,13 @@
 //! a lookup whose "not there" is believed only once the settle and read-lag bounds have
 //! passed; a success from a service whose acks may lie is read back; a replacement waits
 //! for its predecessor; leases with epochs keep two workers off one intent, and the epoch is
-//! the fencing token where a service takes one. It reuses the reference executor's public
-//! request builders and answer classifiers (`executor::services`), never its engine.
+//! the fencing token where a service takes one. A put reads the object before its first send
+//! and carries `If-None-Match: *` or `If-Match` of what it read; a transfer is signed once,
+//! with a nonce no other intent of the store holds, before its first broadcast, and every
+//! broadcast sends the same bytes; both are sent again without waiting for the settle bound,
+//! since neither can land twice. It reuses the reference executor's public request builders,
+//! answer classifiers and signing (`executor::services`, `executor::signing`), never its
+//! engine.
 //!
 //! Two [`Style`]s of resolving an uncertain send are both correct and differ in when they
 //! ask: [`Style::KeyRetry`] leaves the intent `unknown` and resolves it in a later pass,
@@ -23,9 +28,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use executor::config::{Acks, Contract, KeyPolicy};
-use executor::model::ActionError;
+use executor::config::{Acks, Contract, KeyPolicy, Reads};
+use executor::model::{ActionError, Precondition};
 use executor::services::{self, Lookup, WriteOutcome};
+use executor::signing::SignedTransfer;
 use executor::world::{Clock, HttpRequest, HttpResponse, SendError, TokioClock, Transport};
 use executor::{Action, Config, Evidence, Limits, Service};
 use harness::observe::Claim;
@@ -85,6 +91,11 @@ pub enum Bug {
     UniqueIdsAssumed,
     /// When any step fails or turns uncertain, the completed steps are executed again.
     RedoEverything,
+    /// The nonce trap: after an uncertain broadcast, the transfer is signed anew with the
+    /// node's next nonce and sent, as if the first had never reached the node.
+    ReSignAfterTimeout,
+    /// A put carries no `If-Match` or `If-None-Match`: it overwrites whatever is there.
+    Unfenced,
 }
 
 /// The factory: one style, at most one bug.
@@ -128,7 +139,7 @@ impl SimFactory for Naive {
             config: Config {
                 worker_id: setup.worker_id,
                 services: setup.services,
-                secrets: Default::default(),
+                secrets: setup.secrets,
                 limits: setup.limits,
             },
             clock: setup.clock,
@@ -194,6 +205,18 @@ struct Rec {
     lease_until_ms: u64,
     /// Bumped by every write; writes are compare-and-set on it.
     version: u64,
+    /// A put's condition, read before its first send.
+    #[serde(default)]
+    precondition: Option<Precondition>,
+    /// A transfer's signed transaction, recorded before its first broadcast.
+    #[serde(default)]
+    tx_hash: Option<String>,
+    #[serde(default)]
+    raw_tx: Option<String>,
+    #[serde(default)]
+    nonce: Option<u64>,
+    #[serde(default)]
+    from: Option<String>,
 }
 
 impl Rec {
@@ -212,17 +235,36 @@ impl Rec {
             state: executor::State::Submitted,
             attempts: self.attempts,
             replaces: self.replaces.clone(),
-            evidence: Evidence::default(),
             maybe_executed: self.maybe_executed,
             lease_owner: self.lease_owner.clone(),
             lease_epoch: self.lease_epoch,
             lease_until_ms: self.lease_until_ms,
             version: self.version,
+            evidence: self.evidence(),
             created_ms: 0,
             updated_ms: 0,
             key_first_sent_ms: self.key_first_sent_ms,
             last_sent_ms: self.last_sent_ms,
         }
+    }
+
+    /// What the reference's builders read of a row beyond its id and key.
+    fn evidence(&self) -> Evidence {
+        Evidence {
+            precondition: self.precondition.clone(),
+            tx_hash: self.tx_hash.clone(),
+            raw_tx: self.raw_tx.clone(),
+            nonce: self.nonce,
+            from: self.from.clone(),
+            ..Evidence::default()
+        }
+    }
+
+    fn record_signed(&mut self, signed: SignedTransfer) {
+        self.tx_hash = Some(signed.hash);
+        self.raw_tx = Some(signed.raw);
+        self.nonce = Some(signed.nonce);
+        self.from = Some(signed.from);
     }
 
     fn claim(&self) -> Claim {
@@ -236,6 +278,7 @@ impl Rec {
                 "external_id": self.external_id,
                 "last_error": self.last_error,
                 "reason": self.reason,
+                "tx_hash": self.tx_hash,
             }),
         }
     }
@@ -405,6 +448,11 @@ impl Worker {
             lease_epoch: 0,
             lease_until_ms: 0,
             version: 0,
+            precondition: None,
+            tx_hash: None,
+            raw_tx: None,
+            nonce: None,
+            from: None,
         };
         store.write(rec, false).map(|_| ()).ok_or_else(|| Refusal::Other("store conflict".into()))
     }
@@ -582,8 +630,9 @@ impl Worker {
         let paused_enough = rec
             .last_sent_ms
             .is_none_or(|t| now >= t + self.limits().request_timeout_ms * u64::from(rec.attempts.max(1)));
+        let guarded = services::resend_is_guarded(action, &contract);
         if self.style == Style::KeyRetry
-            && self.key_safe(&rec, &contract, now)
+            && (self.key_safe(&rec, &contract, now) || guarded)
             && rec.attempts < self.limits().attempts_max
         {
             if !paused_enough {
@@ -640,7 +689,21 @@ impl Worker {
                     return self.send(rec, action, from, rotate, turn).await;
                 }
             }
-            Lookup::Absent | Lookup::Failed { .. } => {
+            Lookup::Superseded { what } if self.settled(&rec, contract, now) => {
+                rec.state = St::Failed;
+                rec.reason = Some(format!("it can no longer take effect: {what}"));
+            }
+            Lookup::Absent
+                if services::resend_is_guarded(action, contract)
+                    && rec.attempts < self.limits().attempts_max =>
+            {
+                // Neither a conditional put nor a signed transaction can land twice.
+                if rec.last_sent_ms.is_some_and(|t| now < t + self.limits().request_timeout_ms) {
+                    return;
+                }
+                return self.send(rec, action, from, false, turn).await;
+            }
+            Lookup::Absent | Lookup::Failed { .. } | Lookup::Superseded { .. } => {
                 if from != St::Submitted {
                     return;
                 }
@@ -657,6 +720,25 @@ impl Worker {
     /// Marks the intent submitted, sends it, and records what the answer means.
     async fn send(&self, mut rec: Rec, action: &Action, from: St, rotate: bool, turn: &mut Turn) {
         let Some(service) = self.service(action).cloned() else { return };
+        if services::needs_preparation(action, &rec.evidence(), &service.contract)
+            && let Err(error) = self.prepare(&mut rec, action, &service).await
+        {
+            if from == St::Recorded {
+                rec.attempts += 1;
+                rec.last_sent_ms = Some(self.now());
+                rec.last_error = Some(error);
+                if rec.attempts >= self.limits().attempts_max {
+                    rec.state = St::Failed;
+                    rec.reason = Some("never sent: its first send could not be prepared".into());
+                }
+                if let Some(rec) = self.write(rec) {
+                    turn.note(from, &rec);
+                }
+            }
+            return;
+        }
+        // From here to the write nothing awaits: a nonce allocated above is claimed by the
+        // write before another intent's turn can allocate.
         let now = self.now();
         if rotate {
             let old = std::mem::replace(&mut rec.key, self.new_key());
@@ -675,15 +757,20 @@ impl Worker {
             if !self.has(Bug::NoLease) && self.now() >= rec.lease_until_ms {
                 return;
             }
-            let answer = self.transport.send(self.request(&rec, action, &service)).await;
-            let outcome = self.classify(action, answer);
-            let mut read_back = None;
-            if let WriteOutcome::Done { .. } = outcome
-                && service.contract.acks == Acks::MayLie
-                && !self.has(Bug::TrustsAck)
-            {
-                read_back = Some(self.lookup(&rec, action).await);
-            }
+            let outcome = match self.request(&rec, action, &service) {
+                Ok(request) => {
+                    let answer = self.transport.send(request).await;
+                    self.classify(action, &rec, answer)
+                }
+                Err(error) => WriteOutcome::NotExecuted { error },
+            };
+            let read_back_done = (service.contract.acks == Acks::MayLie && !self.has(Bug::TrustsAck))
+                || matches!(action, Action::Transfer { .. });
+            let read_back = match outcome {
+                WriteOutcome::Done { .. } if read_back_done => Some(self.lookup(&rec, action).await),
+                WriteOutcome::Conflict { .. } => Some(self.lookup(&rec, action).await),
+                _ => None,
+            };
             // Still ours? A worker that lost its lease while the request was out writes nothing.
             let now = self.now();
             if !self.has(Bug::NoLease) {
@@ -692,7 +779,8 @@ impl Worker {
                     return;
                 }
             }
-            match self.outcome(rec, action, outcome, read_back).await {
+            let strong = service.contract.reads == Reads::Strong;
+            match self.outcome(rec, action, outcome, read_back, strong).await {
                 Next::Write(new) => {
                     if let Some(new) = self.write(new) {
                         turn.note(St::Submitted, &new);
@@ -719,9 +807,9 @@ impl Worker {
     }
 
     /// The write request for `rec`, as the reference builds it, minus what a bug leaves out.
-    fn request(&self, rec: &Rec, action: &Action, service: &Service) -> HttpRequest {
+    fn request(&self, rec: &Rec, action: &Action, service: &Service) -> Result<HttpRequest, String> {
         let mut request =
-            services::write_request(action, &rec.as_intent(), &self.config, service, rec.lease_epoch);
+            services::write_request(action, &rec.as_intent(), &self.config, service, rec.lease_epoch)?;
         let keyless = self.has(Bug::NaiveRetry) && rec.attempts > 1
             || self.has(Bug::UniqueIdsAssumed) && rec.maybe_executed;
         if keyless {
@@ -730,10 +818,64 @@ impl Worker {
         if self.has(Bug::NoLease) {
             request.headers.retain(|(name, _)| name != "fencing-token");
         }
-        request
+        if self.has(Bug::Unfenced) {
+            request.headers.retain(|(name, _)| name != "if-match" && name != "if-none-match");
+        }
+        Ok(request)
     }
 
-    fn classify(&self, action: &Action, answer: Result<HttpResponse, SendError>) -> WriteOutcome {
+    /// Reads and records what a first send needs: a put's precondition, a transfer's
+    /// signature with the lowest nonce at or above the node's pending one that no intent of
+    /// the store holds.
+    async fn prepare(&self, rec: &mut Rec, action: &Action, service: &Service) -> Result<(), String> {
+        match action {
+            Action::PutObject { .. } => {
+                let found =
+                    services::read_precondition(action, &self.config, service, self.transport.as_ref())
+                        .await?;
+                rec.precondition = Some(found);
+                Ok(())
+            }
+            Action::Transfer { .. } => {
+                let key = services::chain_key(&self.config)?;
+                let facts =
+                    services::chain_facts(key.address(), &self.config, service, self.transport.as_ref())
+                        .await?;
+                let taken: Vec<u64> = self
+                    .store()
+                    .all()
+                    .iter()
+                    .filter(|r| r.from.as_deref() == Some(key.address()))
+                    // A transfer that failed without reaching the node leaves its nonce unused.
+                    .filter(|r| r.state != St::Failed || r.maybe_executed)
+                    .filter_map(|r| r.nonce)
+                    .collect();
+                let mut nonce = facts.pending_nonce;
+                while taken.contains(&nonce) {
+                    nonce += 1;
+                }
+                let signed = key.sign_transfer(&facts.transfer(action, nonce)?).map_err(|e| e.to_string())?;
+                rec.record_signed(signed);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Bug::ReSignAfterTimeout`]: a new transaction for the same transfer, with the nonce the
+    /// node says is next.
+    async fn resign(&self, rec: &mut Rec, action: &Action) -> Result<(), String> {
+        let service = self.service(action).ok_or("no chain service")?;
+        let key = services::chain_key(&self.config)?;
+        let facts =
+            services::chain_facts(key.address(), &self.config, service, self.transport.as_ref()).await?;
+        let signed =
+            key.sign_transfer(&facts.transfer(action, facts.pending_nonce)?).map_err(|e| e.to_string())?;
+        rec.record_signed(signed);
+        Ok(())
+    }
+
+    fn classify(&self, action: &Action, rec: &Rec, answer: Result<HttpResponse, SendError>) -> WriteOutcome {
         if self.has(Bug::UniqueIdsAssumed)
             && let Ok(response) = &answer
             && response.status == 409
@@ -742,7 +884,7 @@ impl Worker {
         {
             return WriteOutcome::Done { external_id: String::new() };
         }
-        services::classify_write(action, answer)
+        services::classify_write(action, &rec.as_intent(), answer)
     }
 
     /// What an answer makes of the intent.
@@ -752,6 +894,7 @@ impl Worker {
         action: &Action,
         outcome: WriteOutcome,
         read_back: Option<Lookup>,
+        strong_reads: bool,
     ) -> Next {
         let limits = self.limits().clone();
         let (state, reason) = match outcome {
@@ -767,6 +910,19 @@ impl Worker {
                 }
             },
             WriteOutcome::Fenced { .. } => return Next::Nothing,
+            WriteOutcome::Ambiguous { .. }
+                if self.has(Bug::ReSignAfterTimeout)
+                    && matches!(action, Action::Transfer { .. })
+                    && rec.attempts < limits.attempts_max =>
+            {
+                // The bug: "the node never got it", so a fresh transaction with its next
+                // nonce. The first one may well be mined already.
+                rec.maybe_executed = true;
+                match self.resign(&mut rec, action).await {
+                    Ok(()) => return Next::SendAgain(rec, false),
+                    Err(error) => (St::Unknown, format!("could not sign again: {error}")),
+                }
+            }
             other if self.has(Bug::NaiveRetry) => {
                 // Whatever went wrong, try again at once; the last answer is the truth.
                 if !matches!(other, WriteOutcome::Rejected { .. }) && rec.attempts < limits.attempts_max {
@@ -780,6 +936,19 @@ impl Worker {
                     (St::Unknown, format!("rejected, but an earlier send may have landed: {error}"))
                 } else {
                     (St::Failed, format!("rejected: {error}"))
+                }
+            }
+            WriteOutcome::Conflict { error, definite } => {
+                rec.last_error = Some(error.clone());
+                match read_back {
+                    Some(Lookup::Found { external_id, params_match: true }) => {
+                        rec.external_id = Some(external_id);
+                        (St::Confirmed, format!("an earlier send landed: {error}"))
+                    }
+                    Some(Lookup::Superseded { what }) if definite && strong_reads && !rec.maybe_executed => {
+                        (St::Failed, format!("refused: {error}; {what}"))
+                    }
+                    _ => (St::Unknown, format!("refused, and the read-back cannot tell why yet: {error}")),
                 }
             }
             WriteOutcome::NotExecuted { error } => {

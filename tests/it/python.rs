@@ -1,4 +1,4 @@
-//! Running one Python client script against a fresh payments fake.
+//! Running one Python client script against a fake over loopback HTTP.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -10,10 +10,10 @@ use serde_json::Value;
 use tokio::process::Command;
 
 /// A script that has not finished by then is killed and the test fails.
-const SCRIPT_WAIT: Duration = Duration::from_secs(60);
+pub const SCRIPT_WAIT: Duration = Duration::from_secs(60);
 
 /// Seed of every fake these tests start.
-const SEED: u64 = 7;
+pub const SEED: u64 = 7;
 
 /// What one script run left behind.
 pub struct Run {
@@ -34,13 +34,31 @@ impl Run {
     }
 }
 
-/// Starts a payments fake with `pi_1` (5000 usd) to refund and `rules` armed, serves it on an
-/// ephemeral loopback port, runs `tests/python/{script}` with the server's base URL and
-/// `args`, and returns the script's JSON line with the fake's ledger and journal.
+/// Starts a payments fake with `pi_1` (5000 usd) to refund and `rules` armed, runs
+/// `tests/python/{script}` against it with `args` (see [`run_script`]), and returns the
+/// script's JSON line with the fake's ledger and journal.
+pub async fn run_payments(script: &str, args: &[&str], rules: Vec<FaultRule>) -> Run {
+    let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
+    fakes.payments.seed_payment_intent(Some("pi_1"), 5000, "usd").unwrap();
+    let fake = Fake::Payments(fakes.payments.clone());
+    for rule in rules {
+        fake.add_rule(rule).unwrap();
+    }
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let seen = run_script(script, &fake, &args).await;
+    Run { seen, ledger: fake.ledger(), journal: fake.journal(), fakes }
+}
+
+/// Serves `fake` on an ephemeral loopback port, runs `tests/python/{script} URL args...` with
+/// the interpreter in `TWICE_PYTHON`, stops the server, and returns the one JSON line the
+/// script printed: what the client observed.
+///
+/// The script runs without proxies from the environment, without writing `__pycache__` into
+/// the source tree, and without this machine's AWS profile, credentials or region.
 ///
 /// Panics (failing the test) when `TWICE_PYTHON` is unset, when the script does not finish
 /// within [`SCRIPT_WAIT`], exits nonzero, or does not print exactly one JSON line.
-pub async fn run_payments(script: &str, args: &[&str], rules: Vec<FaultRule>) -> Run {
+pub async fn run_script(script: &str, fake: &Fake, args: &[String]) -> Value {
     let python = std::env::var_os("TWICE_PYTHON").unwrap_or_else(|| {
         panic!(
             "TWICE_PYTHON is not set: these tests drive the real Python SDKs and need the \
@@ -51,24 +69,20 @@ pub async fn run_payments(script: &str, args: &[&str], rules: Vec<FaultRule>) ->
     });
     let script_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python").join(script);
     assert!(script_path.is_file(), "no script at {}", script_path.display());
-
-    let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
-    fakes.payments.seed_payment_intent(Some("pi_1"), 5000, "usd").unwrap();
-    let fake = Fake::Payments(fakes.payments.clone());
-    for rule in rules {
-        fake.add_rule(rule).unwrap();
-    }
     let server = Server::start(fake.clone(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
 
     let child = Command::new(&python)
         .arg(&script_path)
         .arg(server.url())
         .args(args)
-        // Loopback must not go through a proxy from the environment; and no __pycache__
-        // in the source tree.
         .env("NO_PROXY", "127.0.0.1,localhost")
         .env("no_proxy", "127.0.0.1,localhost")
         .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env_remove("AWS_ENDPOINT_URL")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -98,7 +112,6 @@ pub async fn run_payments(script: &str, args: &[&str], rules: Vec<FaultRule>) ->
     let [line] = lines.as_slice() else {
         panic!("`{command}` must print one JSON line, printed {}:\n{stdout}\nstderr: {stderr}", lines.len())
     };
-    let seen: Value = serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("`{command}` printed a line that is not JSON ({e}): {line}"));
-    Run { seen, ledger: fake.ledger(), journal: fake.journal(), fakes }
+    serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("`{command}` printed a line that is not JSON ({e}): {line}"))
 }

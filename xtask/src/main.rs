@@ -67,9 +67,11 @@ const BENCHES: &[Bench] = &[
     Bench {
         package: "fake-services",
         target: "throughput",
-        about: "Requests per second that the payments fake serves over loopback HTTP with keep-alive \
-                (creating a refund per request), with and without fault rules armed, next to bare hyper \
-                answering a fixed body on the same transport.",
+        about: "Requests per second that the fakes serve over loopback HTTP with keep-alive: the payments \
+                fake creating a refund per request, with and without fault rules armed, next to bare hyper \
+                answering a fixed body on the same transport; the files fake storing an object per S3 PUT; \
+                the chain fake taking a pre-signed transfer per `eth_sendRawTransaction` (decoding and \
+                sender recovery included).",
     },
     Bench {
         package: "executor",

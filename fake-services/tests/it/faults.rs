@@ -9,6 +9,8 @@ use crate::client::{self, Req, Running, Seen};
 
 const P: &str = "payments";
 const W: &str = "workspaces";
+const F: &str = "files";
+const C: &str = "chain";
 /// A caller that waits this long is a patient one: faults that answer, answer well within it.
 const PATIENT_MS: u64 = 10_000;
 /// A caller with a short timeout, for faults that hold the reply.
@@ -22,6 +24,8 @@ enum Expect {
     Error(u16, &'static str),
     /// 200 with `Idempotent-Replayed: true`, or this other status replayed.
     Replayed(u16),
+    /// S3's XML error: this status and this `<Code>`.
+    S3(u16, &'static str),
     /// An answer whose JSON array at this pointer has this many items.
     Count(&'static str, usize),
     Reset,
@@ -84,6 +88,32 @@ fn list_refunds() -> Req {
 
 fn list_ws() -> Req {
     Req::new("GET", "/v1/workspaces?external_id=org-1")
+}
+
+/// A PUT of an object to the files fake's bucket `reports`.
+fn obj_put(key: &str, body: &str) -> Req {
+    Req::new("PUT", format!("/reports/{key}")).body(body.as_bytes().to_vec())
+}
+
+/// A PUT that stores only if the key holds nothing.
+fn obj_create(key: &str, body: &str) -> Req {
+    obj_put(key, body).header("If-None-Match", "*")
+}
+
+fn obj_get(key: &str) -> Req {
+    Req::new("GET", format!("/reports/{key}"))
+}
+
+/// The files fake's cases start by seeding bucket `reports` (control requests never meet
+/// the fault engine), with `q3.csv` = `v1`.
+fn seed_files() -> Step {
+    let seed =
+        json!({"buckets": ["reports"], "objects": [{"bucket": "reports", "key": "q3.csv", "body": "v1"}]});
+    send(Req::new("POST", "/__twice/seed").body(seed.to_string()), Expect::Status(201))
+}
+
+fn files_case(name: &'static str, rules: Value, steps: Vec<Step>, ledger: usize) -> Case {
+    case(name, F, rules, [vec![seed_files()], steps].concat(), ledger)
 }
 
 fn cases() -> Vec<Case> {
@@ -335,6 +365,8 @@ fn cases() -> Vec<Case> {
             2,
         ),
     ];
+    cases.extend(files_cases());
+    cases.extend(chain_cases());
     // Workspaces cases whose contract differs from the default.
     let loose = json!({"unique_business_key": false});
     let with = |mut c: Case, contract: &Value| {
@@ -403,6 +435,236 @@ fn cases() -> Vec<Case> {
     cases
 }
 
+/// Files (S3): every fault on PUT /{bucket}/{key}, mostly with the conditional writes that
+/// S3 offers instead of idempotency keys.
+fn files_cases() -> Vec<Case> {
+    use Expect::*;
+    // The quoted MD5 of "v2", which the stale-read case expects to see.
+    const V2_ETAG: &str = "\"1b267619c4812cc46ee281747884ca50\"";
+    vec![
+        files_case(
+            "files: refuse",
+            json!([{"fault": "refuse", "method": "PUT"}]),
+            vec![send(obj_put("k", "x"), Reset)],
+            0,
+        ),
+        files_case(
+            "files: reject answers S3's error document without storing",
+            json!([{"fault": {"kind": "reject", "status": 503}, "nth": 1}]),
+            vec![
+                send(obj_put("k", "x"), S3(503, "SlowDown")),
+                send(obj_get("k"), S3(404, "NoSuchKey")),
+                send(obj_put("k", "x"), Status(200)),
+            ],
+            1,
+        ),
+        files_case(
+            "files: error_after_commit, then the retried If-None-Match finds its own write: 412",
+            json!([{"fault": "error_after_commit", "method": "PUT", "nth": 1}]),
+            vec![
+                send(obj_create("k", "x"), S3(500, "InternalError")),
+                send(obj_create("k", "x"), S3(412, "PreconditionFailed")),
+            ],
+            1,
+        ),
+        files_case(
+            "files: drop_after_commit, and the object is there",
+            json!([{"fault": "drop_after_commit", "method": "PUT", "nth": 1}]),
+            vec![send(obj_put("k", "x"), Closed), send(obj_get("k"), Status(200))],
+            1,
+        ),
+        files_case(
+            "files: drop_after_commit on DELETE removes the object",
+            json!([{"fault": "drop_after_commit", "method": "DELETE"}]),
+            vec![
+                send(Req::new("DELETE", "/reports/q3.csv"), Closed),
+                send(obj_get("q3.csv"), S3(404, "NoSuchKey")),
+            ],
+            1,
+        ),
+        files_case(
+            "files: timeout_after_commit",
+            json!([{"fault": {"kind": "timeout_after_commit", "hold_ms": 60000}, "method": "PUT"}]),
+            vec![send_hasty(obj_put("k", "x"), Timeout), Step::Ledger(1)],
+            1,
+        ),
+        files_case(
+            "files: commit_after_timeout commits after the caller has gone; a read-back says 404 first",
+            json!([{"fault": {"kind": "commit_after_timeout", "delay_ms": 3000}, "method": "PUT"}]),
+            vec![
+                send_hasty(obj_put("k", "x"), Timeout),
+                send(obj_get("k"), S3(404, "NoSuchKey")),
+                Step::Ledger(1),
+                send(obj_get("k"), Status(200)),
+            ],
+            1,
+        ),
+        files_case(
+            "files: commit_after_timeout keeps a conditional write in flight: 409, then 412",
+            json!([{"fault": {"kind": "commit_after_timeout", "delay_ms": 3000}, "method": "PUT", "nth": 1}]),
+            vec![
+                send_hasty(obj_create("k", "x"), Timeout),
+                send(obj_create("k", "x"), S3(409, "ConditionalRequestConflict")),
+                Step::Ledger(1),
+                send(obj_create("k", "x"), S3(412, "PreconditionFailed")),
+            ],
+            1,
+        ),
+        files_case(
+            "files: silent_noop answers 200 and stores nothing",
+            json!([{"fault": "silent_noop", "method": "PUT"}]),
+            vec![send(obj_put("k", "x"), Status(200)), send(obj_get("k"), S3(404, "NoSuchKey"))],
+            0,
+        ),
+        files_case(
+            "files: stale_read serves the object as it was",
+            json!([{"fault": {"kind": "stale_read", "lag_ms": 60000}, "method": "GET", "times": 2}]),
+            vec![
+                send(obj_put("q3.csv", "v2"), Status(200)),
+                send(obj_put("new", "x"), Status(200)),
+                send(obj_get("q3.csv").header("If-Match", V2_ETAG), S3(412, "PreconditionFailed")),
+                send(obj_get("new"), S3(404, "NoSuchKey")),
+                send(obj_get("q3.csv").header("If-Match", V2_ETAG), Status(200)),
+            ],
+            2,
+        ),
+        files_case(
+            "files: forget_keys is harmless, S3 has no keys",
+            json!([{"fault": "forget_keys", "nth": 2}]),
+            vec![
+                send(obj_put("k", "x").key("k1"), Status(200)),
+                send(obj_put("k", "x").key("k1"), Status(200)),
+            ],
+            2,
+        ),
+        files_case(
+            "files: ignore_keys is harmless, S3 has no keys",
+            json!([{"fault": "ignore_keys"}]),
+            vec![
+                send(obj_put("k", "x").key("k1"), Status(200)),
+                send(obj_put("k", "x").key("k1"), Status(200)),
+            ],
+            2,
+        ),
+        files_case(
+            "files: latency before the commit: a racing conditional write gets 409",
+            json!([{"fault": {"kind": "latency", "before_ms": 2000}, "method": "PUT", "nth": 1}]),
+            vec![Step::Overlap {
+                first: obj_create("k", "first"),
+                after_ms: 300,
+                second: obj_create("k", "second"),
+                first_sees: Status(200),
+                second_sees: S3(409, "ConditionalRequestConflict"),
+            }],
+            1,
+        ),
+        files_case(
+            "files: latency after the commit still answers",
+            json!([{"fault": {"kind": "latency", "after_ms": 200}}]),
+            vec![send(obj_put("k", "x"), Status(200))],
+            1,
+        ),
+        files_case(
+            "files: rules match on bucket and key",
+            json!([{"fault": "refuse", "where": {"bucket": "reports", "key": "b.txt"}}]),
+            vec![send(obj_put("a.txt", "x"), Status(200)), send(obj_put("b.txt", "x"), Reset)],
+            1,
+        ),
+    ]
+}
+
+/// Chain (Ethereum JSON-RPC): every fault on `eth_sendRawTransaction`, the write, and
+/// `stale_read` on the block a client polls. Each case funds the sender first; blocks are
+/// instant, so a committed send is mined at once and a resend of its bytes is a used nonce.
+fn chain_cases() -> Vec<Case> {
+    use Expect::*;
+
+    use crate::chain::{VALUE, call, funding, latest_block, send_raw, transfer};
+    let on_send =
+        |fault: Value| json!([{"fault": fault, "where": {"rpc_method": "eth_sendRawTransaction"}, "nth": 1}]);
+    let raw = transfer(0, VALUE).raw;
+    let tx = move || send_raw(&raw);
+    let mined = |n| send(latest_block(), Count("/result/transactions", n));
+    let used_nonce = || Error(200, "nonce too low: next nonce 1, tx nonce 0");
+    let chain_case = |name, rules, steps: Vec<Step>, ledger| {
+        case(name, C, rules, [vec![send(funding(), Status(201))], steps].concat(), ledger)
+    };
+    vec![
+        chain_case(
+            "chain: refuse",
+            on_send(json!("refuse")),
+            vec![send(tx(), Reset), mined(0), send(tx(), Status(200))],
+            1,
+        ),
+        chain_case(
+            "chain: reject answers its status, nothing pooled",
+            on_send(json!({"kind": "reject", "status": 429})),
+            vec![send(tx(), Error(429, "error")), mined(0), send(tx(), Status(200)), mined(1)],
+            1,
+        ),
+        chain_case(
+            "chain: error_after_commit mines, answers 500; the resend is a used nonce",
+            on_send(json!("error_after_commit")),
+            vec![send(tx(), Error(500, "error")), send(tx(), used_nonce())],
+            1,
+        ),
+        chain_case(
+            "chain: drop_after_commit",
+            on_send(json!("drop_after_commit")),
+            vec![send(tx(), Closed), mined(1), send(tx(), used_nonce())],
+            1,
+        ),
+        chain_case(
+            "chain: timeout_after_commit",
+            on_send(json!({"kind": "timeout_after_commit", "hold_ms": 60000})),
+            vec![send_hasty(tx(), Timeout), Step::Ledger(1), send(tx(), used_nonce())],
+            1,
+        ),
+        chain_case(
+            "chain: commit_after_timeout pools after the caller has gone",
+            on_send(json!({"kind": "commit_after_timeout", "delay_ms": 3000})),
+            vec![send_hasty(tx(), Timeout), mined(0), Step::Ledger(1), mined(1)],
+            1,
+        ),
+        chain_case(
+            "chain: silent_noop answers the hash and pools nothing",
+            on_send(json!("silent_noop")),
+            vec![send(tx(), Status(200)), mined(0)],
+            0,
+        ),
+        chain_case(
+            "chain: stale_read serves the block as it was",
+            json!([{"fault": {"kind": "stale_read", "lag_ms": 60000}, "where": {"rpc_method": "eth_getBlockByNumber"}, "times": 1}]),
+            vec![send(tx(), Status(200)), mined(0), mined(1)],
+            1,
+        ),
+        chain_case(
+            "chain: forget_keys is harmless, a node has no keys",
+            on_send(json!("forget_keys")),
+            vec![send(tx().key("k"), Status(200)), send(tx().key("k"), used_nonce())],
+            1,
+        ),
+        chain_case(
+            "chain: ignore_keys is harmless, a node has no keys",
+            on_send(json!("ignore_keys")),
+            vec![send(tx().key("k"), Status(200)), send(tx().key("k"), used_nonce())],
+            1,
+        ),
+        chain_case(
+            "chain: latency still answers",
+            on_send(json!({"kind": "latency", "before_ms": 300, "after_ms": 100})),
+            vec![send(tx(), Status(200)), mined(1)],
+            1,
+        ),
+        chain_case(
+            "chain: rules match on rpc_method",
+            json!([{"fault": "refuse", "where": {"rpc_method": "eth_sendRawTransaction"}}]),
+            vec![send(call("eth_chainId", json!([])), Status(200)), send(tx(), Reset)],
+            0,
+        ),
+    ]
+}
+
 fn check(seen: &Seen, expect: &Expect) -> Result<(), String> {
     let ok = match expect {
         Expect::Status(s) => seen.status() == Some(*s),
@@ -411,6 +673,12 @@ fn check(seen: &Seen, expect: &Expect) -> Result<(), String> {
                 return Err(format!("expected {expect:?}, saw {seen:?}"));
             };
             seen.status() == Some(*s) && body.contains(text) && seen.json().get("error").is_some()
+        }
+        Expect::S3(s, code) => {
+            let Seen::Answer { body, .. } = seen else {
+                return Err(format!("expected {expect:?}, saw {seen:?}"));
+            };
+            seen.status() == Some(*s) && body.contains(&format!("<Code>{code}</Code>"))
         }
         Expect::Replayed(s) => {
             seen.status() == Some(*s) && seen.header("idempotent-replayed") == Some("true")
@@ -493,10 +761,10 @@ async fn every_fault_on_every_service() {
     assert!(failures.is_empty(), "{} of {ran} cases failed:\n{}", failures.len(), failures.join("\n"));
 }
 
-/// Every fault kind appears in the table above for both services, so none is untested.
+/// Every fault kind appears in the table above for every service, so none is untested.
 #[test]
 fn the_table_covers_every_fault_on_both_services() {
-    for service in [P, W] {
+    for service in [P, W, F, C] {
         for kind in fake_services::rule::FAULT_KINDS {
             let covered = cases().iter().any(|c| c.service == service && c.rules.to_string().contains(kind));
             assert!(covered, "no case injects {kind} on {service}");

@@ -2,7 +2,9 @@
 
 mod api;
 mod bad_input;
+mod chain;
 mod client;
 mod control;
 mod faults;
+mod files;
 mod props;

@@ -156,7 +156,9 @@ proptest! {
     fn random_requests_never_panic_nor_answer_5xx(requests in prop::collection::vec(request(), 1..4)) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let (fakes, _clock) = manual_fakes(3);
-        for fake in fakes.all() {
+        // The files fake answers in S3's XML: `files::random_requests_to_files_never_panic_nor_answer_5xx`
+        // sends it requests of its own and checks that shape.
+        for fake in fakes.all().into_iter().filter(|f| f.name() != fake_services::files::NAME) {
             for req in &requests {
                 let disposition = runtime.block_on(fake.handle(req.clone()));
                 let status = answer_is_well_formed(&fake, &disposition).map_err(TestCaseError::fail)?;

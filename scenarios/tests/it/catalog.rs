@@ -211,5 +211,6 @@ fn helpers_read_lineages_seeds_and_limits() {
         (unlisted.request_timeout_ms(), unlisted.lease_ms()),
         (scenarios::model::DEFAULT_REQUEST_TIMEOUT_MS, scenarios::model::DEFAULT_LEASE_MS)
     );
-    assert!(unlisted.contract("files").is_none());
+    assert!(unlisted.contract("mail").is_none());
+    assert!(unlisted.contract("files").is_some_and(|c| c.conditional_writes));
 }

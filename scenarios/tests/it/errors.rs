@@ -386,6 +386,41 @@ pub const CASES: &[(&str, &str, &str)] = &[
         "\n[[intents]]\nid = \"r2\"\naction = \"workspaces.create\"\nparams = { external_id = 1979-05-27, name = \"n\" }\n",
         "s.toml:11:26: `external_id` is a date, which scenarios do not use (write it as a string)",
     ),
+    (
+        "wei as an integer",
+        "\n[[intents]]\nid = \"t1\"\naction = \"chain.transfer\"\nparams = { to = \"0x00000000000000000000000000000000000000b1\", value = 1000 }\n",
+        "s.toml:11:71: value must be 1 to 1000000000000000000000 wei, found 1000 (write wei as a decimal string, e.g. \"1000000000000000000\" for one ether: it outgrows TOML's integers)",
+    ),
+    (
+        "an address in mixed case",
+        "\n[[intents]]\nid = \"t1\"\naction = \"chain.transfer\"\nparams = { to = \"0x00000000000000000000000000000000000000B1\", value = \"1000\" }\n",
+        "s.toml:11:17: to \"0x00000000000000000000000000000000000000B1\" is not a lowercase 0x address (write it in lowercase: the chain's ledger does, and effects are matched by it as text)",
+    ),
+    (
+        "transfers beyond the balance",
+        "\n[[intents]]\nid = \"t1\"\naction = \"chain.transfer\"\nparams = { to = \"0x00000000000000000000000000000000000000b1\", value = \"1000000000000000000000\" }\n",
+        "s.toml:11:71: the transfers add up to 1000000000000000000000 wei, more than the 999000000000000000000 wei the chain account can send (it holds 1000000000000000000000 wei and keeps 1000000000000000000 for gas) (such a transfer can only be refused for insufficient funds; send less)",
+    ),
+    (
+        "a bucket name with capitals",
+        "\n[[intents]]\nid = \"f1\"\naction = \"files.put\"\nparams = { bucket = \"Reports\", key = \"q3.csv\", body = \"v2\" }\n",
+        "s.toml:11:21: bucket \"Reports\" is not a bucket name (use 3 to 63 lowercase letters, digits, '.' and '-', starting and ending with a letter or digit)",
+    ),
+    (
+        "misspelt object key",
+        "\n[[objects]]\nbucket = \"reports\"\nkee = \"q3.csv\"\nbody = \"v1\"\n",
+        "s.toml:10:1: unknown key `kee` in a [[objects]] table (did you mean \"key\"?)",
+    ),
+    (
+        "an object seeded twice",
+        "\n[[objects]]\nbucket = \"reports\"\nkey = \"q3.csv\"\nbody = \"v1\"\n\n[[objects]]\nbucket = \"reports\"\nkey = \"q3.csv\"\nbody = \"v2\"\n",
+        "s.toml:15:7: reports/q3.csv is already seeded by objects[0] (an object is seeded once; its body is what the service holds before the run)",
+    ),
+    (
+        "a put of the seeded body",
+        "\n[[objects]]\nbucket = \"reports\"\nkey = \"q3.csv\"\nbody = \"v1\"\n\n[[intents]]\nid = \"f1\"\naction = \"files.put\"\nparams = { bucket = \"reports\", key = \"q3.csv\", body = \"v1\" }\n",
+        "s.toml:16:55: reports/q3.csv is seeded with this very body (a put that changes nothing leaves no trace a read could find; write another body)",
+    ),
 ];
 
 #[test]

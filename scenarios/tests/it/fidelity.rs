@@ -5,12 +5,15 @@ use std::collections::BTreeSet;
 
 use fake_services::rule::FAULT_KINDS;
 use fake_services::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
+use scenarios::parse::OBJECT_KEYS;
 use scenarios::parse::{
     CONTRACT_TERMS, EVENT_ACTIONS, FAULT_PARAMS, INTENT_KEYS, LIMIT_KEYS, PHASES, POINT_KEYS, RULE_KEYS,
     TOP_KEYS, TermKind,
 };
 use scenarios::validate::{ACTIONS, STATES};
-use scenarios::{Event, EventAction, IntentSpec, LimitOverrides, PhaseName, Point, Scenario, ServiceFault};
+use scenarios::{
+    Event, EventAction, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario, ServiceFault,
+};
 use serde_json::{Value, json};
 
 fn keys(value: impl serde::Serialize) -> BTreeSet<String> {
@@ -118,12 +121,14 @@ fn scenario_keys_are_the_models() {
         limits,
         services: [("payments".to_string(), ContractPatch::default())].into(),
         payment_intents: [("pi".to_string(), 1)].into(),
+        objects: vec![ObjectSeed { bucket: "b".into(), key: "k".into(), body: "v".into() }],
         intents: vec![intent],
         faults: vec![ServiceFault { service: "payments".into(), rule: FaultRule::always(FaultSpec::Refuse) }],
         events: vec![Event { at: Point::Phase { after_phase: PhaseName::Act }, action: EventAction::Heal }],
         expect: [("a".to_string(), "confirmed".to_string())].into(),
     };
     assert_eq!(keys(&scenario), set(TOP_KEYS));
+    assert_eq!(keys(&scenario.objects[0]), set(OBJECT_KEYS));
 }
 
 #[test]
@@ -163,17 +168,8 @@ fn actions_and_states_are_the_reference_executors() {
     let states: Vec<&str> = executor::State::ALL.iter().map(|s| s.as_str()).collect();
     assert_eq!(states, STATES);
     for spec in ACTIONS {
-        let params: serde_json::Map<String, Value> = spec
-            .params
-            .iter()
-            .map(|(name, kind)| {
-                let v = match kind {
-                    scenarios::validate::ParamKind::Text => json!("x"),
-                    scenarios::validate::ParamKind::PositiveInteger => json!(1),
-                };
-                (name.to_string(), v)
-            })
-            .collect();
+        let params: serde_json::Map<String, Value> =
+            spec.params.iter().map(|(name, kind)| (name.to_string(), kind.example())).collect();
         let parsed = executor::Action::parse(spec.name, &Value::Object(params)).unwrap();
         assert_eq!(parsed.service(), spec.service);
     }

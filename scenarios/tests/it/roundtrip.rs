@@ -9,8 +9,8 @@ use proptest::prelude::*;
 use scenarios::model::DEFAULT_PAYMENT_INTENT_AMOUNT;
 use scenarios::validate::{AMOUNT_MAX, KEY_RETENTION_MS_MAX};
 use scenarios::{
-    Event, EventAction, IntentSpec, LimitOverrides, PhaseName, Point, Scenario, ServiceFault, catalog,
-    parse_scenario, to_toml,
+    Event, EventAction, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario, ServiceFault,
+    catalog, parse_scenario, to_toml,
 };
 use serde_json::{Value, json};
 
@@ -209,10 +209,21 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         vec(rule(), 0..4),
         vec(event_draft(), 0..5),
         vec((any::<usize>(), 0..7usize), 0..4),
+        vec((any::<bool>(), label()), 0..3),
     )
-        .prop_map(|(head, limits, services, payment_intents, drafts, rules, events, expect)| {
+        .prop_map(|(head, limits, services, payment_intents, drafts, rules, events, expect, objects)| {
             let (name, description, failure_mode) = head;
             let intents = intents(drafts);
+            // Keys unique by position; bodies any text (escaping is what is tested).
+            let objects = objects
+                .into_iter()
+                .enumerate()
+                .map(|(i, (archive, body))| ObjectSeed {
+                    bucket: if archive { "archive" } else { "reports" }.into(),
+                    key: format!("objects/o{i}.txt"),
+                    body,
+                })
+                .collect();
             let mut s = Scenario {
                 name,
                 description,
@@ -220,6 +231,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 limits: LimitOverrides { request_timeout_ms: limits.0, lease_ms: limits.1 },
                 services: services.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
                 payment_intents,
+                objects,
                 expect: expect
                     .into_iter()
                     .map(|(i, state)| {
