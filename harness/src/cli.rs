@@ -63,6 +63,30 @@ pub struct RunArgs {
     pub update_baseline: bool,
 }
 
+/// Options of `twice check-executor`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The executor's command line, e.g. "python3 my_executor.py" (split into words like a
+    /// shell would, but no shell runs).
+    #[arg(value_name = "CMD")]
+    pub executor: String,
+    /// Run only these catalog scenarios (names, or TOML files; repeatable).
+    #[arg(long = "scenario", value_name = "NAME|FILE")]
+    pub scenarios: Vec<String>,
+    /// Generated cases to run after the catalog.
+    #[arg(long, default_value_t = 0)]
+    pub cases: u64,
+    /// Seed for every random choice.
+    #[arg(long, default_value_t = SEED_DEFAULT)]
+    pub seed: u64,
+    /// Where results go: the usual report files plus conformance.md and conformance.json.
+    #[arg(long, default_value = "twice-report", value_name = "DIR")]
+    pub report_dir: PathBuf,
+    /// Parallel scenarios (default: the machine's cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
 /// Options of `twice report merge`.
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
@@ -98,7 +122,7 @@ fn driver(executor: &Option<String>, live: bool) -> anyhow::Result<Driver<'stati
     })
 }
 
-fn load(name_or_file: &str) -> anyhow::Result<Case> {
+pub(crate) fn load(name_or_file: &str) -> anyhow::Result<Case> {
     let path = Path::new(name_or_file);
     if name_or_file.ends_with(".toml") || path.exists() {
         let scenario = scenarios::parse::parse_file(path).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -118,14 +142,14 @@ fn load(name_or_file: &str) -> anyhow::Result<Case> {
 }
 
 /// Plain lines in CI and pipes, a bar on a terminal.
-struct Reporter {
+pub(crate) struct Reporter {
     bar: Option<indicatif::ProgressBar>,
     done: Mutex<(usize, usize)>,
     total: Mutex<usize>,
 }
 
 impl Reporter {
-    fn new() -> Reporter {
+    pub(crate) fn new() -> Reporter {
         let terminal = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
         let bar = terminal.then(|| {
             let bar = indicatif::ProgressBar::new(0);
@@ -182,7 +206,7 @@ impl Progress for Reporter {
     }
 }
 
-fn threads(requested: Option<usize>) -> usize {
+pub(crate) fn threads(requested: Option<usize>) -> usize {
     requested.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1)
 }
 
@@ -249,9 +273,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     }
 }
 
-fn replay_prefix(executor: &Option<String>, live: bool) -> String {
+pub(crate) fn replay_prefix(executor: &Option<String>, live: bool) -> String {
     match (executor, live) {
-        (Some(cmd), _) => format!("twice run --executor '{cmd}'"),
+        // Quoted for a POSIX shell, so that a command line with its own quotes replays as is.
+        (Some(cmd), _) => format!("twice run --executor '{}'", cmd.replace('\'', "'\\''")),
         (None, true) => "twice run --live".into(),
         (None, false) => "twice run".into(),
     }
@@ -380,4 +405,10 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<i32> {
     print!("{}", run::summary(&run));
     println!("report: {} (merged from {} results)", args.out.display(), args.dirs.len());
     Ok(if run.failed() { exit::VIOLATION } else { exit::OK })
+}
+
+/// `twice check-executor CMD`: the protocol rules, then the catalog, then the conformance
+/// table (see [`crate::conformance`]).
+pub fn check_executor(args: CheckArgs) -> anyhow::Result<i32> {
+    crate::conformance::check_executor(args)
 }

@@ -2,7 +2,7 @@
 
 /// Every invariant held (or, for `serve`, a clean stop).
 pub const OK: i32 = 0;
-/// An invariant broke.
+/// An invariant broke (for `check-executor`, also: a protocol rule failed).
 pub const VIOLATION: i32 = 1;
 /// The harness itself could not run: bad arguments, a port in use, an unreadable file.
 pub const HARNESS_ERROR: i32 = 2;

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod cli;
+pub mod conformance;
 pub mod exit;
 pub mod live;
 pub mod observe;

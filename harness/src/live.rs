@@ -104,13 +104,13 @@ pub const STDERR_TAIL_BYTES: usize = 4 * 1024;
 /// How much of an offending stdout line an error message quotes.
 const EXCERPT_CHARS_MAX: usize = 200;
 /// Writing one request to a worker's stdin.
-const WRITE_MS_MAX: u64 = 5_000;
+pub(crate) const WRITE_MS_MAX: u64 = 5_000;
 /// A worker has this long to exit after `shutdown` before it is killed.
-const SHUTDOWN_MS_MAX: u64 = 5_000;
+pub(crate) const SHUTDOWN_MS_MAX: u64 = 5_000;
 /// Waiting for a process's exit status once it has closed its stdout or been killed.
-const EXIT_MS_MAX: u64 = 2_000;
+pub(crate) const EXIT_MS_MAX: u64 = 2_000;
 /// Waiting for the rest of a dead process's stderr.
-const STDERR_FLUSH_MS_MAX: u64 = 200;
+pub(crate) const STDERR_FLUSH_MS_MAX: u64 = 200;
 /// Running `kill` to send a signal.
 const SIGNAL_MS_MAX: u64 = 2_000;
 /// Stopping the fakes' servers.
@@ -269,7 +269,7 @@ fn split_words(line: &str) -> Result<Vec<String>, CommandLineError> {
 // ---------------------------------------------------------------------------------------------
 // One worker process
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -305,16 +305,16 @@ impl Link {
 
 /// The newest bytes a worker wrote to stderr.
 #[derive(Default)]
-struct Tail(VecDeque<u8>);
+pub(crate) struct Tail(VecDeque<u8>);
 
 impl Tail {
-    fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         self.0.extend(bytes);
         let excess = self.0.len().saturating_sub(STDERR_TAIL_BYTES);
         self.0.drain(..excess);
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let bytes: Vec<u8> = self.0.iter().copied().collect();
         let text = String::from_utf8_lossy(&bytes).trim().to_string();
         if text.is_empty() { "(nothing)".to_string() } else { text }
@@ -405,7 +405,7 @@ impl Lane {
     }
 }
 
-fn excerpt(text: &str) -> String {
+pub(crate) fn excerpt(text: &str) -> String {
     let mut short: String = text.chars().take(EXCERPT_CHARS_MAX).collect();
     if short.len() < text.len() {
         short.push('…');
@@ -437,7 +437,7 @@ async fn read_stdout(stdout: ChildStdout, lane: Lane) {
     }
 }
 
-async fn read_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
+pub(crate) async fn read_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
     let mut buffer = vec![0u8; 4096];
     while let Ok(n) = stderr.read(&mut buffer).await {
         if n == 0 {
@@ -447,7 +447,7 @@ async fn read_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>)
     }
 }
 
-fn describe(status: ExitStatus) -> String {
+pub(crate) fn describe(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt as _;
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("status {code}"),
@@ -457,7 +457,7 @@ fn describe(status: ExitStatus) -> String {
 }
 
 /// Sends `signal` (`KILL`, `STOP`, `CONT`) to a process group with `kill(1)`.
-async fn signal_group(pgid: u32, signal: &str) -> Result<(), String> {
+pub(crate) async fn signal_group(pgid: u32, signal: &str) -> Result<(), String> {
     let status = Command::new("kill")
         .arg(format!("-{signal}"))
         .arg("--")

@@ -19,6 +19,10 @@ enum Command {
     /// Run the scenario catalog and a generated search against an executor, check every
     /// invariant, and write results (exit 0: all held, 1: a violation, 2: could not run).
     Run(harness::cli::RunArgs),
+    /// Check an executor against the protocol's rules, then run the catalog against it and
+    /// print a conformance table: action x failure mode (exit 0: all passed, 1: a rule or a
+    /// scenario failed, 2: could not run).
+    CheckExecutor(harness::cli::CheckArgs),
     /// Run one scenario file (e.g. a shrunk failure) and print its timeline.
     Replay(harness::cli::ReplayArgs),
     /// The scenario catalog.
@@ -54,6 +58,7 @@ fn main() {
     let serve_args = match cli.command {
         Command::Run(args) => finish(harness::cli::run(args)),
         Command::Replay(args) => finish(harness::cli::replay(args)),
+        Command::CheckExecutor(args) => finish(harness::cli::check_executor(args)),
         Command::Scenarios { command: ScenariosCommand::List } => finish(harness::cli::list()),
         Command::Report { command: ReportCommand::Merge(args) } => finish(harness::cli::merge(args)),
         Command::Serve(args) => args,

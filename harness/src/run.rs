@@ -241,9 +241,6 @@ pub fn summary(run: &RunResults) -> String {
     );
     for r in run.results.iter().filter(|r| r.outcome != Outcome::Passed) {
         out.push_str(&format!("\n  {} ({:?})\n", r.name, r.outcome));
-        if let Some(e) = &r.observed.executor_error {
-            out.push_str(&format!("    executor-error: {e}\n"));
-        }
         for v in r.verdicts.iter().filter(|v| !v.held) {
             let first = v.evidence.first().map(String::as_str).unwrap_or("");
             out.push_str(&format!("    {}: {first}\n", v.invariant));

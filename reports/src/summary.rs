@@ -104,7 +104,7 @@ pub fn one_line(text: &str, chars_max: usize) -> String {
 
 /// A table cell: a code span, with the pipes that would end the cell escaped (GitHub's
 /// tables split on `|` even inside code spans, and drop the backslash there).
-fn cell(text: &str) -> String {
+pub fn cell(text: &str) -> String {
     code_span(text).replace('|', "\\|")
 }
 

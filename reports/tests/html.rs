@@ -3,7 +3,6 @@
 //! real run and loads it in Chromium).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
 
 use fake_services::engine::Applied;
 use fake_services::{Effect, JournalEntry};
@@ -502,20 +501,4 @@ fn an_executor_error_is_shown_as_a_failure() {
     assert!(text(within(section, ".failure")[0]).contains("worker w1 did not answer"));
     assert_eq!(text(within(section, ".no-events")[0]), "No events were observed.");
     assert_eq!(doc.select(&sel(".toc-failures a")).count(), 1);
-}
-
-/// Rendering time for a large run; run with
-/// `cargo test --release -p reports --test html -- --ignored --nocapture`.
-#[test]
-#[ignore = "a measurement, not a check"]
-fn render_time_for_ten_thousand_results() {
-    let mut results: Vec<ScenarioResult> = (0..10_000).map(|p| passing(p, &format!("case-{p}"))).collect();
-    for p in (0..10_000).step_by(100) {
-        results[p] = failing(p as u64);
-    }
-    let run = run_of(results);
-    let started = Instant::now();
-    let html = render(&run);
-    let took = started.elapsed();
-    println!("rendered 10,000 results ({} failing) in {took:?}: {} bytes", run.totals.violated, html.len());
 }

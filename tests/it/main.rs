@@ -17,6 +17,7 @@ mod executor_world;
 mod mutant_naive;
 mod mutants;
 mod python;
+mod python_executor;
 mod report_files;
 mod report_html;
 mod sdk_chain;

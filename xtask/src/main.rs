@@ -2,9 +2,9 @@
 //!
 //! - `cargo xtask test [ARGS...]`: prepares the Python venv that the SDK tests use, then runs
 //!   `cargo test --workspace ARGS...` with `TWICE_PYTHON` pointing into it.
-//! - `cargo xtask bench`: builds the release `twice-executor` (which `harness/run` drives),
-//!   runs every benchmark in [`BENCHES`] and rewrites `docs/benchmarks.md` from what they
-//!   report.
+//! - `cargo xtask bench`: builds the release `twice-executor` (which `harness/run` drives) and
+//!   prepares the Python venv (which `harness/python` drives, through `TWICE_PYTHON`), runs
+//!   every benchmark in [`BENCHES`] and rewrites `docs/benchmarks.md` from what they report.
 //!
 //! # Benchmark records
 //!
@@ -93,6 +93,14 @@ const BENCHES: &[Bench] = &[
                 10,000 generated cases run in sim, then all four report files rendered and written from \
                 their results. Targets: at least 1,000 cases/s and 1,000x in sim on this 2-core machine; \
                 the live catalog in under 60 s; the reports in under 10% of the sim time.",
+    },
+    Bench {
+        package: "harness",
+        target: "python",
+        about: "The whole catalog live against the Python executor of `examples/executors/python` (the \
+                conformance kit's example: stripe-python, requests, boto3 and web3.py against the fakes, a \
+                SQLite intent log, a Python process per worker), on 2 threads as `twice run --executor` \
+                does: in total and per scenario. Target: under 60 s.",
     },
 ];
 
@@ -334,6 +342,9 @@ struct Record {
 
 fn bench() -> Result<i32> {
     let root = root();
+    // harness/python runs the Python executor on the SDK venv, which `test` prepares too.
+    let python = prepare_venv(&root)?;
+    println!("xtask: TWICE_PYTHON={}", python.display());
     // harness/run drives the reference executor's binary for its live figures: build it from
     // the current sources, in the profile benchmarks are built with.
     println!("xtask: building twice-executor (cargo build --release -p executor --bin twice-executor)");
@@ -351,6 +362,7 @@ fn bench() -> Result<i32> {
         let mut child = cargo()
             .args(["bench", "-p", bench.package, "--bench", bench.target])
             .current_dir(&root)
+            .env("TWICE_PYTHON", &python)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()

@@ -20,7 +20,7 @@ fn scenario(text: &str) -> Scenario {
 }
 
 /// A fresh directory for one test, under cargo's per-target temp dir.
-fn fresh_dir(name: &str) -> PathBuf {
+pub fn fresh_dir(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("live-it").join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));

@@ -1,6 +1,7 @@
 //! The `twice` binary as a user runs it: a real child process, real signals, real sockets.
 
 mod catalog;
+mod conformance;
 mod live;
 mod reports;
 mod sim;

@@ -1,0 +1,23 @@
+"""The classic bugs, one switch each, for the conformance kit.
+
+`executor.py --bug NAME` turns on exactly one of them; without `--bug` the executor is
+correct. Each bug is one `if bugs.BUG == "NAME":` in the code, at the place where the wrong
+belief acts, so `grep -n 'bugs.BUG ==' *.py` lists every difference from the correct
+executor. The README says which catalog scenario catches each one, and with which invariant.
+"""
+
+# The bug that is switched on (set once at start-up by executor.py), or None.
+BUG = None
+
+# Every bug, with the wrong belief it stands for.
+BUGS = {
+    "naive-retry": "any error is retried at once (tenacity), without the intent's idempotency key",
+    "key-per-attempt": "every attempt gets a new idempotency key",
+    "memory-only": "intents live in memory only: a crash forgets them",
+    "timeout-as-failure": 'a timeout means "it did not happen": failed',
+    "trust-200": "a success is believed without a read-back, even where acks may lie",
+    "re-sign-after-timeout": "after an uncertain broadcast, the transfer is signed again with the next nonce",
+    "resend-after-key-expiry": "the key is believed to protect for ever: resent without a lookup",
+    "replacement-while-unknown": "a replacement runs while the intent it replaces is unknown",
+    "no-fencing": "no fencing token on creates and no precondition on puts",
+}
