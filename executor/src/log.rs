@@ -49,8 +49,8 @@ pub enum Recorded {
     Conflict(Intent),
 }
 
-/// Schema version in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 1;
+/// Schema version in `PRAGMA user_version` (2: the `nonces` table).
+const SCHEMA_VERSION: i64 = 2;
 /// How long a writer waits for another process's lock before giving up.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 
@@ -77,6 +77,13 @@ impl IntentLog {
             Durability::Normal => "NORMAL",
         };
         conn.pragma_update(None, "synchronous", sync).map_err(err)?;
+        // A log already at this schema is opened without writing: another worker may hold the
+        // write lock for a long time (stopped by SIGSTOP in the middle of a transaction), and
+        // a worker starting beside it must not wait on that lock just to open the file.
+        let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(err)?;
+        if version == SCHEMA_VERSION {
+            return Ok(IntentLog { conn, path: path.to_path_buf() });
+        }
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS intents (
                  seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -488,6 +495,23 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<Result<Intent, String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_worker_opens_the_log_while_another_holds_the_write_lock() {
+        let dir = std::env::temp_dir().join(format!("twice-log-lock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("intents.sqlite");
+        drop(IntentLog::open(&path, Durability::Normal).unwrap());
+        // A worker stopped in the middle of a write transaction keeps the write lock.
+        let holder = Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let second = IntentLog::open(&path, Durability::Normal).unwrap();
+        second.conn.busy_timeout(Duration::from_millis(0)).unwrap();
+        assert_eq!(second.count().unwrap(), 0, "reads go on beside the held write lock");
+        holder.execute_batch("ROLLBACK").unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn transfer(id: &str, nonce: u64) -> Intent {
         Intent {
