@@ -36,30 +36,24 @@
 //! Run it alone with `cargo bench -p harness --bench run`, or only one part of it with
 //! `cargo bench -p harness --bench run -- sim` (or `-- live`).
 
-use std::collections::{BTreeMap, HashMap};
+mod common;
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
+use common::{Live, Quiet, Result, SEED, THREADS, WorkDir, catalog, live_figures, load_average, summary};
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Progress, Source};
 use harness::sim::{self, Reference};
-use serde_json::{Value, json};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Result<T, E = BoxError> = std::result::Result<T, E>;
+use serde_json::Value;
 
 /// The name of this benchmark in `BENCH` records.
 const BENCH: &str = "harness/run";
-/// The seed of every round: `twice run`'s default.
-const SEED: u64 = 1;
 /// Generated cases per sim round: `twice run`'s default.
 const GENERATED: u64 = 1_000;
 /// Generated cases in the unmeasured warm-up.
 const WARMUP: u64 = 200;
-/// Threads, as `twice run` uses on this machine (its default is the number of cores).
-const THREADS: usize = 2;
 const SIM_ROUNDS: usize = 5;
 const LIVE_ROUNDS: usize = 3;
 /// Generated cases whose results the report benchmark renders.
@@ -70,19 +64,18 @@ const TARGET_REPORT_SHARE: f64 = 0.10;
 /// Targets from the issue.
 const TARGET_CASES_PER_S: f64 = 1_000.0;
 const TARGET_SPEEDUP: f64 = 1_000.0;
-const TARGET_LIVE_S: f64 = 60.0;
 
 fn main() -> Result<()> {
     // `cargo bench` passes `--bench`; `sim` or `live` after `--` runs only that part.
     let parts: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let wants = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
-    let work = WorkDir::create()?;
+    let work = WorkDir::create("run")?;
     let mut records = Vec::new();
     if wants("sim") {
         sim_figures(&work.path, &mut records)?;
     }
     if wants("live") {
-        live_figures(&work.path, &mut records)?;
+        reference_live_figures(&work.path, &mut records)?;
     }
     if wants("reports") {
         report_figures(&work.path, &mut records)?;
@@ -103,13 +96,6 @@ fn generated(count: u64) -> Result<Vec<Case>> {
         .collect()
 }
 
-fn catalog() -> Result<Vec<Case>> {
-    Ok(scenarios::catalog::catalog()?
-        .into_iter()
-        .map(|scenario| Case { scenario, source: Source::Catalog })
-        .collect())
-}
-
 /// Runs `cases`; returns the wall time and the results as `results.json` would hold them.
 fn timed_run(
     cases: &[Case],
@@ -126,12 +112,7 @@ fn timed_run(
 
 /// Names of the cases that did not pass, with their outcome.
 fn failures(results: &run::RunResults) -> Vec<String> {
-    results
-        .results
-        .iter()
-        .filter(|r| r.outcome != Outcome::Passed)
-        .map(|r| format!("{} ({:?})", r.name, r.outcome))
-        .collect()
+    common::failures(&results.results)
 }
 
 fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
@@ -226,7 +207,8 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     println!(
         "sim, {THREADS} threads: median {rate2:.0} cases/s, spread {spread2:.1} % (target {TARGET_CASES_PER_S}: {met})"
     );
-    records.push(record(
+    records.push(common::record(
+        BENCH,
         &format!("sim, generated cases, {THREADS} threads"),
         rate2,
         "cases/s",
@@ -238,7 +220,8 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     ));
     let (rate1, spread1) = summary(&rates(1));
     println!("sim, 1 thread: median {rate1:.0} cases/s, spread {spread1:.1} %");
-    records.push(record(
+    records.push(common::record(
+        BENCH,
         "sim, generated cases, 1 thread",
         rate1,
         "cases/s",
@@ -275,7 +258,8 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
         ends.push(wall * 1e3);
     }
     let (end, end_spread) = summary(&ends);
-    records.push(record(
+    records.push(common::record(
+        BENCH,
         &format!("sim, catalog + {GENERATED} generated cases end to end, {THREADS} threads"),
         end,
         "ms",
@@ -287,7 +271,8 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
         ),
     ));
 
-    records.push(record(
+    records.push(common::record(
+        BENCH,
         &format!("simulated time of the {GENERATED} generated cases"),
         virtual_total,
         "s",
@@ -305,7 +290,8 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
         "simulated {virtual_total:.0} s over wall time ({THREADS} threads): median {speedup:.0}x \
          (target {TARGET_SPEEDUP}x: {met})"
     );
-    records.push(record(
+    records.push(common::record(
+        BENCH,
         &format!("simulated over wall time, {THREADS} threads"),
         speedup,
         "x",
@@ -318,8 +304,7 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     Ok(())
 }
 
-fn live_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
-    let load_before = load_average();
+fn reference_live_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     let release = bench_release_dir()?;
     let command = ExecutorCommand::reference_in(&release).map_err(|e| {
         format!(
@@ -327,93 +312,14 @@ fn live_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
              (`cargo xtask bench` does)"
         )
     })?;
-    let driver = Driver::Live(command);
-    let cases = catalog()?;
-    println!(
-        "\n{BENCH}: live, the whole catalog ({} scenarios) against {} on {THREADS} threads, {LIVE_ROUNDS} rounds",
-        cases.len(),
-        driver.describe()
-    );
-    let mut walls = Vec::new();
-    let mut per_scenario: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let mut failed_rounds = Vec::new();
-    for round in 1..=LIVE_ROUNDS {
-        let timing = Timing::default();
-        let (wall, results) = timed_run(&cases, &driver, work, THREADS, &timing);
-        let failed = failures(&results);
-        println!(
-            "  round {round}/{LIVE_ROUNDS}  {:.1} s, {} of {} passed{}",
-            wall.as_secs_f64(),
-            results.totals.passed,
-            results.totals.scenarios,
-            if failed.is_empty() { String::new() } else { format!(": not {}", failed.join(", ")) }
-        );
-        if !failed.is_empty() {
-            failed_rounds.push(format!("round {round}: {}", failed.join(", ")));
-        }
-        walls.push(wall.as_secs_f64());
-        for (name, took) in timing.took.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            per_scenario.entry(name).or_default().push(took.as_secs_f64());
-        }
-    }
-    let passing = if failed_rounds.is_empty() {
-        "Every round passed every scenario.".to_string()
-    } else {
-        format!("Not every scenario passed: {}.", failed_rounds.join("; "))
+    let live = Live {
+        bench: BENCH,
+        who: "",
+        setup: "the release twice-executor binary (a real subprocess per worker, loopback HTTP fakes, real \
+                SIGKILL and SIGSTOP, state on disk under the temp dir), as `twice run --live --cases 0`",
+        rounds: LIVE_ROUNDS,
     };
-    let load = format!("1-minute load average {load_before} before these rounds, {} after.", load_average());
-    let (total, total_spread) = summary(&walls);
-    let met = if total < TARGET_LIVE_S { "met" } else { "NOT met" };
-    println!(
-        "live, whole catalog: median {total:.1} s, spread {total_spread:.1} % (target under {TARGET_LIVE_S} s: {met})"
-    );
-    records.push(record(
-        &format!("live, whole catalog ({} scenarios), {THREADS} threads", cases.len()),
-        total,
-        "s",
-        Some(total_spread),
-        &format!(
-            "Wall time of run::run_cases over the catalog with the live driver against the release \
-             twice-executor binary (a real subprocess per worker, loopback HTTP fakes, real SIGKILL and \
-             SIGSTOP, state on disk under the temp dir), as `twice run --live --cases 0` on {THREADS} threads; \
-             median of {LIVE_ROUNDS} rounds. {passing} Target: under {TARGET_LIVE_S:.0} s; {met}. {load}"
-        ),
-    ));
-    // Each scenario's median over the rounds.
-    let medians: Vec<(String, f64)> =
-        per_scenario.iter().map(|(name, took)| (name.clone(), summary(took).0)).collect();
-    let values: Vec<f64> = medians.iter().map(|(_, t)| *t).collect();
-    let (median, _) = summary(&values);
-    let slowest: Vec<&(String, f64)> = {
-        let mut sorted: Vec<&(String, f64)> = medians.iter().collect();
-        sorted.sort_by(|a, b| b.1.total_cmp(&a.1));
-        sorted.into_iter().take(3).collect()
-    };
-    let max = slowest.first().map_or(0.0, |s| s.1);
-    let sum: f64 = values.iter().sum();
-    records.push(record(
-        "live, per scenario, median",
-        median,
-        "s",
-        None,
-        &format!(
-            "Wall time of one catalog scenario (its own median over {LIVE_ROUNDS} rounds), median over the \
-             {} scenarios; together they take {sum:.1} s, spread over {THREADS} threads.",
-            medians.len()
-        ),
-    ));
-    records.push(record(
-        "live, per scenario, max",
-        max,
-        "s",
-        None,
-        &format!(
-            "The slowest scenarios (medians over {LIVE_ROUNDS} rounds): {}.",
-            slowest.iter().map(|(n, t)| format!("{n} {t:.1} s")).collect::<Vec<_>>().join(", ")
-        ),
-    ));
-    println!("live, per scenario: median {median:.2} s, max {max:.2} s");
-    Ok(())
+    live_figures(&live, command, work, records)
 }
 
 fn report_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
@@ -462,21 +368,24 @@ fn report_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
             })
             .collect();
     let verdict = if share < TARGET_REPORT_SHARE { "met" } else { "NOT met" };
-    records.push(record(
+    records.push(common::record(
+        BENCH,
         &format!("sim run of {REPORT_CASES} generated cases"),
         sim_s,
         "s",
         None,
         "One round, 2 threads, the cases generated beforehand.",
     ));
-    records.push(record(
+    records.push(common::record(
+        BENCH,
         &format!("render and write all four report files for {REPORT_CASES} results"),
         median_s,
         "s",
         Some(spread),
         &format!("Median of {REPORT_ROUNDS} rounds; sizes: {}.", sizes.join(", ")),
     ));
-    records.push(record(
+    records.push(common::record(
+        BENCH,
         "report time over sim time",
         share,
         "x",
@@ -485,7 +394,7 @@ fn report_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     ));
     for (file, samples) in &per_file {
         let (median, spread) = summary(samples);
-        records.push(record(&format!("render {file} alone"), median, "s", Some(spread), ""));
+        records.push(common::record(BENCH, &format!("render {file} alone"), median, "s", Some(spread), ""));
     }
     Ok(())
 }
@@ -495,97 +404,4 @@ fn bench_release_dir() -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let deps = exe.parent().ok_or("the benchmark has no directory")?;
     Ok(deps.parent().unwrap_or(deps).to_path_buf())
-}
-
-struct Quiet;
-
-impl Progress for Quiet {
-    fn started(&self, _: usize) {}
-    fn finished(&self, _: &ScenarioResult) {}
-    fn done(&self) {}
-}
-
-/// Per case, the time since its thread's previous case ended (or since the run started).
-#[derive(Default)]
-struct Timing {
-    started: Mutex<Option<Instant>>,
-    last: Mutex<HashMap<ThreadId, Instant>>,
-    took: Mutex<Vec<(String, Duration)>>,
-}
-
-impl Progress for Timing {
-    fn started(&self, _: usize) {
-        *self.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-    }
-
-    fn finished(&self, result: &ScenarioResult) {
-        // Called on the thread that ran the case, right after it.
-        let now = Instant::now();
-        let started = self.started.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or(now);
-        let previous = self
-            .last
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(std::thread::current().id(), now)
-            .unwrap_or(started);
-        self.took.lock().unwrap_or_else(|p| p.into_inner()).push((result.name.clone(), now - previous));
-    }
-
-    fn done(&self) {}
-}
-
-/// A fresh directory under the system's temp dir, removed at the end.
-struct WorkDir {
-    path: PathBuf,
-}
-
-impl WorkDir {
-    fn create() -> Result<WorkDir> {
-        let path = std::env::temp_dir().join(format!("twice-bench-run-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path)?;
-        Ok(WorkDir { path })
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
-/// The 1-minute load average, as /proc/loadavg says.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn record(name: &str, value: f64, unit: &str, spread_pct: Option<f64>, notes: &str) -> Value {
-    let round = |v: f64, places: i32| (v * 10f64.powi(places)).round() / 10f64.powi(places);
-    let mut r = json!({
-        "bench": BENCH,
-        "name": name,
-        "value": round(value, if unit == "x" { 3 } else { 2 }),
-        "unit": unit,
-        "notes": notes,
-    });
-    if let Some(spread) = spread_pct {
-        r["spread_pct"] = json!(round(spread, 1));
-    }
-    r
-}
-
-/// The median and the spread, (max - min) / median in percent.
-fn summary(samples: &[f64]) -> (f64, f64) {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n == 0 {
-        return (0.0, 0.0);
-    }
-    let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
-    let spread = if median > 0.0 { (sorted[n - 1] - sorted[0]) / median * 100.0 } else { 0.0 };
-    (median, spread)
 }
