@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,14 +31,16 @@ use scenarios::{IntentSpec, Scenario};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::cli::{self, CheckArgs};
 use crate::exit;
-use crate::live::{self, ExecutorCommand, Tail, describe, excerpt, lock, read_stderr, signal_group};
+use crate::live::{
+    self, ExecutorCommand, Spawned, Tail, describe, excerpt, lock, signal_group, spawn_executor,
+};
 use crate::run::{self, Case, Driver, Outcome, RunResults, ScenarioResult, Source};
 use crate::setup;
 
@@ -339,26 +341,10 @@ async fn read_stdout(stdout: ChildStdout, tx: mpsc::Sender<Out>) {
 
 impl Session {
     fn start(command: &ExecutorCommand) -> Result<Session, String> {
-        let mut child = Command::new(&command.program)
-            .args(&command.args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot run `{command}`: {e}"))?;
-        let pgid = child.id().ok_or_else(|| format!("`{command}` exited at once"))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(format!("`{command}` started without its pipes"));
-        };
-        let tail = Arc::new(Mutex::new(Tail::default()));
-        let stderr_task = tokio::spawn(read_stderr(stderr, Arc::clone(&tail)));
+        let Spawned { child, pgid, stdin, stdout, stderr, stderr_task } = spawn_executor(command)?;
         let (tx, out) = mpsc::channel(QUEUED_LINES_MAX);
         tokio::spawn(read_stdout(stdout, tx));
-        Ok(Session { child, pgid, stdin, out, stderr: tail, stderr_task, next_msg_id: 1 })
+        Ok(Session { child, pgid, stdin, out, stderr, stderr_task, next_msg_id: 1 })
     }
 
     /// The newest of its stderr, for a verdict.

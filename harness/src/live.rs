@@ -437,7 +437,7 @@ async fn read_stdout(stdout: ChildStdout, lane: Lane) {
     }
 }
 
-pub(crate) async fn read_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
+async fn read_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
     let mut buffer = vec![0u8; 4096];
     while let Ok(n) = stderr.read(&mut buffer).await {
         if n == 0 {
@@ -504,25 +504,43 @@ struct Worker {
     reported: bool,
 }
 
+/// An executor process just started: in a process group of its own (so that signals reach
+/// whatever it starts), its stdin to write, its stdout to read, and its stderr's tail kept by a
+/// task for verdicts.
+pub(crate) struct Spawned {
+    pub child: Child,
+    pub pgid: u32,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+    pub stderr: Arc<Mutex<Tail>>,
+    pub stderr_task: JoinHandle<()>,
+}
+
+/// Starts `command` as the live driver and `twice check-executor` run executors.
+pub(crate) fn spawn_executor(command: &ExecutorCommand) -> Result<Spawned, String> {
+    let mut child = Command::new(&command.program)
+        .args(&command.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+    let pgid = child.id().ok_or_else(|| format!("`{command}` exited at once"))?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(format!("`{command}` started without its pipes"));
+    };
+    let tail = Arc::new(Mutex::new(Tail::default()));
+    let stderr_task = tokio::spawn(read_stderr(stderr, Arc::clone(&tail)));
+    Ok(Spawned { child, pgid, stdin, stdout, stderr: tail, stderr_task })
+}
+
 impl Worker {
     fn spawn(command: &ExecutorCommand, lane: Lane, incarnation: u32) -> Result<Worker, String> {
-        let mut child = Command::new(&command.program)
-            .args(&command.args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot run `{command}`: {e}"))?;
-        let pgid = child.id().ok_or_else(|| format!("`{command}` exited at once"))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(format!("`{command}` started without its pipes"));
-        };
-        let tail = Arc::new(Mutex::new(Tail::default()));
-        let stderr_task = tokio::spawn(read_stderr(stderr, Arc::clone(&tail)));
+        let Spawned { child, pgid, stdin, stdout, stderr, stderr_task } = spawn_executor(command)?;
         let link = Arc::clone(&lane.link);
         tokio::spawn(read_stdout(stdout, lane));
         Ok(Worker {
@@ -531,7 +549,7 @@ impl Worker {
             pgid,
             stdin,
             link,
-            stderr: tail,
+            stderr,
             stderr_task,
             next_msg_id: 1,
             queue: VecDeque::new(),
