@@ -75,7 +75,9 @@ fn main() -> Result<()> {
         sim_figures(&work.path, &mut records)?;
     }
     if wants("live") {
-        reference_live_figures(&work.path, &mut records)?;
+        let live_walls_s = reference_live_figures(&work.path, &mut records)?;
+        // The same scenarios in sim, for the speedup: needs the live rounds just measured.
+        catalog_speedup_figures(&work.path, &live_walls_s, &mut records)?;
     }
     if wants("reports") {
         report_figures(&work.path, &mut records)?;
@@ -304,7 +306,7 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     Ok(())
 }
 
-fn reference_live_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
+fn reference_live_figures(work: &Path, records: &mut Vec<Value>) -> Result<Vec<f64>> {
     let release = bench_release_dir()?;
     let command = ExecutorCommand::reference_in(&release).map_err(|e| {
         format!(
@@ -397,6 +399,120 @@ fn report_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
         records.push(common::record(BENCH, &format!("render {file} alone"), median, "s", Some(spread), ""));
     }
     Ok(())
+}
+
+/// The catalog in sim, against the same reference executor the live rounds ran as a binary:
+/// cases per second in both, their ratio, and the simulated time over the wall time.
+fn catalog_speedup_figures(work: &Path, live_walls_s: &[f64], records: &mut Vec<Value>) -> Result<()> {
+    let cases = catalog()?;
+    let count = cases.len();
+    let driver = Driver::Sim(&Reference);
+    println!("\n{BENCH}: sim, the same {count} catalog scenarios on {THREADS} threads, {SIM_ROUNDS} rounds");
+    let (_, warm) = timed_run(&cases, &driver, work, THREADS, &Quiet);
+    if !failures(&warm).is_empty() {
+        return Err(format!("the catalog warm-up failed in sim: {}", failures(&warm).join(", ")).into());
+    }
+    let mut sim_walls_s = Vec::new();
+    for round in 1..=SIM_ROUNDS {
+        let (wall, results) = timed_run(&cases, &driver, work, THREADS, &Quiet);
+        let failed = failures(&results);
+        if !failed.is_empty() {
+            return Err(format!("sim catalog round {round}: not passed: {}", failed.join(", ")).into());
+        }
+        println!("  round {round}/{SIM_ROUNDS}  {:.0} ms", wall.as_secs_f64() * 1e3);
+        sim_walls_s.push(wall.as_secs_f64());
+    }
+    // Simulated time per scenario: deterministic, so measured once.
+    let mut virtual_s = Vec::with_capacity(count);
+    for case in &cases {
+        let seed = run::case_seed(SEED, &case.source, &case.scenario.name);
+        let (_, elapsed) = sim::run_blocking_timed(&case.scenario, seed, &Reference, work)?;
+        virtual_s.push(elapsed.as_secs_f64());
+    }
+    let virtual_total_s: f64 = virtual_s.iter().sum();
+
+    let rate = |walls: &[f64]| walls.iter().map(|w| count as f64 / w).collect::<Vec<f64>>();
+    let (sim_rate, sim_spread) = summary(&rate(&sim_walls_s));
+    let (live_rate, live_spread) = summary(&rate(live_walls_s));
+    // The ratio's spread: from the least favourable pairing of rounds to the most.
+    let ratio = sim_rate / live_rate;
+    let (sim_min, sim_max) = min_max(&rate(&sim_walls_s));
+    let (live_min, live_max) = min_max(&rate(live_walls_s));
+    let ratio_spread = (sim_max / live_min - sim_min / live_max) / ratio * 100.0;
+    let speedups: Vec<f64> = sim_walls_s.iter().map(|w| virtual_total_s / w).collect();
+    let (speedup, speedup_spread) = summary(&speedups);
+    let live_median_s = summary(live_walls_s).0;
+    println!(
+        "catalog: sim {sim_rate:.0} cases/s, live {live_rate:.2} cases/s: {ratio:.0}x; simulated \
+         {virtual_total_s:.1} s over sim wall time: {speedup:.0}x"
+    );
+    records.push(common::record(
+        BENCH,
+        &format!("sim, whole catalog ({count} scenarios), {THREADS} threads"),
+        sim_rate,
+        "cases/s",
+        Some(sim_spread),
+        &format!(
+            "The catalog through run::run_cases with the sim driver and the reference executor in process, \
+             {THREADS} threads, median of {SIM_ROUNDS} rounds after a warm-up; every round passed every \
+             scenario. The catalog is slower per case than generated cases: its scenarios are longer (crashes, \
+             second workers, reconcile rounds, files and chain)."
+        ),
+    ));
+    records.push(common::record(
+        BENCH,
+        &format!("live, whole catalog ({count} scenarios), {THREADS} threads, as a rate"),
+        live_rate,
+        "cases/s",
+        Some(live_spread),
+        &format!(
+            "The live rounds above ({} rounds, median {live_median_s:.1} s) as cases per second.",
+            live_walls_s.len()
+        ),
+    ));
+    records.push(common::record(
+        BENCH,
+        "sim over live, same catalog, same executor",
+        ratio,
+        "x",
+        Some(ratio_spread),
+        "Cases per second in sim over cases per second live, for the same scenarios, seeds and reference \
+         executor (in process in sim, the release binary live), on the same threads in the same run; the \
+         spread runs from the slowest sim round against the fastest live round to the other way round.",
+    ));
+    records.push(common::record(
+        BENCH,
+        &format!("simulated time of the catalog ({count} scenarios)"),
+        virtual_total_s,
+        "s",
+        None,
+        &format!(
+            "Virtual time from the start of each scenario's run to its final status, summed (measured once: \
+             deterministic). Live, the same scenarios take about as long in real time: their per-scenario wall \
+             times add up to the figure `live, per scenario` notes above. Per scenario: median {:.1} s, max \
+             {:.1} s.",
+            summary(&virtual_s).0,
+            virtual_s.iter().copied().fold(0.0, f64::max)
+        ),
+    ));
+    let met = if speedup >= TARGET_SPEEDUP { "met" } else { "NOT met" };
+    records.push(common::record(
+        BENCH,
+        &format!("simulated over wall time, catalog, {THREADS} threads"),
+        speedup,
+        "x",
+        Some(speedup_spread),
+        &format!(
+            "The catalog's simulated time over each sim round's wall time, median of {SIM_ROUNDS} rounds. \
+             Target: at least {TARGET_SPEEDUP:.0}x; {met}."
+        ),
+    ));
+    Ok(())
+}
+
+/// The smallest and the largest sample.
+fn min_max(samples: &[f64]) -> (f64, f64) {
+    samples.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &s| (lo.min(s), hi.max(s)))
 }
 
 /// `target/release`: this benchmark runs as `target/release/deps/run-HASH`.

@@ -15,6 +15,7 @@ mod executor_protocol;
 mod executor_rig;
 mod executor_world;
 mod mutant_naive;
+mod mutant_table;
 mod mutants;
 mod python;
 mod python_executor;

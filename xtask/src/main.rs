@@ -19,10 +19,20 @@
 //! - `name` (string): the figure, one row of the section's table, in the order printed.
 //! - `value` (number) and `unit` (string): the figure itself, e.g. `req/s`, `ms`; a ratio of
 //!   two figures is a record of its own with unit `x`.
+//! - `display` (string, optional): shown instead of the number, for a figure that is not
+//!   one ("not found within 2,000 cases"); `value` still holds a number for comparisons.
 //! - `spread_pct` (number, optional): how much repeated measurements varied, as
 //!   (max - min) / median in percent.
 //! - `notes` (string, optional): how to read the figure (setup, target met or not), printed
 //!   under the table.
+//!
+//! A record with `table` (its title), `columns` (strings) and `rows` (arrays of strings) is a
+//! table of its own, printed under the section's figures with its `notes`.
+//!
+//! Besides `docs/benchmarks.md`, a run writes every figure to `docs/benchmarks.json`; the next
+//! run reads it back and prints each figure's change since then, so the document shows how
+//! much figures move from one run to the next. The [`HEADLINES`] are written at the top of
+//! the document and between the `bench:headlines` markers of README.md.
 //!
 //! Every other line is only echoed.
 
@@ -36,7 +46,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
@@ -68,10 +78,12 @@ const BENCHES: &[Bench] = &[
         package: "fake-services",
         target: "throughput",
         about: "Requests per second that the fakes serve over loopback HTTP with keep-alive: the payments \
-                fake creating a refund per request, with and without fault rules armed, next to bare hyper \
-                answering a fixed body on the same transport; the files fake storing an object per S3 PUT; \
-                the chain fake taking a pre-signed transfer per `eth_sendRawTransaction` (decoding and \
-                sender recovery included).",
+                fake creating a refund per request, with and without fault rules armed, next to a stateful \
+                refund stub built with the `wiremock` crate (what a user would write instead: a `Respond` \
+                impl holding the same state) and bare hyper answering a fixed body on the same transport \
+                (the ceiling); the files fake storing an object per S3 PUT; the chain fake taking a \
+                pre-signed transfer per `eth_sendRawTransaction` (decoding and sender recovery included). \
+                Target: within 1.5x of bare hyper.",
     },
     Bench {
         package: "executor",
@@ -89,10 +101,32 @@ const BENCHES: &[Bench] = &[
                 in process (`run::run_cases`, each case on its own paused tokio runtime with the fakes and a \
                 real SQLite log, then checked), on 2 threads and on 1, and the virtual time those cases span \
                 over the wall time they took. Live: the whole catalog against the release `twice-executor` \
-                binary (real subprocesses, loopback HTTP, real signals), in total and per scenario. Reports: \
+                binary (real subprocesses, loopback HTTP, real signals), in total and per scenario, and the \
+                same catalog in sim: cases per second in both and their ratio. Reports: \
                 10,000 generated cases run in sim, then all four report files rendered and written from \
                 their results. Targets: at least 1,000 cases/s and 1,000x in sim on this 2-core machine; \
                 the live catalog in under 60 s; the reports in under 10% of the sim time.",
+    },
+    Bench {
+        package: "harness",
+        target: "scaling",
+        about: "How the sim's cost grows. With intents per scenario: one scenario of 1, 10, 100 and 1,000 \
+                refunds (a tenth of the sends lose their reply after committing, so the share reconciled is \
+                the same at every size), its wall time on one thread and the peak memory of a process that \
+                runs it. With cases per run: 100, 1,000 and 10,000 generated cases on 2 threads, cases per \
+                second and the peak memory of a process that runs them and keeps their results. The \
+                complexity is stated as the exponent b in cost ~ size^b.",
+    },
+    Bench {
+        package: "twice-tests",
+        target: "search",
+        about: "Search power: for each mutant executor of the failure-mode list (one deliberate bug each, \
+                `docs/failure-modes.md`), how many generated cases it takes to reach the first violation, \
+                median over 20 seeds, for twice's generator and for a protocol-unaware baseline built into \
+                the benchmark that does what a TCP fault proxy can: the same intents against services on \
+                their default contracts, each request independently delayed past the timeout or reset with a \
+                fixed probability; no semantic faults, no crashes or second workers, no clock control. Both \
+                run in sim, against the same executors, checked by the same checker.",
     },
     Bench {
         package: "harness",
@@ -327,21 +361,188 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
 // ---------------------------------------------------------------------------------------------
 // cargo xtask bench
 
-/// One `BENCH` line; see the module documentation.
-#[derive(Debug, Deserialize)]
+/// A figure: one `BENCH` line; see the module documentation.
+#[derive(Debug, Clone, Deserialize, Serialize)]
 struct Record {
     bench: String,
     name: String,
     value: f64,
     unit: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    display: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     spread_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    notes: Option<String>,
+}
+
+/// A table: one `BENCH` line with `table`, `columns` and `rows`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    bench: String,
+    table: String,
+    columns: Vec<String>,
+    rows: Vec<Vec<String>>,
     #[serde(default)]
     notes: Option<String>,
 }
 
+/// Everything the benchmarks reported, in the order they printed it.
+#[derive(Debug, Default)]
+struct Records {
+    figures: Vec<Record>,
+    tables: Vec<Table>,
+}
+
+impl Records {
+    /// Parses the JSON after `BENCH `: a table when it names one, a figure otherwise.
+    fn add(&mut self, json: &str) -> Result<()> {
+        let value: serde_json::Value = serde_json::from_str(json).context("not JSON")?;
+        if value.get("table").is_some() {
+            let table: Table = serde_json::from_value(value).context("not a table record")?;
+            if let Some(row) = table.rows.iter().find(|r| r.len() != table.columns.len()) {
+                bail!(
+                    "table `{}` has {} columns but a row with {} cells: {row:?}",
+                    table.table,
+                    table.columns.len(),
+                    row.len()
+                );
+            }
+            self.tables.push(table);
+        } else {
+            self.figures.push(serde_json::from_value(value).context("not a figure record")?);
+        }
+        Ok(())
+    }
+
+    fn figure(&self, bench: &str, name: &str) -> Option<&Record> {
+        self.figures.iter().find(|r| r.bench == bench && r.name == name)
+    }
+}
+
+/// The figures of one run, as `docs/benchmarks.json` keeps them for the next.
+#[derive(Debug, Deserialize, Serialize)]
+struct Saved {
+    date: String,
+    figures: Vec<Record>,
+}
+
+/// A sentence of the headlines: `{}` is replaced by the figure (its `display`, or its value
+/// and unit); with a target, whether the figure meets it is added.
+struct Headline {
+    bench: &'static str,
+    name: &'static str,
+    sentence: &'static str,
+    target: Option<Target>,
+}
+
+/// A design target for a figure.
+struct Target {
+    /// Met when the value is at most `limit` (otherwise at least).
+    at_most: bool,
+    limit: f64,
+    /// The target in words, e.g. "within 1.5x of bare hyper".
+    text: &'static str,
+}
+
+impl Target {
+    fn met(&self, value: f64) -> bool {
+        if self.at_most { value <= self.limit } else { value >= self.limit }
+    }
+}
+
+/// The headline figures, at the top of `docs/benchmarks.md` and in README.md.
+const HEADLINES: &[Headline] = &[
+    Headline {
+        bench: "fake-services/throughput",
+        name: "payments fake / wiremock stub, recording on",
+        sentence: "The payments fake, with its ledger, journal and fault engine, creates refunds at {} the rate \
+                   of a stateful refund stub written with the `wiremock` crate (as `MockServer::start()` gives it).",
+        target: None,
+    },
+    Headline {
+        bench: "fake-services/throughput",
+        name: "bare / fake, no rules",
+        sentence: "Bare hyper answering a fixed body serves {} the payments fake's rate on the same transport.",
+        target: Some(Target { at_most: true, limit: 1.5, text: "within 1.5x of bare hyper" }),
+    },
+    Headline {
+        bench: "twice-tests/search",
+        name: "mutants found, twice",
+        sentence: "twice's generator catches {} mutant executors (one classic bug each) within 1,000 generated \
+                   cases in at least half of 20 seeds.",
+        target: None,
+    },
+    Headline {
+        bench: "twice-tests/search",
+        name: "mutants found, baseline at its best setting per mutant",
+        sentence: "A protocol-unaware baseline that delays or resets requests as a TCP fault proxy does, on the \
+                   same intents, catches {} even with its fault rate tuned per mutant: it cannot make a service \
+                   ignore or forget keys, lie in its acks, or crash a worker.",
+        target: None,
+    },
+    Headline {
+        bench: "twice-tests/search",
+        name: "baseline p = 0.5 over twice, cases to the first violation",
+        sentence: "Where both catch a mutant, the baseline at its highest fault rate (half of all requests) needs \
+                   {} the cases twice's generator needs: it faults every request it can, while the generator \
+                   spreads 0 to 3 faults per case over eleven kinds, contract terms and process events.",
+        target: None,
+    },
+    Headline {
+        bench: "harness/run",
+        name: "sim over live, same catalog, same executor",
+        sentence: "The catalog runs {} as fast in sim as live: same scenarios, same seed, the reference executor \
+                   in process against its release binary.",
+        target: None,
+    },
+    Headline {
+        bench: "harness/run",
+        name: "sim, generated cases, 2 threads",
+        sentence: "Sim runs and checks generated cases against the reference executor at {} on 2 cores.",
+        target: Some(Target { at_most: false, limit: 1_000.0, text: "thousands of cases per second" }),
+    },
+    Headline {
+        bench: "harness/run",
+        name: "simulated over wall time, 2 threads",
+        sentence: "Simulated time runs {} faster than the wall clock.",
+        target: Some(Target { at_most: false, limit: 1_000.0, text: "1,000x" }),
+    },
+    Headline {
+        bench: "executor/intents",
+        name: "raw / intents, propose 2000 then drain, FULL",
+        sentence: "Raw single-row SQLite commits (WAL, synchronous=FULL) run {} as fast as the reference \
+                   executor's intents, each two durable commits and a send.",
+        target: Some(Target { at_most: true, limit: 2.0, text: "within 2x of raw commits" }),
+    },
+    Headline {
+        bench: "harness/scaling",
+        name: "time exponent over intents per scenario, 10 to 1000",
+        sentence: "Sim time grows as intents^b with b = {} from 10 to 1,000 intents in one scenario.",
+        target: None,
+    },
+    Headline {
+        bench: "harness/scaling",
+        name: "run of 10000 generated cases, peak memory above an idle process",
+        sentence: "A run of 10,000 generated cases peaks at {} of memory above an idle process.",
+        target: None,
+    },
+];
+
+/// Where README.md's headlines go: the lines between these two are rewritten.
+const README: &str = "README.md";
+const HEADLINES_BEGIN: &str = "<!-- bench:headlines:begin (written by `cargo xtask bench`) -->";
+const HEADLINES_END: &str = "<!-- bench:headlines:end -->";
+const BENCH_JSON: &str = "docs/benchmarks.json";
+
 fn bench() -> Result<i32> {
     let root = root();
+    // Refuse early, before minutes of measuring, when the results would have nowhere to go.
+    let readme_path = root.join(README);
+    let readme = fs::read_to_string(&readme_path)
+        .with_context(|| format!("could not read {}", readme_path.display()))?;
+    with_headlines(&readme, "")?;
     // harness/python runs the Python executor on the SDK venv, which `test` prepares too.
     let python = prepare_venv(&root)?;
     println!("xtask: TWICE_PYTHON={}", python.display());
@@ -356,7 +557,7 @@ fn bench() -> Result<i32> {
     if !built.success() {
         return Ok(exit_code(built));
     }
-    let mut records = Vec::new();
+    let mut records = Records::default();
     for bench in BENCHES {
         println!("xtask: running cargo bench -p {} --bench {}", bench.package, bench.target);
         let mut child = cargo()
@@ -375,9 +576,7 @@ fn bench() -> Result<i32> {
             writeln!(echo, "{line}")?;
             echo.flush()?;
             if let Some(json) = line.strip_prefix(RECORD_PREFIX) {
-                let record: Record = serde_json::from_str(json)
-                    .with_context(|| format!("{}: malformed record: {line}", bench.id()))?;
-                records.push(record);
+                records.add(json).with_context(|| format!("{}: malformed record: {line}", bench.id()))?;
                 found += 1;
             }
         }
@@ -394,11 +593,70 @@ fn bench() -> Result<i32> {
             );
         }
     }
-    let doc = render(&machine(), &records);
+    let headlines = headlines(&records)?;
+    let machine = machine();
+    let json_path = root.join(BENCH_JSON);
+    // An unreadable previous run is no reason to lose this one: it is only left out.
+    let previous = match fs::read_to_string(&json_path) {
+        Ok(text) => match serde_json::from_str::<Saved>(&text) {
+            Ok(saved) => Some(saved),
+            Err(e) => {
+                eprintln!("xtask: warning: {BENCH_JSON} is not a previous run ({e}); no changes are shown");
+                None
+            }
+        },
+        Err(_) => None,
+    };
+    let doc = render(&machine, &records, &headlines, previous.as_ref());
     let path = root.join(BENCH_DOC);
     fs::write(&path, doc).with_context(|| format!("could not write {}", path.display()))?;
-    println!("xtask: wrote {BENCH_DOC}");
+    let saved = Saved { date: machine.date.clone(), figures: records.figures.clone() };
+    fs::write(&json_path, serde_json::to_string_pretty(&saved)? + "\n")
+        .with_context(|| format!("could not write {}", json_path.display()))?;
+    let readme = with_headlines(&readme, &headlines.join("\n"))?;
+    fs::write(&readme_path, readme).with_context(|| format!("could not write {}", readme_path.display()))?;
+    println!("xtask: wrote {BENCH_DOC}, {BENCH_JSON} and the headlines of {README}");
     Ok(0)
+}
+
+/// The headline sentences, one Markdown bullet each; an error names a figure no benchmark
+/// reported, so that no sentence goes out with a stale number.
+fn headlines(records: &Records) -> Result<Vec<String>> {
+    HEADLINES
+        .iter()
+        .map(|h| {
+            let r = records.figure(h.bench, h.name).with_context(|| {
+                format!("headline figure `{}` of {} was not reported; nothing written", h.name, h.bench)
+            })?;
+            let figure = match &r.display {
+                Some(text) => text.clone(),
+                // A large ratio reads better without its decimals.
+                None if r.unit == "x" && r.value.abs() >= 10.0 => format!("{}x", format_value(r.value, "")),
+                None if r.unit == "x" => format!("{}x", format_value(r.value, &r.unit)),
+                None if r.unit.is_empty() => format_value(r.value, &r.unit),
+                None => format!("{} {}", format_value(r.value, &r.unit), r.unit),
+            };
+            let verdict = match &h.target {
+                Some(t) if t.met(r.value) => format!(" Target: {}; met.", t.text),
+                Some(t) => format!(" Target: {}; **not met**.", t.text),
+                None => String::new(),
+            };
+            Ok(format!("- {}{verdict}", h.sentence.replacen("{}", &figure, 1)))
+        })
+        .collect()
+}
+
+/// `readme` with the lines between the headline markers replaced by `body`.
+fn with_headlines(readme: &str, body: &str) -> Result<String> {
+    let (Some(begin), Some(end)) = (readme.find(HEADLINES_BEGIN), readme.find(HEADLINES_END)) else {
+        bail!("{README} has no `{HEADLINES_BEGIN}` ... `{HEADLINES_END}` block for the benchmark headlines");
+    };
+    if end < begin {
+        bail!("in {README}, `{HEADLINES_END}` comes before `{HEADLINES_BEGIN}`");
+    }
+    let head = &readme[..begin + HEADLINES_BEGIN.len()];
+    let tail = &readme[end..];
+    Ok(if body.is_empty() { format!("{head}\n{tail}") } else { format!("{head}\n{body}\n{tail}") })
 }
 
 /// What the figures were measured on.
@@ -480,7 +738,7 @@ fn utc_date_time(secs: u64) -> String {
     format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC")
 }
 
-fn render(machine: &Machine, records: &[Record]) -> String {
+fn render(machine: &Machine, records: &Records, headlines: &[String], previous: Option<&Saved>) -> String {
     let mut doc = String::new();
     // Writing to a String cannot fail; the results are ignored for that reason.
     let _ = writeln!(doc, "# Benchmarks\n");
@@ -497,46 +755,134 @@ fn render(machine: &Machine, records: &[Record]) -> String {
         let _ = writeln!(doc, "| {what} | {} |", cell(value));
     }
     let _ = writeln!(doc, "| command | `cargo xtask bench` |");
+    if let Some(p) = previous {
+        let _ = writeln!(doc, "| previous run | {} (the `previous` column) |", cell(&p.date));
+    }
+    if !headlines.is_empty() {
+        let _ = writeln!(doc, "\n## Headlines\n");
+        for h in headlines {
+            let _ = writeln!(doc, "{h}");
+        }
+    }
 
+    let before = |r: &Record| {
+        previous.and_then(|p| {
+            p.figures.iter().find(|q| q.bench == r.bench && q.name == r.name && q.unit == r.unit)
+        })
+    };
     // Sections in the order of BENCHES, then any other `bench` value in order of appearance.
     let mut order: Vec<String> = BENCHES.iter().map(Bench::id).collect();
-    for r in records {
-        if !order.contains(&r.bench) {
-            order.push(r.bench.clone());
+    for bench in records.figures.iter().map(|r| &r.bench).chain(records.tables.iter().map(|t| &t.bench)) {
+        if !order.contains(bench) {
+            order.push(bench.clone());
         }
     }
     let about: BTreeMap<String, &str> = BENCHES.iter().map(|b| (b.id(), b.about)).collect();
     for id in &order {
-        let rows: Vec<&Record> = records.iter().filter(|r| &r.bench == id).collect();
-        if rows.is_empty() {
+        let rows: Vec<&Record> = records.figures.iter().filter(|r| &r.bench == id).collect();
+        let tables: Vec<&Table> = records.tables.iter().filter(|t| &t.bench == id).collect();
+        if rows.is_empty() && tables.is_empty() {
             continue;
         }
         let _ = writeln!(doc, "\n## {id}\n");
         if let Some(about) = about.get(id) {
             let _ = writeln!(doc, "{about}\n");
         }
-        let _ = writeln!(doc, "| figure | value | unit | spread |\n|---|--:|---|--:|");
-        for r in &rows {
-            let spread = r.spread_pct.map(|s| format!("{s:.1} %")).unwrap_or_default();
-            let _ = writeln!(
-                doc,
-                "| {} | {} | {} | {spread} |",
-                cell(&r.name),
-                format_value(r.value, &r.unit),
-                cell(&r.unit)
-            );
+        if !rows.is_empty() {
+            if previous.is_some() {
+                let _ = writeln!(
+                    doc,
+                    "| figure | value | unit | spread | previous | change |\n|---|--:|---|--:|--:|--:|"
+                );
+            } else {
+                let _ = writeln!(doc, "| figure | value | unit | spread |\n|---|--:|---|--:|");
+            }
+            for r in &rows {
+                let spread = r.spread_pct.map(|s| format!("{s:.1} %")).unwrap_or_default();
+                let value = r.display.as_deref().map_or_else(|| format_value(r.value, &r.unit), cell);
+                let _ = write!(doc, "| {} | {value} | {} | {spread} |", cell(&r.name), cell(&r.unit));
+                if previous.is_some() {
+                    let (was, change) = match before(r) {
+                        Some(q) => (
+                            q.display.as_deref().map_or_else(|| format_value(q.value, &q.unit), cell),
+                            change_pct(q.value, r.value).map(|c| format!("{c:+.1} %")).unwrap_or_default(),
+                        ),
+                        None => ("new".to_string(), String::new()),
+                    };
+                    let _ = write!(doc, " {was} | {change} |");
+                }
+                doc.push('\n');
+            }
+            let notes: Vec<&Record> =
+                rows.iter().copied().filter(|r| r.notes.as_deref().is_some_and(|n| !n.is_empty())).collect();
+            if !notes.is_empty() {
+                doc.push('\n');
+                for r in notes {
+                    let _ = writeln!(doc, "- {}: {}", r.name, r.notes.as_deref().unwrap_or_default());
+                }
+            }
         }
-        let notes: Vec<&Record> =
-            rows.iter().copied().filter(|r| r.notes.as_deref().is_some_and(|n| !n.is_empty())).collect();
-        if !notes.is_empty() {
-            doc.push('\n');
-            for r in notes {
-                let _ = writeln!(doc, "- {}: {}", r.name, r.notes.as_deref().unwrap_or_default());
+        for t in tables {
+            let _ = writeln!(doc, "\n### {}\n", t.table);
+            let _ =
+                writeln!(doc, "| {} |", t.columns.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
+            let _ = writeln!(doc, "|{}", "---|".repeat(t.columns.len()));
+            for row in &t.rows {
+                let _ = writeln!(doc, "| {} |", row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
+            }
+            if let Some(notes) = t.notes.as_deref().filter(|n| !n.is_empty()) {
+                let _ = writeln!(doc, "\n{notes}");
             }
         }
     }
-    let _ = writeln!(doc, "\nSpread is (max - min) / median over the repeated measurements.");
+    if let Some(p) = previous {
+        let _ = writeln!(doc, "\n## From one run to the next\n");
+        let _ = writeln!(doc, "{}", run_to_run(&records.figures, p));
+    }
+    let _ = writeln!(doc, "\nSpread is (max - min) / median over the repeated measurements within this run.");
     doc
+}
+
+/// The change from `was` to `now` in percent of `was`; none from zero.
+fn change_pct(was: f64, now: f64) -> Option<f64> {
+    (was != 0.0).then(|| (now - was) / was.abs() * 100.0)
+}
+
+/// A paragraph on how far the figures moved since the previous run: the typical change, how
+/// many moved no more than their own spread, and the largest moves.
+fn run_to_run(figures: &[Record], previous: &Saved) -> String {
+    // Measured figures only: a figure without a spread is a count or a derived total.
+    let mut moves: Vec<(&Record, f64, bool)> = figures
+        .iter()
+        .filter(|r| r.spread_pct.is_some())
+        .filter_map(|r| {
+            let q = previous
+                .figures
+                .iter()
+                .find(|q| q.bench == r.bench && q.name == r.name && q.unit == r.unit)?;
+            let change = change_pct(q.value, r.value)?;
+            let bound = r.spread_pct.unwrap_or(0.0).max(q.spread_pct.unwrap_or(0.0));
+            Some((r, change, change.abs() <= bound))
+        })
+        .collect();
+    if moves.is_empty() {
+        return format!("No figure with a spread was measured both now and in the run of {}.", previous.date);
+    }
+    let mut sizes: Vec<f64> = moves.iter().map(|m| m.1.abs()).collect();
+    sizes.sort_by(f64::total_cmp);
+    let median = sizes[sizes.len() / 2];
+    let within = moves.iter().filter(|m| m.2).count();
+    moves.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+    let largest: Vec<String> =
+        moves.iter().take(3).map(|(r, c, _)| format!("{} ({}) {c:+.1} %", r.name, r.bench)).collect();
+    format!(
+        "Against the run of {}: {} measured figures appear in both; the median change is {median:.1} %, and \
+         {within} of them moved by no more than their spread (the larger of the two runs'). The largest \
+         changes: {}.",
+        previous.date,
+        moves.len(),
+        largest.join("; ")
+    )
 }
 
 /// Text safe inside a table cell.
@@ -602,7 +948,8 @@ mod tests {
     #[test]
     fn records_render_in_order() {
         let line = r#"{"bench":"fake-services/throughput","name":"a | b","value":1500.0,"unit":"req/s","spread_pct":2.0,"notes":"n"}"#;
-        let record: Record = serde_json::from_str(line).expect("a valid record");
+        let mut records = Records::default();
+        records.add(line).expect("a valid record");
         let machine = Machine {
             date: "d".into(),
             cpu: "c".into(),
@@ -611,8 +958,81 @@ mod tests {
             kernel: "k".into(),
             rustc: "r".into(),
         };
-        let doc = render(&machine, &[record]);
+        let doc = render(&machine, &records, &[], None);
         assert!(doc.contains("| a \\| b | 1,500 | req/s | 2.0 % |"), "{doc}");
         assert!(doc.contains("- a | b: n"), "{doc}");
+    }
+
+    fn machine_for_tests() -> Machine {
+        Machine {
+            date: "d".into(),
+            cpu: "c".into(),
+            cores: "2".into(),
+            memory: "m".into(),
+            kernel: "k".into(),
+            rustc: "r".into(),
+        }
+    }
+
+    #[test]
+    fn tables_and_displayed_figures_render() {
+        let mut records = Records::default();
+        records
+            .add(r#"{"bench":"b/s","name":"found","value":2000,"unit":"cases","display":"not found within 2,000"}"#)
+            .expect("a figure");
+        records
+            .add(r#"{"bench":"b/s","table":"per mutant","columns":["mutant","cases"],"rows":[["x","3"]],"notes":"n"}"#)
+            .expect("a table");
+        let doc = render(&machine_for_tests(), &records, &[], None);
+        assert!(doc.contains("| found | not found within 2,000 | cases |  |"), "{doc}");
+        assert!(doc.contains("### per mutant\n\n| mutant | cases |\n|---|---|\n| x | 3 |\n\nn"), "{doc}");
+        let ragged = records.add(r#"{"bench":"b/s","table":"t","columns":["a","b"],"rows":[["x"]]}"#);
+        assert!(ragged.is_err_and(|e| e.to_string().contains("2 columns but a row with 1")));
+        assert!(records.add(r#"{"bench":"b/s","table":"t","columns":[],"rows":[],"extra":1}"#).is_err());
+    }
+
+    #[test]
+    fn changes_since_the_previous_run_are_shown() {
+        let mut records = Records::default();
+        records
+            .add(r#"{"bench":"b/s","name":"rate","value":110,"unit":"req/s","spread_pct":5}"#)
+            .expect("ok");
+        records.add(r#"{"bench":"b/s","name":"fresh","value":1,"unit":"x","spread_pct":1}"#).expect("ok");
+        let previous = Saved {
+            date: "then".into(),
+            figures: vec![Record {
+                bench: "b/s".into(),
+                name: "rate".into(),
+                value: 100.0,
+                unit: "req/s".into(),
+                display: None,
+                spread_pct: Some(12.0),
+                notes: None,
+            }],
+        };
+        let doc = render(&machine_for_tests(), &records, &[], Some(&previous));
+        assert!(doc.contains("| rate | 110 | req/s | 5.0 % | 100 | +10.0 % |"), "{doc}");
+        assert!(doc.contains("| fresh | 1.00 | x | 1.0 % | new |  |"), "{doc}");
+        assert!(doc.contains("Against the run of then: 1 measured figures appear in both"), "{doc}");
+        assert!(doc.contains("1 of them moved by no more than their spread"), "{doc}");
+    }
+
+    #[test]
+    fn headlines_go_between_the_markers_and_need_their_figures() {
+        let readme = format!("# t\n\n{HEADLINES_BEGIN}\n- old\n{HEADLINES_END}\n\nrest\n");
+        let written = with_headlines(&readme, "- new").expect("markers present");
+        assert_eq!(written, format!("# t\n\n{HEADLINES_BEGIN}\n- new\n{HEADLINES_END}\n\nrest\n"));
+        assert!(with_headlines("# no markers", "- x").is_err());
+        // Every headline names a figure; with none reported, the first is named in the error.
+        if let Some(first) = HEADLINES.first() {
+            let error = headlines(&Records::default()).expect_err("no figures");
+            assert!(error.to_string().contains(first.name), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_readme_has_the_headline_markers() {
+        let readme = fs::read_to_string(root().join(README)).expect("README.md is readable");
+        assert!(with_headlines(&readme, "").is_ok());
     }
 }

@@ -157,13 +157,14 @@ pub struct Live<'a> {
 
 /// The whole catalog, live, against `command`, `live.rounds` times: the total wall time, and
 /// each scenario's (the time between its thread's previous case and it, taken from the
-/// progress callback, which runs on the case's thread).
+/// progress callback, which runs on the case's thread). Returns each round's wall time in
+/// seconds.
 pub fn live_figures(
     live: &Live,
     command: ExecutorCommand,
     work: &Path,
     records: &mut Vec<Value>,
-) -> Result<()> {
+) -> Result<Vec<f64>> {
     let (bench, rounds) = (live.bench, live.rounds);
     let load_before = load_average();
     let driver = Driver::Live(command);
@@ -255,5 +256,5 @@ pub fn live_figures(
         ),
     ));
     println!("live, per scenario: median {median:.2} s, max {max:.2} s");
-    Ok(())
+    Ok(walls)
 }
