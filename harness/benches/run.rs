@@ -61,8 +61,9 @@ const REPORT_CASES: u64 = 10_000;
 const REPORT_ROUNDS: usize = 5;
 /// Rendering may take at most this share of the sim time of the same cases.
 const TARGET_REPORT_SHARE: f64 = 0.10;
-/// Targets from the issue.
-const TARGET_CASES_PER_S: f64 = 1_000.0;
+/// The design's bars (§8 and the harness's description): "thousands of generated cases per
+/// second in sim on two cores", read as at least 2,000, and a 1,000x speedup over real time.
+const TARGET_CASES_PER_S: f64 = 2_000.0;
 const TARGET_SPEEDUP: f64 = 1_000.0;
 
 fn main() -> Result<()> {
@@ -216,7 +217,8 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
         "cases/s",
         Some(spread2),
         &format!(
-            "{setup} Target: at least {TARGET_CASES_PER_S:.0} cases/s on this {THREADS}-core machine; {met}. \
+            "{setup} Target: thousands of cases/s on this {THREADS}-core machine (at least \
+             {TARGET_CASES_PER_S:.0}); {met}. \
              {load}"
         ),
     ));

@@ -113,7 +113,8 @@ const BENCHES: &[Bench] = &[
         about: "How the sim's cost grows. With intents per scenario: one scenario of 1, 10, 100 and 1,000 \
                 refunds (a tenth of the sends lose their reply after committing, so the share reconciled is \
                 the same at every size), its wall time on one thread and the peak memory of a process that \
-                runs it. With cases per run: 100, 1,000 and 10,000 generated cases on 2 threads, cases per \
+                runs it. With the size of the scenario set a run covers: 100, 1,000 and 10,000 generated \
+                cases on 2 threads (the catalog has 37), cases per \
                 second and the peak memory of a process that runs them and keeps their results. The \
                 complexity is stated as the exponent b in cost ~ size^b.",
     },
@@ -501,7 +502,11 @@ const HEADLINES: &[Headline] = &[
         bench: "harness/run",
         name: "sim, generated cases, 2 threads",
         sentence: "Sim runs and checks generated cases against the reference executor at {} on 2 cores.",
-        target: Some(Target { at_most: false, limit: 1_000.0, text: "thousands of cases per second" }),
+        target: Some(Target {
+            at_most: false,
+            limit: 2_000.0,
+            text: "thousands of cases per second on two cores (at least 2,000)",
+        }),
     },
     Headline {
         bench: "harness/run",
