@@ -46,13 +46,17 @@
 //! described in `xtask/src/main.rs`). Run it alone with
 //! `cargo bench -p twice-tests --bench search`.
 
+// The harness benchmarks' scratch directory and load average; the rest of it is theirs.
+#[path = "../../harness/benches/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
 #[path = "../it/mutant_naive.rs"]
 mod mutant_naive;
 #[path = "../it/mutant_table.rs"]
 mod mutant_table;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -68,8 +72,7 @@ use serde_json::{Value, json};
 use mutant_naive::{Naive, Style};
 use mutant_table::{MUTANTS, Mutant};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Result<T, E = BoxError> = std::result::Result<T, E>;
+use common::{Result, WorkDir, load_average};
 
 /// The name of this benchmark in `BENCH` records.
 const BENCH: &str = "twice-tests/search";
@@ -660,39 +663,9 @@ fn thousands(n: u64) -> String {
 /// One figure record (the format is described in `xtask/src/main.rs`); `display`, when not
 /// empty, is shown in place of the number.
 fn record(name: &str, value: f64, unit: &str, display: &str, notes: &str) -> Value {
-    let places = if unit == "x" { 3 } else { 2 };
-    let value = (value * 10f64.powi(places)).round() / 10f64.powi(places);
-    let mut r = json!({"bench": BENCH, "name": name, "value": value, "unit": unit, "notes": notes});
+    let mut r = common::record(BENCH, name, value, unit, None, notes);
     if !display.is_empty() {
         r["display"] = json!(display);
     }
     r
-}
-
-/// The 1-minute load average, as /proc/loadavg says (the machine is shared).
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// A fresh directory under the system's temp dir, removed at the end.
-struct WorkDir {
-    path: PathBuf,
-}
-
-impl WorkDir {
-    fn create(name: &str) -> Result<WorkDir> {
-        let path = std::env::temp_dir().join(format!("twice-bench-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path)?;
-        Ok(WorkDir { path })
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
 }

@@ -955,15 +955,7 @@ mod tests {
         let line = r#"{"bench":"fake-services/throughput","name":"a | b","value":1500.0,"unit":"req/s","spread_pct":2.0,"notes":"n"}"#;
         let mut records = Records::default();
         records.add(line).expect("a valid record");
-        let machine = Machine {
-            date: "d".into(),
-            cpu: "c".into(),
-            cores: "2".into(),
-            memory: "m".into(),
-            kernel: "k".into(),
-            rustc: "r".into(),
-        };
-        let doc = render(&machine, &records, &[], None);
+        let doc = render(&machine_for_tests(), &records, &[], None);
         assert!(doc.contains("| a \\| b | 1,500 | req/s | 2.0 % |"), "{doc}");
         assert!(doc.contains("- a | b: n"), "{doc}");
     }
