@@ -415,18 +415,25 @@ struct Target {
     answered: Vec<u64>,
 }
 
+/// [`CONNECTIONS`] keep-alive HTTP/1 client connections to `addr`, each driven by a task of
+/// its own.
+async fn open_connections(addr: SocketAddr) -> Result<Vec<SendRequest<Full<Bytes>>>> {
+    let mut senders = Vec::with_capacity(CONNECTIONS);
+    for _ in 0..CONNECTIONS {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        senders.push(sender);
+    }
+    Ok(senders)
+}
+
 impl Target {
     async fn connect(name: &'static str, addr: SocketAddr, fake: Option<(Fake, usize)>) -> Result<Target> {
-        let mut senders = Vec::with_capacity(CONNECTIONS);
-        for _ in 0..CONNECTIONS {
-            let stream = TcpStream::connect(addr).await?;
-            stream.set_nodelay(true)?;
-            let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            senders.push(sender);
-        }
+        let senders = open_connections(addr).await?;
         let host = HeaderValue::from_str(&addr.to_string())?;
         let workload = Workload::of(fake.as_ref().map(|(f, _)| f))?;
         Ok(Target {
@@ -687,16 +694,7 @@ mod chain_bench {
             started.elapsed().as_secs_f64()
         );
         let senders: Vec<String> = (0..CONNECTIONS).map(|i| address_of(&key(i))).collect::<Result<_, _>>()?;
-        let mut connections = Vec::with_capacity(CONNECTIONS);
-        for _ in 0..CONNECTIONS {
-            let stream = TcpStream::connect(addr).await?;
-            stream.set_nodelay(true)?;
-            let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            connections.push(sender);
-        }
+        let mut connections = open_connections(addr).await?;
         let host = HeaderValue::from_str(&addr.to_string())?;
 
         let mut rates = Vec::new();

@@ -1,6 +1,7 @@
 //! How fast `twice run` goes: generated cases per second in the sim driver against the
-//! reference executor, how much faster than real time that is, and how long a live run of the
-//! whole catalog takes against the reference executor's binary.
+//! reference executor, how much faster than real time that is, how long a live run of the
+//! whole catalog takes against the reference executor's binary, and how much faster the same
+//! catalog runs in sim.
 //!
 //! What is measured:
 //!
@@ -22,6 +23,11 @@
 //!   [`THREADS`] threads as `twice run --live --cases 0` does, [`LIVE_ROUNDS`] rounds; the
 //!   total wall time, and each scenario's (the time between its thread's previous case and
 //!   it, taken from the progress callback, which runs on the case's thread).
+//!
+//! - **sim against live, same catalog**: right after the live rounds, the same catalog in sim
+//!   against the reference executor in process, [`SIM_ROUNDS`] rounds on [`THREADS`] threads;
+//!   cases per second in both, their ratio (its spread from the least to the most favourable
+//!   pairing of rounds), and the catalog's simulated time over each sim round's wall time.
 //!
 //! `cargo xtask bench` builds `twice-executor` (release) before it runs this; run alone, build
 //! it first: `cargo build --release -p executor --bin twice-executor`.
@@ -457,8 +463,8 @@ fn catalog_speedup_figures(work: &Path, live_walls_s: &[f64], records: &mut Vec<
         &format!(
             "The catalog through run::run_cases with the sim driver and the reference executor in process, \
              {THREADS} threads, median of {SIM_ROUNDS} rounds after a warm-up; every round passed every \
-             scenario. The catalog is slower per case than generated cases: its scenarios are longer (crashes, \
-             second workers, reconcile rounds, files and chain)."
+             scenario. A round is only {count} cases, so how the two threads share its few long scenarios \
+             shows in the spread."
         ),
     ));
     records.push(common::record(
