@@ -8,8 +8,10 @@
 //!   committing and then holding its reply past the executor's timeout (a seeded rule), so a
 //!   share of the intents goes through `unknown` and reconciliation at every size. The case
 //!   runs through [`run::run_case`] (sim, reference executor in process, a real SQLite log,
-//!   then checked) on one thread; per size the median wall time over [`ROUNDS`] runs after one
-//!   warm-up, the time per intent, the simulated time, and the peak resident memory of a
+//!   then checked) on one thread; per size the median wall time of one run over [`ROUNDS`]
+//!   rounds after one warm-up (a round runs the case as many times as it takes to cover
+//!   [`INTENTS_PER_ROUND`] intents, so that small cases are not timed one millisecond at a
+//!   time), the time per intent, the simulated time, and the peak resident memory of a
 //!   process that runs that one case.
 //! - **scenarios per run**: [`RUN_SIZES`] generated cases (seed [`SEED`]) through
 //!   [`run::run_cases`] on [`THREADS`] threads, as `twice run --cases N` does; the median wall
@@ -48,6 +50,9 @@ const INTENTS: [usize; 4] = [1, 10, 100, 1_000];
 const RUN_SIZES: [u64; 3] = [100, 1_000, 10_000];
 /// Measured runs per size.
 const ROUNDS: usize = 5;
+/// Intents a measured round of the intents-per-scenario figures covers, at least: smaller
+/// scenarios are run again within the round.
+const INTENTS_PER_ROUND: usize = 1_000;
 /// Rounds for the largest run size, which takes seconds each.
 const ROUNDS_LARGEST: usize = 3;
 /// The unit of an exponent: none.
@@ -202,14 +207,20 @@ fn intents_figures(work: &Path, idle_kb: u64, records: &mut Vec<Value>) -> Resul
             return Err(format!("{}: the warm-up did not pass: {:?}", scenario.name, warm.outcome).into());
         }
         let lost = warm.faults_applied.len();
+        // A small scenario takes a millisecond or two: each round runs it enough times to make
+        // [`INTENTS_PER_ROUND`] intents, so that a round is long enough to average out the
+        // machine's moment-to-moment drift.
+        let repeats = INTENTS_PER_ROUND.div_ceil(n).max(1);
         let mut walls_s = Vec::new();
         for _ in 0..ROUNDS {
             let started = Instant::now();
-            let result = run_one(&scenario, work);
-            walls_s.push(started.elapsed().as_secs_f64());
-            if result.outcome != Outcome::Passed {
-                return Err(format!("{} did not pass: {:?}", scenario.name, result.outcome).into());
+            for _ in 0..repeats {
+                let result = run_one(&scenario, work);
+                if result.outcome != Outcome::Passed {
+                    return Err(format!("{} did not pass: {:?}", scenario.name, result.outcome).into());
+                }
             }
+            walls_s.push(started.elapsed().as_secs_f64() / repeats as f64);
         }
         let seed = run::case_seed(SEED, &Source::Catalog, &scenario.name);
         let (_, simulated) = sim::run_blocking_timed(&scenario, seed, &Reference, work)?;
@@ -232,7 +243,8 @@ fn intents_figures(work: &Path, idle_kb: u64, records: &mut Vec<Value>) -> Resul
             Some(spread),
             &format!(
                 "{:.0} µs per intent; {lost} of its sends lost their reply after committing; simulated time \
-                 {:.1} s; every run passed.",
+                 {:.1} s. Median of {ROUNDS} rounds after a warm-up, each round running the case {repeats} \
+                 time(s) in a row; every run passed.",
                 wall_s * 1e6 / n as f64,
                 simulated.as_secs_f64()
             ),
