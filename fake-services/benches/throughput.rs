@@ -44,6 +44,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bench_support::summary;
 use bytes::Bytes;
 use fake_services::{Fake, Fakes, FaultRule, FaultSpec, Server, TokioClock};
 use http_body_util::{BodyExt, Full};
@@ -312,29 +313,9 @@ fn stub_ratios(targets: &[Target]) -> Result<Vec<serde_json::Value>> {
     Ok(records)
 }
 
+/// A figure of this benchmark, every one with a spread.
 fn record(name: &str, value: f64, unit: &str, spread_pct: f64, notes: &str) -> serde_json::Value {
-    let round = |v: f64, places: i32| (v * 10f64.powi(places)).round() / 10f64.powi(places);
-    json!({
-        "bench": BENCH,
-        "name": name,
-        "value": round(value, if unit == "x" { 3 } else { 1 }),
-        "unit": unit,
-        "spread_pct": round(spread_pct, 1),
-        "notes": notes,
-    })
-}
-
-/// The median and the spread, (max - min) / median in percent.
-fn summary(samples: &[f64]) -> (f64, f64) {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n == 0 {
-        return (0.0, 0.0);
-    }
-    let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
-    let spread = if median > 0.0 { (sorted[n - 1] - sorted[0]) / median * 100.0 } else { 0.0 };
-    (median, spread)
+    bench_support::record(BENCH, name, value, unit, Some(spread_pct), notes)
 }
 
 async fn start_fake() -> Result<(Server, Fake)> {

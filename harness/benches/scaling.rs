@@ -187,6 +187,27 @@ fn exponent(size_a: f64, cost_a: f64, size_b: f64, cost_b: f64) -> f64 {
     (cost_b / cost_a).ln() / (size_b / size_a).ln()
 }
 
+/// The record of the exponent b in memory above idle ~ size^b between two (size, MB) points,
+/// named after `axis` (its name, and its unit in the formula); none when a memory is not above
+/// idle, which has no logarithm.
+fn memory_exponent(
+    axis: (&str, &str),
+    (size_a, mb_a): (f64, f64),
+    (size_b, mb_b): (f64, f64),
+) -> Option<Value> {
+    (mb_a > 0.0 && mb_b > 0.0).then(|| {
+        let b = exponent(size_a, mb_a, size_b, mb_b);
+        common::record(
+            BENCH,
+            &format!("memory exponent over {}, {size_a} to {size_b}", axis.0),
+            b,
+            EXPONENT,
+            None,
+            &format!("b in memory above idle ~ {}^b: {}.", axis.1, complexity(b)),
+        )
+    })
+}
+
 /// What the exponents say, in words.
 fn complexity(b: f64) -> &'static str {
     match b {
@@ -285,21 +306,7 @@ fn intents_figures(work: &Path, idle_kb: u64, records: &mut Vec<Value>) -> Resul
             steps.join(", ")
         ),
     ));
-    let bm = if m_lo > 0.0 { exponent(n_lo, m_lo, n_hi, m_hi) } else { f64::NAN };
-    if bm.is_finite() {
-        records.push(common::record(
-            BENCH,
-            &format!(
-                "memory exponent over intents per scenario, {} to {}",
-                INTENTS[1],
-                INTENTS[INTENTS.len() - 1]
-            ),
-            bm,
-            EXPONENT,
-            None,
-            &format!("b in memory above idle ~ intents^b: {}.", complexity(bm)),
-        ));
-    }
+    records.extend(memory_exponent(("intents per scenario", "intents"), (n_lo, m_lo), (n_hi, m_hi)));
     Ok(())
 }
 
@@ -365,14 +372,10 @@ fn run_size_figures(work: &Path, idle_kb: u64, records: &mut Vec<Value>) -> Resu
         None,
         &format!("b in time ~ cases^b: {}.", complexity(b)),
     ));
-    let bm = exponent(lo as f64, medians_s[&lo].1.max(0.1), hi as f64, medians_s[&hi].1.max(0.1));
-    records.push(common::record(
-        BENCH,
-        &format!("memory exponent over cases per run, {lo} to {hi}"),
-        bm,
-        EXPONENT,
-        None,
-        &format!("b in memory above idle ~ cases^b: {}.", complexity(bm)),
+    records.extend(memory_exponent(
+        ("cases per run", "cases"),
+        (lo as f64, medians_s[&lo].1),
+        (hi as f64, medians_s[&hi].1),
     ));
     Ok(())
 }

@@ -46,10 +46,6 @@
 //! described in `xtask/src/main.rs`). Run it alone with
 //! `cargo bench -p twice-tests --bench search`.
 
-// The harness benchmarks' scratch directory and load average; the rest of it is theirs.
-#[path = "../../harness/benches/common/mod.rs"]
-#[allow(dead_code)]
-mod common;
 #[path = "../it/mutant_naive.rs"]
 mod mutant_naive;
 #[path = "../it/mutant_table.rs"]
@@ -72,7 +68,10 @@ use serde_json::{Value, json};
 use mutant_naive::{Naive, Style};
 use mutant_table::{MUTANTS, Mutant};
 
-use common::{Result, WorkDir, load_average};
+use bench_support::{WorkDir, load_average};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Result<T, E = BoxError> = std::result::Result<T, E>;
 
 /// The name of this benchmark in `BENCH` records.
 const BENCH: &str = "twice-tests/search";
@@ -663,7 +662,7 @@ fn thousands(n: u64) -> String {
 /// One figure record (the format is described in `xtask/src/main.rs`); `display`, when not
 /// empty, is shown in place of the number.
 fn record(name: &str, value: f64, unit: &str, display: &str, notes: &str) -> Value {
-    let mut r = common::record(BENCH, name, value, unit, None, notes);
+    let mut r = bench_support::record(BENCH, name, value, unit, None, notes);
     if !display.is_empty() {
         r["display"] = json!(display);
     }

@@ -34,7 +34,8 @@
 //! much figures move from one run to the next. The [`HEADLINES`] are written at the top of
 //! the document and between the `bench:headlines` markers of README.md.
 //!
-//! Every other line is only echoed.
+//! The benchmarks build figure records with `bench_support::record`, and take medians and
+//! spreads with `bench_support::summary`. Every other line is only echoed.
 
 use std::collections::BTreeMap;
 use std::env;

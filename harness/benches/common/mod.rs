@@ -1,18 +1,20 @@
-//! What the harness benchmarks share: timing each case, a scratch directory, `BENCH` records,
-//! medians and spreads, and the whole live catalog against one executor command.
+//! What the harness benchmarks share: timing each case and the whole live catalog against one
+//! executor command, besides what every benchmark shares (`bench_support`, re-exported).
 //!
 //! Each benchmark binary includes this module and uses part of it, hence the `dead_code`
 //! allowance on the parts one of them leaves alone.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use harness::live::ExecutorCommand;
 use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
-use serde_json::{Value, json};
+use serde_json::Value;
+
+pub use bench_support::{WorkDir, load_average, record, summary};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T, E = BoxError> = std::result::Result<T, E>;
@@ -78,70 +80,6 @@ impl Progress for Timing {
     }
 
     fn done(&self) {}
-}
-
-/// A fresh directory under the system's temp dir, removed at the end.
-pub struct WorkDir {
-    pub path: PathBuf,
-}
-
-impl WorkDir {
-    pub fn create(name: &str) -> Result<WorkDir> {
-        let path = std::env::temp_dir().join(format!("twice-bench-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path)?;
-        Ok(WorkDir { path })
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
-/// The 1-minute load average, as /proc/loadavg says.
-pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// One `BENCH` record (the format is described in `xtask/src/main.rs`).
-pub fn record(
-    bench: &str,
-    name: &str,
-    value: f64,
-    unit: &str,
-    spread_pct: Option<f64>,
-    notes: &str,
-) -> Value {
-    let round = |v: f64, places: i32| (v * 10f64.powi(places)).round() / 10f64.powi(places);
-    let mut r = json!({
-        "bench": bench,
-        "name": name,
-        "value": round(value, if unit == "x" { 3 } else { 2 }),
-        "unit": unit,
-        "notes": notes,
-    });
-    if let Some(spread) = spread_pct {
-        r["spread_pct"] = json!(round(spread, 1));
-    }
-    r
-}
-
-/// The median and the spread, (max - min) / median in percent.
-pub fn summary(samples: &[f64]) -> (f64, f64) {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n == 0 {
-        return (0.0, 0.0);
-    }
-    let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
-    let spread = if median > 0.0 { (sorted[n - 1] - sorted[0]) / median * 100.0 } else { 0.0 };
-    (median, spread)
 }
 
 /// What one live-catalog measurement is about.
