@@ -145,6 +145,9 @@ pub struct ServiceCore<S> {
     default_contract: Contract,
     seed: u64,
     inner: Mutex<Inner<S>>,
+    /// Late commits (`commit_after_timeout`) waiting to happen, whether or not their callers
+    /// are still there.
+    late_commits: std::sync::atomic::AtomicUsize,
 }
 
 /// A stable 64-bit hash of a name (FNV-1a), to give each service its own RNG stream.
@@ -163,7 +166,15 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             keys: KeyStore::default(),
             rng: ChaCha8Rng::seed_from_u64(seed ^ stream_of(name)),
         };
-        ServiceCore { name, clock, shape, default_contract: contract, seed, inner: Mutex::new(inner) }
+        ServiceCore {
+            name,
+            clock,
+            shape,
+            default_contract: contract,
+            seed,
+            inner: Mutex::new(inner),
+            late_commits: std::sync::atomic::AtomicUsize::new(0),
+        }
     }
 
     /// The service's state. The lock is never held across an await.
@@ -171,6 +182,12 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         // A panic while holding the lock is a bug in a fake; the state it left is still the
         // best record of what happened, so keep serving it rather than failing every request.
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether nothing is in flight: no request is being worked on and no late commit waits.
+    /// What a settled fake's ledger holds can only grow by new requests.
+    pub fn settled(&self) -> bool {
+        self.late_commits.load(std::sync::atomic::Ordering::SeqCst) == 0 && self.lock().journal.pending() == 0
     }
 
     /// Forgets everything but the clock: state, rules, ledger, journal, keys, contract.
@@ -224,6 +241,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             path: req.path.clone(),
             idempotency_key: key.clone(),
             request_id: request_id.clone(),
+            origin: req.origin.clone(),
             faults: plan.applied.clone(),
             outcome: "pending".into(),
             status: None,
@@ -313,10 +331,12 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 // The late commit runs on its own task: the caller timing out and closing the
                 // connection must not cancel it.
                 reservation.key = None;
+                self.late_commits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::spawn(async move {
                     sleep_ms(delay_ms).await;
                     let stamp = Stamp { now_ms: core.clock.now_ms(), ..stamp };
                     let response = core.commit(commit, Mode::Apply, stamp, error_after);
+                    core.late_commits.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                     let _ = tx.send(response);
                 });
                 match rx.await {

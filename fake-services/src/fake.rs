@@ -124,6 +124,18 @@ impl Fake {
         with_core!(self, core => &core.clock)
     }
 
+    /// Whether nothing is in flight at this fake: no request being worked on, no late commit
+    /// waiting, and (the chain) no transaction waiting in the pool for a block.
+    pub fn settled(&self) -> bool {
+        if let Fake::Chain(chain) = self {
+            chain.mine_due();
+            if chain.core().lock().state.pool_len() > 0 {
+                return false;
+            }
+        }
+        with_core!(self, core => core.settled())
+    }
+
     /// Forgets state, rules, ledger, journal and keys; the clock keeps its jumps.
     pub fn reset(&self) {
         with_core!(self, core => core.reset())

@@ -41,5 +41,5 @@ pub use contract::{Acks, Contract, ContractPatch, KeyPolicy, Reads};
 pub use fake::{Fake, Fakes};
 pub use record::{Effect, JournalEntry};
 pub use rule::{FaultRule, FaultSpec};
-pub use server::Server;
+pub use server::{Gate, Listener, Server, Tap};
 pub use wire::{Disposition, FakeRequest, FakeResponse};

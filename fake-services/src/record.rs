@@ -59,6 +59,10 @@ pub struct JournalEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     pub request_id: String,
+    /// Who sent it ([`crate::FakeRequest::origin`]): the worker life whose connection
+    /// carried it, when the transport labels requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
     /// Faults that fired on this request.
     pub faults: Vec<Applied>,
     /// `pending` until the request ends, then `answered`, `reset`, `closed` or `held`.
@@ -79,14 +83,25 @@ pub struct Journal {
     capacity: usize,
     next_seq: u64,
     dropped: u64,
+    /// Entries still `pending`: requests the fake is working on.
+    pending: usize,
 }
+
+/// The outcome of a journal entry whose request has not ended.
+pub const PENDING: &str = "pending";
 
 /// Requests a journal keeps by default before it lets the oldest go.
 pub const JOURNAL_ENTRIES_MAX: usize = 100_000;
 
 impl Default for Journal {
     fn default() -> Self {
-        Journal { entries: VecDeque::new(), capacity: JOURNAL_ENTRIES_MAX, next_seq: 0, dropped: 0 }
+        Journal {
+            entries: VecDeque::new(),
+            capacity: JOURNAL_ENTRIES_MAX,
+            next_seq: 0,
+            dropped: 0,
+            pending: 0,
+        }
     }
 }
 
@@ -95,12 +110,24 @@ impl Journal {
     pub fn begin(&mut self, mut entry: JournalEntry) -> u64 {
         self.next_seq += 1;
         entry.seq = self.next_seq;
-        if self.entries.len() == self.capacity {
-            self.entries.pop_front();
+        if self.entries.len() == self.capacity
+            && let Some(oldest) = self.entries.pop_front()
+        {
             self.dropped += 1;
+            if oldest.outcome == PENDING {
+                self.pending -= 1;
+            }
+        }
+        if entry.outcome == PENDING {
+            self.pending += 1;
         }
         self.entries.push_back(entry);
         self.next_seq
+    }
+
+    /// How many requests the fake is still working on (their entries are `pending`).
+    pub fn pending(&self) -> usize {
+        self.pending
     }
 
     /// Records how request `seq` ended; a no-op if the entry was already let go.
@@ -108,6 +135,9 @@ impl Journal {
         let Some(first) = self.entries.front().map(|e| e.seq) else { return };
         let Some(index) = seq.checked_sub(first) else { return };
         if let Some(entry) = self.entries.get_mut(index as usize) {
+            if entry.outcome == PENDING {
+                self.pending -= 1;
+            }
             entry.outcome = outcome.to_string();
             entry.status = status;
             entry.replayed = replayed;
@@ -120,7 +150,8 @@ impl Journal {
     pub fn abandon(&mut self, seq: u64, at_ms: u64) {
         let Some(first) = self.entries.front().map(|e| e.seq) else { return };
         let Some(index) = seq.checked_sub(first) else { return };
-        if let Some(entry) = self.entries.get_mut(index as usize).filter(|e| e.outcome == "pending") {
+        if let Some(entry) = self.entries.get_mut(index as usize).filter(|e| e.outcome == PENDING) {
+            self.pending -= 1;
             entry.outcome = "abandoned".to_string();
             entry.ended_ms = Some(at_ms);
         }
@@ -264,6 +295,7 @@ mod tests {
             path: "/".into(),
             idempotency_key: None,
             request_id: "req".into(),
+            origin: None,
             faults: vec![],
             outcome: "pending".into(),
             status: None,
@@ -273,10 +305,15 @@ mod tests {
         for _ in 0..3 {
             journal.begin(entry.clone());
         }
+        assert_eq!(journal.pending(), 2, "the oldest went, pending");
         journal.end(1, 5, "answered", Some(200), false);
         journal.end(3, 5, "reset", None, false);
         let outcomes: Vec<_> = journal.entries().map(|e| (e.seq, e.outcome.as_str())).collect();
         assert_eq!(outcomes, vec![(2, "pending"), (3, "reset")]);
         assert_eq!(journal.dropped(), 1);
+        assert_eq!(journal.pending(), 1);
+        journal.abandon(2, 6);
+        journal.abandon(2, 7);
+        assert_eq!(journal.pending(), 0, "each ending counted once");
     }
 }

@@ -4,6 +4,12 @@
 //! bytes, or into a closed (FIN) or reset (RST) connection. Reading is bounded: headers
 //! within [`HEADER_READ_MS_MAX`], bodies within [`BODY_READ_MS_MAX`] and
 //! [`crate::wire::BODY_BYTES_MAX`].
+//!
+//! A program that embeds the fakes can start a listener with a [`Listener`]: an origin label
+//! put on every request it reads (so that journals say which caller sent what), and a
+//! [`Tap`] that sees each request arrive and may hold its answer behind a gate until the
+//! program has acted (the harness's observation points: "when payments has received the
+//! first refund request and before it answers").
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,7 +23,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::fake::Fake;
@@ -27,6 +33,28 @@ use crate::wire::{BODY_BYTES_MAX, Disposition, FakeRequest, FakeResponse};
 pub const HEADER_READ_MS_MAX: u64 = 30_000;
 /// And this long to send its body.
 pub const BODY_READ_MS_MAX: u64 = 30_000;
+/// The longest a [`Tap`]'s gate holds an answer, as long as the longest fault may.
+pub const GATE_HOLD_MS_MAX: u64 = crate::rule::HOLD_MS_MAX;
+
+/// Holds an answer until it opens: when its sender sends, or is dropped.
+pub type Gate = oneshot::Receiver<()>;
+
+/// Watches requests arrive at a listener.
+pub trait Tap: Send + Sync {
+    /// `request` has been read and is about to reach `service`'s fake. A gate returned here
+    /// holds whatever the fake makes of it (an answer, a close or a reset) until the gate
+    /// opens, at most [`GATE_HOLD_MS_MAX`]; meanwhile the fake processes the request to the
+    /// end on a task of its own, even if the caller goes away.
+    fn arrived(&self, service: &'static str, request: &FakeRequest) -> Option<Gate>;
+}
+
+/// What a listener adds to the requests it reads.
+#[derive(Clone, Default)]
+pub struct Listener {
+    /// Put on every request as [`FakeRequest::origin`].
+    pub origin: Option<String>,
+    pub tap: Option<Arc<dyn Tap>>,
+}
 
 /// A fake listening on a socket.
 pub struct Server {
@@ -39,11 +67,16 @@ pub struct Server {
 impl Server {
     /// Binds `addr` (port 0 for an ephemeral port) and starts serving `fake`.
     pub async fn start(fake: Fake, addr: SocketAddr) -> std::io::Result<Server> {
-        let listener = TcpListener::bind(addr).await?;
-        let addr = listener.local_addr()?;
+        Server::start_with(fake, addr, Listener::default()).await
+    }
+
+    /// As [`Server::start`], labelling and watching requests as `listener` says.
+    pub async fn start_with(fake: Fake, addr: SocketAddr, listener: Listener) -> std::io::Result<Server> {
+        let socket = TcpListener::bind(addr).await?;
+        let addr = socket.local_addr()?;
         let (stop, stopped) = watch::channel(false);
         let name = fake.name();
-        let task = tokio::spawn(accept_loop(fake, listener, stopped));
+        let task = tokio::spawn(accept_loop(fake, socket, listener, stopped));
         Ok(Server { name, addr, stop, task: Some(task) })
     }
 
@@ -75,14 +108,19 @@ impl Drop for Server {
     }
 }
 
-async fn accept_loop(fake: Fake, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
+async fn accept_loop(
+    fake: Fake,
+    socket: TcpListener,
+    listener: Listener,
+    mut stopped: watch::Receiver<bool>,
+) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             _ = stopped.changed() => break,
-            accepted = listener.accept() => match accepted {
+            accepted = socket.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(serve_connection(fake.clone(), stream));
+                    connections.spawn(serve_connection(fake.clone(), stream, listener.clone()));
                 }
                 // Running out of file descriptors must not end the server: wait a moment
                 // for connections to close, then accept again.
@@ -106,7 +144,7 @@ impl std::fmt::Display for NoAnswer {
 
 impl std::error::Error for NoAnswer {}
 
-async fn serve_connection(fake: Fake, stream: TcpStream) {
+async fn serve_connection(fake: Fake, stream: TcpStream, listener: Listener) {
     let _ = stream.set_nodelay(true);
     // A second handle on the same socket lets a request turn the coming close into a reset
     // (SO_LINGER 0) while hyper owns the stream. Socket options belong to the socket, so
@@ -118,8 +156,9 @@ async fn serve_connection(fake: Fake, stream: TcpStream) {
     let service = service_fn(move |req: Request<Incoming>| {
         let fake = fake.clone();
         let twin = Arc::clone(&twin);
+        let listener = listener.clone();
         async move {
-            let request = match read_request(req).await {
+            let mut request = match read_request(req).await {
                 Ok(request) => request,
                 Err(ReadError::TooLarge) => {
                     let message = format!("The request body is larger than {BODY_BYTES_MAX} bytes.");
@@ -131,7 +170,22 @@ async fn serve_connection(fake: Fake, stream: TcpStream) {
                 }
                 Err(ReadError::Broken) => return Err(NoAnswer),
             };
-            match fake.handle(request).await {
+            request.origin = listener.origin.clone();
+            let gate = listener.tap.as_ref().and_then(|tap| tap.arrived(fake.name(), &request));
+            let disposition = match gate {
+                None => fake.handle(request).await,
+                Some(gate) => {
+                    // The fake finishes on its own task: what the tap's owner does meanwhile
+                    // (kill the caller, say) must not cancel a commit half-way.
+                    let handled = tokio::spawn(async move { fake.handle(request).await });
+                    let _ = tokio::time::timeout(Duration::from_millis(GATE_HOLD_MS_MAX), gate).await;
+                    match handled.await {
+                        Ok(disposition) => disposition,
+                        Err(_) => Disposition::Close,
+                    }
+                }
+            };
+            match disposition {
                 Disposition::Respond(response) => Ok(to_hyper(response)),
                 Disposition::Reset => {
                     let _ = socket2::SockRef::from(&*twin).set_linger(Some(Duration::ZERO));
@@ -176,6 +230,7 @@ async fn read_request(req: Request<Incoming>) -> Result<FakeRequest, ReadError> 
         query: parts.uri.query().unwrap_or("").to_string(),
         headers: parts.headers,
         body,
+        origin: None,
     })
 }
 

@@ -20,6 +20,11 @@ pub struct FakeRequest {
     pub query: String,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Who sent it, as the transport that carried it knows: the label of the listener it
+    /// arrived on (the harness gives each worker life its own, e.g. `w1#2`), or of the
+    /// in-process caller. Never read from the request itself, so a caller cannot claim
+    /// another's identity. `None` where the transport does not label.
+    pub origin: Option<String>,
 }
 
 impl FakeRequest {
@@ -32,6 +37,7 @@ impl FakeRequest {
             query: query.to_string(),
             headers: HeaderMap::new(),
             body: Bytes::new(),
+            origin: None,
         }
     }
 
@@ -49,6 +55,12 @@ impl FakeRequest {
 
     pub fn body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = body.into();
+        self
+    }
+
+    /// Labels the request with who sent it (see [`FakeRequest::origin`]).
+    pub fn origin(mut self, origin: impl Into<String>) -> Self {
+        self.origin = Some(origin.into());
         self
     }
 

@@ -45,18 +45,39 @@
 //! states). Intents whose action is in [`Observed::unsupported`] are exempt from every
 //! check, and so are the effects that carry their business keys.
 //!
+//! # Verdicts: held, violated, not judged
+//!
+//! Every verdict names harm that happened in this run, shown by the ledgers, the journals and
+//! the timeline; a habit that did no harm is a [`Hazard`] (below), never a violation. Where a
+//! run gives an invariant nothing to judge, its verdict is [`Status::NotJudged`] with the
+//! reason: no intent of an action whose ledger the checker reads, nothing acknowledged, no
+//! replacement (or one whose predecessor's resolution the executor never reported), no
+//! second worker life writing where a guard was offered, no expectations.
+//!
 //! # Stale writes
 //!
-//! [`NO_STALE_WRITE`] reads what the fakes record of each write's guard, per service, where
-//! the scenario's contract offers one:
+//! [`NO_STALE_WRITE`] judges writes to a service that offers a guard against them in the
+//! scenario's contract (`workspaces` with `fencing`, `files` with `conditional_writes`), and
+//! only when more than one worker life reached that service. Every request carries its worker
+//! life as its origin (`w1#1`, `w2#1`, `w1#2` after a restart: the harness labels it by the
+//! connection it came on, never by anything the executor says). A write *won although a newer
+//! decision had been made* when, for one business key, an effect of the older life A (the
+//! one whose first request reached the service first) lands after an effect of another life B,
+//! and no request of A reached the service between B's effect and A's write: A decided on a
+//! world without B's write. That is a stale worker's write landing on top of its successor's,
+//! whether it was held in flight (a late commit) or sent when the worker woke. A guard the
+//! executor used (a fencing token lower than the newest, an `If-Match` on an older version) is
+//! what stops such a write from ever reaching the ledger.
 //!
-//! - `workspaces` with `fencing`: every create carries a fencing token, and per external id
-//!   the committed tokens never go down;
-//! - `files` with `conditional_writes`: an `object.put` that replaced an object (`replaced`
-//!   not null) carries the `If-Match` of the version it replaced. An overwrite without it is
-//!   a blind overwrite: the writer never proved that the object it replaced is the one it had
-//!   read, which is how a stale worker's write wins. (An `If-Match` naming another version
-//!   cannot commit: the fake refuses it with 412.)
+//! # Hazards
+//!
+//! [`hazards`] lists the safeguards a contract offered that a write did not use, whatever the
+//! verdicts: a create without a fencing token where `fencing` is offered
+//! ([`HAZARD_NO_FENCING_TOKEN`]), an object put without `If-Match` or `If-None-Match` where
+//! `conditional_writes` is offered ([`HAZARD_NO_PRECONDITION`]), and a write sent under an
+//! idempotency key longer after a write under it took effect than the service keeps keys
+//! ([`HAZARD_KEY_PAST_RETENTION`]; a resend after sends that never took effect repeats
+//! nothing). Each names the catalog scenario that would exploit it.
 //!
 //! # The timeline's state moments
 //!
@@ -75,7 +96,7 @@ use serde_json::Value;
 
 use crate::observe::{Claim, EffectRef, Observed};
 
-pub use reports::model::Verdict;
+pub use reports::model::{Hazard, Status, Verdict};
 
 /// At most one effect per intent, and at most one per lineage (every supported action is
 /// exclusive).
@@ -89,8 +110,8 @@ pub const UNKNOWN_IS_NOT_A_LIE: &str = "unknown-is-not-a-lie";
 pub const NOTHING_LOST: &str = "nothing-lost";
 /// A replacement never executes while its predecessor is unresolved, nor after it took effect.
 pub const LINEAGE: &str = "lineage";
-/// Where the service offers fencing, creates carry tokens that never go down; where it offers
-/// conditional writes, no object is overwritten blindly.
+/// Where the service offers fencing or conditional writes, no write of an older worker life
+/// lands on top of a newer life's write it had not seen.
 pub const NO_STALE_WRITE: &str = "no-stale-write";
 /// After heal and reconcile, every intent is terminal.
 pub const LIVENESS: &str = "liveness";
@@ -117,6 +138,21 @@ pub const TERMINAL_STATES: [&str; 3] = ["confirmed", "failed", "escalated"];
 
 /// The timeline kind of a state change; its detail is [`state_detail`].
 pub const STATE_MOMENT: &str = "state";
+
+/// A create without a fencing token where the service offers fencing.
+pub const HAZARD_NO_FENCING_TOKEN: &str = "no-fencing-token";
+/// An object put without `If-Match` or `If-None-Match` where conditional writes are offered.
+pub const HAZARD_NO_PRECONDITION: &str = "no-precondition";
+/// A write sent under an idempotency key longer after a write under it took effect than the
+/// service keeps keys.
+pub const HAZARD_KEY_PAST_RETENTION: &str = "key-past-retention";
+
+/// Every hazard, with the catalog scenario that exploits it.
+pub const HAZARDS: [(&str, &str); 3] = [
+    (HAZARD_NO_FENCING_TOKEN, "stale_worker_overwrite"),
+    (HAZARD_NO_PRECONDITION, "files_stale_worker_overwrite"),
+    (HAZARD_KEY_PAST_RETENTION, "key_expired_before_reconciliation"),
+];
 
 /// Evidence fields, any one of which (a non-empty string) makes an escalation honest.
 pub const ESCALATION_EVIDENCE: [&str; 3] = ["key", "external_id", "tx_hash"];
@@ -150,23 +186,34 @@ pub fn check(scenario: &Scenario, observed: &Observed) -> Vec<Verdict> {
     if let Some(reason) = &observed.executor_error {
         let reason =
             if reason.trim().is_empty() { "the executor misbehaved (no reason given)" } else { reason };
-        return vec![Verdict {
-            invariant: EXECUTOR_ERROR.to_string(),
-            held: false,
-            evidence: vec![reason.to_string()],
-        }];
+        return vec![Verdict::from_evidence(EXECUTOR_ERROR, vec![reason.to_string()])];
     }
     let run = Run::new(scenario, observed);
     vec![
-        Verdict::from_evidence(NO_DUPLICATE_EFFECT, run.no_duplicate_effect()),
-        Verdict::from_evidence(HONEST_TERMINAL_STATES, run.honest_terminal_states()),
-        Verdict::from_evidence(UNKNOWN_IS_NOT_A_LIE, run.unknown_is_not_a_lie()),
-        Verdict::from_evidence(NOTHING_LOST, run.nothing_lost()),
-        Verdict::from_evidence(LINEAGE, run.lineage()),
-        Verdict::from_evidence(NO_STALE_WRITE, run.no_stale_write()),
-        Verdict::from_evidence(LIVENESS, run.liveness()),
-        Verdict::from_evidence(EXPECTED_STATES, run.expected_states()),
+        run.no_duplicate_effect(),
+        run.honest_terminal_states(),
+        run.unknown_is_not_a_lie(),
+        run.nothing_lost(),
+        run.lineage(),
+        run.no_stale_write(),
+        run.liveness(),
+        run.expected_states(),
     ]
+}
+
+/// The safeguards the scenario's contracts offered that the run's writes did not use (see the
+/// module documentation), in ledger and journal order; `command` is left empty for the caller,
+/// which knows how the run was started. None for a run the executor broke.
+pub fn hazards(scenario: &Scenario, observed: &Observed) -> Vec<Hazard> {
+    if observed.executor_error.is_some() {
+        return vec![];
+    }
+    Run::new(scenario, observed).hazards()
+}
+
+/// The catalog scenario that exploits hazard `kind`.
+pub fn exploited_by(kind: &str) -> &'static str {
+    HAZARDS.iter().find(|(k, _)| *k == kind).map_or("", |(_, s)| s)
 }
 
 /// The ledger effects the checker attributes to each intent (see the module documentation),
@@ -187,14 +234,14 @@ pub fn attribute(scenario: &Scenario, observed: &Observed) -> BTreeMap<String, V
     out
 }
 
-/// The verdicts that did not hold.
+/// The verdicts that were violated.
 pub fn violations(verdicts: &[Verdict]) -> impl Iterator<Item = &Verdict> {
-    verdicts.iter().filter(|v| !v.held)
+    verdicts.iter().filter(|v| v.violated())
 }
 
-/// Whether every verdict held.
+/// Whether no verdict was violated (some may be not judged).
 pub fn all_held(verdicts: &[Verdict]) -> bool {
-    verdicts.iter().all(|v| v.held)
+    verdicts.iter().all(|v| !v.violated())
 }
 
 /// How the checker finds an action's effects.
@@ -318,10 +365,14 @@ impl Found<'_> {
         format!("{} {} (seq {})", self.service, self.effect.object_id, self.effect.seq)
     }
 
-    fn label_at(&self) -> String {
+    /// With the time of the effect, in ms from the run's first moment (`start_ms`).
+    fn label_at(&self, start_ms: u64) -> String {
         format!(
             "{} {} (seq {}, at {} ms)",
-            self.service, self.effect.object_id, self.effect.seq, self.effect.at_ms
+            self.service,
+            self.effect.object_id,
+            self.effect.seq,
+            self.effect.at_ms.saturating_sub(start_ms)
         )
     }
 
@@ -352,6 +403,50 @@ struct Run<'a> {
     /// Attributable effects, per service in ledger order.
     effects: Vec<Found<'a>>,
     states: BTreeMap<&'a str, Vec<StateMoment<'a>>>,
+    /// Per service, who sent each request, from the journals.
+    senders: BTreeMap<&'a str, Senders<'a>>,
+    /// The run's first moment: evidence gives times from it, which read better than epoch
+    /// milliseconds (0 when the timeline is empty).
+    start_ms: u64,
+}
+
+/// Who sent the requests one service saw: the worker lives of the journal's origins.
+#[derive(Default)]
+struct Senders<'a> {
+    /// Per request id: its origin and arrival (service time).
+    requests: BTreeMap<&'a str, (&'a str, u64)>,
+    /// Per origin: every arrival, in order.
+    arrivals: BTreeMap<&'a str, Vec<u64>>,
+    /// Per origin: the journal position of its first request (arrivals in one millisecond
+    /// keep their order there).
+    first_seq: BTreeMap<&'a str, u64>,
+}
+
+impl<'a> Senders<'a> {
+    fn of(journal: &'a [fake_services::JournalEntry]) -> Senders<'a> {
+        let mut senders = Senders::default();
+        for entry in journal {
+            let Some(origin) = entry.origin.as_deref() else { continue };
+            senders.requests.insert(entry.request_id.as_str(), (origin, entry.at_ms));
+            senders.arrivals.entry(origin).or_default().push(entry.at_ms);
+            let first = senders.first_seq.entry(origin).or_insert(entry.seq);
+            *first = (*first).min(entry.seq);
+        }
+        for arrivals in senders.arrivals.values_mut() {
+            arrivals.sort_unstable();
+        }
+        senders
+    }
+
+    /// Where `origin`'s first request is in the journal: the smaller, the earlier it came.
+    fn first(&self, origin: &str) -> Option<u64> {
+        self.first_seq.get(origin).copied()
+    }
+
+    /// Whether a request of `origin` arrived at or after `from_ms` and before `until_ms`.
+    fn any_between(&self, origin: &str, from_ms: u64, until_ms: u64) -> bool {
+        self.arrivals.get(origin).is_some_and(|a| a.iter().any(|t| (from_ms..until_ms).contains(t)))
+    }
 }
 
 impl<'a> Run<'a> {
@@ -503,7 +598,31 @@ impl<'a> Run<'a> {
             }
         }
 
-        Run { scenario, observed, intents, by_id, exempt, claims, lineages, effects, states }
+        let senders = observed
+            .journals
+            .iter()
+            .map(|(service, journal)| (service.as_str(), Senders::of(journal)))
+            .collect();
+
+        let start_ms = observed.timeline.iter().map(|m| m.at_ms).min().unwrap_or(0);
+        Run {
+            scenario,
+            observed,
+            intents,
+            by_id,
+            exempt,
+            claims,
+            lineages,
+            effects,
+            states,
+            senders,
+            start_ms,
+        }
+    }
+
+    /// Whether any intent's effects can be told apart in a ledger.
+    fn any_attributable(&self) -> bool {
+        self.intents.iter().any(|i| i.attribution.is_some())
     }
 
     fn members_text(&self, lineage: usize) -> String {
@@ -528,7 +647,10 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn no_duplicate_effect(&self) -> Vec<String> {
+    fn no_duplicate_effect(&self) -> Verdict {
+        if !self.any_attributable() {
+            return Verdict::not_judged(NO_DUPLICATE_EFFECT, NO_LEDGER_REASON);
+        }
         let mut lines = Vec::new();
         for (lineage, members) in self.lineages.iter().enumerate() {
             for intent in members.iter().map(|m| &self.intents[*m]) {
@@ -553,10 +675,18 @@ impl<'a> Run<'a> {
                 ));
             }
         }
-        lines
+        Verdict::from_evidence(NO_DUPLICATE_EFFECT, lines)
     }
 
-    fn honest_terminal_states(&self) -> Vec<String> {
+    fn honest_terminal_states(&self) -> Verdict {
+        let judged = self.intents.iter().any(|i| i.attribution.is_some() && i.claim.is_some())
+            || !self.effects.is_empty();
+        if !judged {
+            return Verdict::not_judged(
+                HONEST_TERMINAL_STATES,
+                "no intent of an action whose ledger the checker reads has a final claim, and no such effect exists",
+            );
+        }
         let mut lines = Vec::new();
         for intent in &self.intents {
             let Some((rule, key)) = intent.attribution else { continue };
@@ -625,10 +755,19 @@ impl<'a> Run<'a> {
                 _ => {}
             }
         }
-        lines
+        Verdict::from_evidence(HONEST_TERMINAL_STATES, lines)
     }
 
-    fn unknown_is_not_a_lie(&self) -> Vec<String> {
+    fn unknown_is_not_a_lie(&self) -> Verdict {
+        let judged = self.intents.iter().any(|i| {
+            i.claims("escalated") || i.attribution.is_some() && (i.claims("confirmed") || i.claims("failed"))
+        });
+        if !judged {
+            return Verdict::not_judged(
+                UNKNOWN_IS_NOT_A_LIE,
+                "no intent claims escalated, nor confirmed or failed where a ledger can contradict it",
+            );
+        }
         let mut lines = Vec::new();
         for intent in &self.intents {
             let Some(claim) = intent.claim else { continue };
@@ -652,10 +791,13 @@ impl<'a> Run<'a> {
                 ));
             }
         }
-        lines
+        Verdict::from_evidence(UNKNOWN_IS_NOT_A_LIE, lines)
     }
 
-    fn nothing_lost(&self) -> Vec<String> {
+    fn nothing_lost(&self) -> Verdict {
+        if self.observed.acknowledged.iter().all(|id| self.exempt.contains(id.as_str())) {
+            return Verdict::not_judged(NOTHING_LOST, "the executor acknowledged no intent as recorded");
+        }
         let mut seen = BTreeSet::new();
         let mut lines = Vec::new();
         for id in &self.observed.acknowledged {
@@ -667,7 +809,7 @@ impl<'a> Run<'a> {
                 lines.push(format!("{id} was acknowledged as recorded but is missing from the final status"));
             }
         }
-        lines
+        Verdict::from_evidence(NOTHING_LOST, lines)
     }
 
     /// The last state `id` reached at or before `at_ms`, per the timeline; `None` when it has
@@ -678,13 +820,16 @@ impl<'a> Run<'a> {
         Some(moments.iter().filter(|m| m.at_ms <= at_ms).max_by_key(|m| m.at_ms))
     }
 
-    fn lineage(&self) -> Vec<String> {
+    fn lineage(&self) -> Verdict {
         let mut lines = Vec::new();
+        let mut untimed = Vec::new();
+        let mut replacements = 0;
         for replacement in &self.intents {
             let Some(predecessor) = replacement.spec.replaces.as_deref().and_then(|p| self.by_id.get(p))
             else {
                 continue;
             };
+            replacements += 1;
             let predecessor = &self.intents[*predecessor];
             let (r, p) = (replacement.id(), predecessor.id());
             for effect in replacement.effects.iter().map(|e| &self.effects[*e]) {
@@ -695,80 +840,205 @@ impl<'a> Run<'a> {
                         self.effects_text(&predecessor.effects)
                     ));
                 }
-                // A predecessor without any state moment cannot be judged on timing.
                 match self.state_at(p, effect.effect.at_ms) {
                     Some(Some(moment)) if !is_terminal(moment.state) => lines.push(format!(
                         "{r} took effect ({}) while its predecessor {p} was unresolved ({} since {} ms on {})",
-                        effect.label_at(),
+                        effect.label_at(self.start_ms),
                         moment.state,
-                        moment.at_ms,
+                        moment.at_ms.saturating_sub(self.start_ms),
                         moment.lane
                     )),
                     Some(None) => lines.push(format!(
                         "{r} took effect ({}) before its predecessor {p} reached any state",
-                        effect.label_at()
+                        effect.label_at(self.start_ms)
+                    )),
+                    // A predecessor without any state moment cannot be judged on timing.
+                    None if predecessor.effects.is_empty() => untimed.push(format!(
+                        "the executor sent no state events for {p}, so whether {r} took effect ({}) after {p} \
+                         was resolved cannot be told",
+                        effect.label_at(self.start_ms)
                     )),
                     _ => {}
                 }
             }
         }
-        lines
+        if replacements == 0 {
+            return Verdict::not_judged(LINEAGE, "no intent replaces another");
+        }
+        if lines.is_empty() && !untimed.is_empty() {
+            return Verdict::not_judged(LINEAGE, untimed.join("; "));
+        }
+        Verdict::from_evidence(LINEAGE, lines)
     }
 
-    fn no_stale_write(&self) -> Vec<String> {
+    /// The rules whose writes this scenario's contracts guard, with the guard's name.
+    fn guarded(&self) -> Vec<(&'static Rule, &'static str)> {
+        RULES
+            .iter()
+            .filter_map(|rule| {
+                let contract = rule.contract(self.scenario);
+                if rule.fenced && contract.fencing {
+                    Some((rule, "fencing"))
+                } else if rule.conditional && contract.conditional_writes {
+                    Some((rule, "conditional writes"))
+                } else {
+                    None
+                }
+            })
+            .filter(|(rule, _)| {
+                self.intents.iter().any(|i| i.attribution.is_some_and(|(r, _)| r.action == rule.action))
+            })
+            .collect()
+    }
+
+    fn no_stale_write(&self) -> Verdict {
+        let guarded = self.guarded();
+        if guarded.is_empty() {
+            return Verdict::not_judged(
+                NO_STALE_WRITE,
+                "no intent writes to a service that offers fencing or conditional writes in this scenario",
+            );
+        }
+        let contested: Vec<&Rule> = guarded
+            .iter()
+            .filter(|(rule, _)| self.senders.get(rule.service).is_some_and(|s| s.arrivals.len() > 1))
+            .map(|(rule, _)| *rule)
+            .collect();
+        if contested.is_empty() {
+            let services: Vec<&str> = guarded.iter().map(|(r, _)| r.service).collect();
+            return Verdict::not_judged(
+                NO_STALE_WRITE,
+                format!("only one worker life reached {}: no write could be stale", services.join(" and ")),
+            );
+        }
         let mut lines = Vec::new();
-        for rule in RULES.iter().filter(|r| r.conditional) {
-            if !rule.contract(self.scenario).conditional_writes {
-                continue;
-            }
-            for effect in self.effects.iter().filter(|e| e.rule.action == rule.action) {
-                let present = |field: &str| effect.effect.params.get(field).filter(|v| !v.is_null());
-                if let (Some(replaced), None) = (present("replaced"), present("if_match")) {
+        for rule in contested {
+            let Some(senders) = self.senders.get(rule.service) else { continue };
+            let writes: Vec<(&Found, &str, u64)> = self
+                .effects
+                .iter()
+                .filter(|e| e.rule.action == rule.action)
+                .filter_map(|e| {
+                    let (origin, arrived_ms) = senders.requests.get(e.effect.request_id.as_str())?;
+                    Some((e, *origin, *arrived_ms))
+                })
+                .collect();
+            for (j, (late, older, sent_ms)) in writes.iter().enumerate() {
+                let Some(older_first) = senders.first(older) else { continue };
+                let overtaken = writes[..j].iter().find(|(newer_write, newer, _)| {
+                    newer_write.key == late.key
+                        && newer != older
+                        && senders.first(newer).is_some_and(|first| older_first < first)
+                        && !senders.any_between(older, newer_write.effect.at_ms, *sent_ms)
+                });
+                if let Some((newer_write, newer, _)) = overtaken {
                     lines.push(format!(
-                        "{} for {} overwrote version {} without If-Match, though {} offers conditional \
-                         writes: a blind overwrite",
-                        effect.label(),
-                        effect.key_text(),
-                        replaced.as_str().map_or_else(|| replaced.to_string(), str::to_string),
+                        "{} for {} was written by {older} and landed after {newer}'s write {} at {} ms, which \
+                         {older} had not seen (none of its requests reached {} in between): a stale write won",
+                        late.label_at(self.start_ms),
+                        late.key_text(),
+                        newer_write.label(),
+                        newer_write.effect.at_ms.saturating_sub(self.start_ms),
                         rule.service
                     ));
                 }
             }
         }
-        for rule in RULES.iter().filter(|r| r.fenced) {
-            if !rule.contract(self.scenario).fencing {
-                continue;
-            }
-            // Per business key: the effect that committed the highest token so far.
-            let mut highest: BTreeMap<Option<&str>, (&Found, u64)> = BTreeMap::new();
-            for effect in self.effects.iter().filter(|e| e.rule.action == rule.action) {
-                let Some(token) = effect.effect.fencing_token else {
-                    lines.push(format!(
-                        "{} for {} carries no fencing token, though {} offers fencing",
-                        effect.label(),
-                        effect.key_text(),
-                        rule.service
-                    ));
-                    continue;
-                };
-                match highest.get(&effect.key) {
-                    Some((before, max)) if token < *max => lines.push(format!(
-                        "{} for {} committed fencing token {token} after {} had committed {max}: a stale write won",
-                        effect.label(),
-                        effect.key_text(),
-                        before.label()
-                    )),
-                    Some((_, max)) if token == *max => {}
-                    _ => {
-                        highest.insert(effect.key, (effect, token));
-                    }
-                }
-            }
-        }
-        lines
+        Verdict::from_evidence(NO_STALE_WRITE, lines)
     }
 
-    fn liveness(&self) -> Vec<String> {
+    fn hazards(&self) -> Vec<Hazard> {
+        let mut out: Vec<Hazard> = Vec::new();
+        let mut seen = BTreeSet::new();
+        let mut push = |kind: &str, service: &str, intent: Option<&str>, detail: String, once: String| {
+            if seen.insert((kind.to_string(), once)) {
+                out.push(Hazard {
+                    kind: kind.to_string(),
+                    service: service.to_string(),
+                    intent: intent.map(str::to_string),
+                    detail,
+                    exploited_by: exploited_by(kind).to_string(),
+                    command: String::new(),
+                });
+            }
+        };
+        for (rule, guard) in self.guarded() {
+            for effect in self.effects.iter().filter(|e| e.rule.action == rule.action) {
+                let owner = effect.owner.map(|o| self.intents[o].id());
+                let once = owner.map_or_else(|| effect.label(), str::to_string);
+                let params = &effect.effect.params;
+                if guard == "fencing" && effect.effect.fencing_token.is_none() {
+                    push(
+                        HAZARD_NO_FENCING_TOKEN,
+                        rule.service,
+                        owner,
+                        format!(
+                            "{} for {} was created without a Fencing-Token, though {} offers fencing",
+                            effect.label(),
+                            effect.key_text(),
+                            rule.service
+                        ),
+                        once,
+                    );
+                } else if guard == "conditional writes"
+                    && params.get("if_match").is_none_or(Value::is_null)
+                    && params.get("if_none_match").and_then(Value::as_bool) != Some(true)
+                {
+                    push(
+                        HAZARD_NO_PRECONDITION,
+                        rule.service,
+                        owner,
+                        format!(
+                            "{} for {} was written without If-Match or If-None-Match, though {} offers \
+                             conditional writes",
+                            effect.label(),
+                            effect.key_text(),
+                            rule.service
+                        ),
+                        once,
+                    );
+                }
+            }
+        }
+        for rule in &RULES {
+            let contract = rule.contract(self.scenario);
+            if contract.idempotency_keys != fake_services::KeyPolicy::Honored {
+                continue;
+            }
+            let Some(journal) = self.observed.journals.get(rule.service) else { continue };
+            // When a write under each key first took effect: only then is there something for a
+            // later send under the key to repeat, and only the key's retention stops it.
+            let mut effect_ms: BTreeMap<&str, u64> = BTreeMap::new();
+            for effect in self.observed.ledgers.get(rule.service).into_iter().flatten() {
+                if let Some(key) = effect.idempotency_key.as_deref() {
+                    let first = effect_ms.entry(key).or_insert(effect.at_ms);
+                    *first = (*first).min(effect.at_ms);
+                }
+            }
+            for entry in journal.iter().filter(|e| e.method == "POST") {
+                let Some(key) = entry.idempotency_key.as_deref() else { continue };
+                let Some(took_effect_ms) = effect_ms.get(key) else { continue };
+                let age_ms = entry.at_ms.saturating_sub(*took_effect_ms);
+                if age_ms > contract.key_retention_ms {
+                    let owner = self.intents.iter().find(|i| claim_lists_key(i.claim, key)).map(Intent::id);
+                    push(
+                        HAZARD_KEY_PAST_RETENTION,
+                        rule.service,
+                        owner,
+                        format!(
+                            "{} {} was sent under idempotency key {key} {age_ms} ms after a write under it took \
+                             effect, though {} keeps keys for {} ms",
+                            entry.method, entry.path, rule.service, contract.key_retention_ms
+                        ),
+                        key.to_string(),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    fn liveness(&self) -> Verdict {
         let rounds = self.observed.reconcile_rounds;
         let mut ids: Vec<&str> = Vec::new();
         let mut seen = BTreeSet::new();
@@ -791,10 +1061,16 @@ impl<'a> Run<'a> {
                 ));
             }
         }
-        lines
+        if lines.is_empty() && self.claims.keys().all(|id| self.exempt.contains(id)) {
+            return Verdict::not_judged(LIVENESS, "the executor reported no intent");
+        }
+        Verdict::from_evidence(LIVENESS, lines)
     }
 
-    fn expected_states(&self) -> Vec<String> {
+    fn expected_states(&self) -> Verdict {
+        if self.scenario.expect.keys().all(|id| self.exempt.contains(id.as_str())) {
+            return Verdict::not_judged(EXPECTED_STATES, "the scenario expects no states");
+        }
         let mut lines = Vec::new();
         for (id, want) in &self.scenario.expect {
             if self.exempt.contains(id.as_str()) {
@@ -808,8 +1084,21 @@ impl<'a> Run<'a> {
                 Some(_) => {}
             }
         }
-        lines
+        Verdict::from_evidence(EXPECTED_STATES, lines)
     }
+}
+
+/// Why the ledger invariants have nothing to judge.
+const NO_LEDGER_REASON: &str = "no intent's action has a ledger the checker reads";
+
+/// Whether `claim`'s evidence names `key` as the intent's key or one of its earlier ones.
+fn claim_lists_key(claim: Option<&Claim>, key: &str) -> bool {
+    let Some(evidence) = claim.map(|c| &c.evidence) else { return false };
+    evidence.get("key").and_then(Value::as_str) == Some(key)
+        || evidence
+            .get("previous_keys")
+            .and_then(Value::as_array)
+            .is_some_and(|keys| keys.iter().any(|k| k.as_str() == Some(key)))
 }
 
 fn find(parent: &mut [usize], mut i: usize) -> usize {
@@ -831,15 +1120,7 @@ fn union(parent: &mut [usize], a: usize, b: usize) {
 /// The one candidate whose claim lists the effect's idempotency key, if exactly one does.
 fn by_idempotency_key(intents: &[Intent], candidates: &[usize], effect: &Effect) -> Option<usize> {
     let key = effect.idempotency_key.as_deref()?;
-    let listed = |m: &&usize| {
-        let Some(evidence) = intents[**m].claim.map(|c| &c.evidence) else { return false };
-        let current = evidence.get("key").and_then(Value::as_str) == Some(key);
-        let previous = evidence
-            .get("previous_keys")
-            .and_then(Value::as_array)
-            .is_some_and(|keys| keys.iter().any(|k| k.as_str() == Some(key)));
-        current || previous
-    };
+    let listed = |m: &&usize| claim_lists_key(intents[**m].claim, key);
     match candidates.iter().filter(listed).collect::<Vec<_>>().as_slice() {
         [only] => Some(**only),
         _ => None,
@@ -1058,8 +1339,34 @@ mod tests {
         }
     }
 
+    /// The timeline of a run that started at 0 ms, as every run's does with its first worker.
     fn timed(mut observed: Observed, timeline: Vec<Moment>) -> Observed {
-        observed.timeline = timeline;
+        let start =
+            Moment { at_ms: 0, lane: "w1".into(), kind: "start".into(), detail: "incarnation 1".into() };
+        observed.timeline = std::iter::once(start).chain(timeline).collect();
+        observed
+    }
+
+    /// Adds journal entries to `service`: `(request_id, origin, arrived_ms)`, as a transport
+    /// that labels its requests records them.
+    fn sent(mut observed: Observed, service: &str, requests: &[(&str, &str, u64)]) -> Observed {
+        let journal = observed.journals.entry(service.to_string()).or_default();
+        for (request_id, origin, at_ms) in requests {
+            journal.push(fake_services::JournalEntry {
+                seq: journal.len() as u64 + 1,
+                at_ms: *at_ms,
+                method: "POST".into(),
+                path: "/".into(),
+                idempotency_key: None,
+                request_id: request_id.to_string(),
+                origin: Some(origin.to_string()),
+                faults: vec![],
+                outcome: "answered".into(),
+                status: Some(200),
+                replayed: false,
+                ended_ms: Some(*at_ms),
+            });
+        }
         observed
     }
 
@@ -1404,87 +1711,144 @@ mod tests {
                 ],
             },
             Case {
-                name: "a create without a fencing token",
+                name: "a create without a fencing token by one worker: a hazard, not a violation",
                 scenario: scenario(vec![create("w1", "ext_1", "Acme")]),
-                observed: observed(
-                    &["w1"],
-                    vec![claim("w1", "confirmed")],
-                    vec![created(1, 100, "ws_1", "ext_1", "Acme", None)],
+                observed: sent(
+                    observed(
+                        &["w1"],
+                        vec![claim("w1", "confirmed")],
+                        vec![created(1, 100, "ws_1", "ext_1", "Acme", None)],
+                    ),
+                    "workspaces",
+                    &[("req_1", "w1#1", 90)],
                 ),
-                broken: &[NO_STALE_WRITE],
-                says: &[(
-                    NO_STALE_WRITE,
-                    "workspaces ws_1 (seq 1) for external_id ext_1 carries no fencing token, though workspaces offers \
-                     fencing",
-                )],
+                broken: &[],
+                says: &[],
             },
             Case {
-                name: "a fencing token that goes down",
+                name: "a stale worker's create lands after its successor's",
                 scenario: scenario(vec![create("w1", "ext_1", "Acme")]),
-                observed: observed(
-                    &["w1"],
-                    vec![claim("w1", "escalated")],
-                    vec![
-                        created(1, 100, "ws_1", "ext_1", "Acme", Some(2)),
-                        created(2, 200, "ws_2", "ext_1", "Acme", Some(1)),
-                    ],
+                observed: sent(
+                    observed(
+                        &["w1"],
+                        vec![claim("w1", "escalated")],
+                        vec![
+                            created(1, 100, "ws_1", "ext_1", "Acme", Some(1)),
+                            created(2, 300, "ws_2", "ext_1", "Acme", Some(1)),
+                        ],
+                    ),
+                    "workspaces",
+                    &[("req_0", "w1#1", 0), ("req_1", "w2#1", 90), ("req_2", "w1#1", 300)],
                 ),
                 broken: &[NO_DUPLICATE_EFFECT, NO_STALE_WRITE],
                 says: &[(
                     NO_STALE_WRITE,
-                    "workspaces ws_2 (seq 2) for external_id ext_1 committed fencing token 1 after workspaces ws_1 \
-                     (seq 1) had committed 2: a stale write won",
+                    "workspaces ws_2 (seq 2, at 300 ms) for external_id ext_1 was written by w1#1 and landed after \
+                     w2#1's write workspaces ws_1 (seq 1) at 100 ms, which w1#1 had not seen (none of its requests \
+                     reached workspaces in between): a stale write won",
                 )],
             },
             Case {
-                name: "no fencing token needed where the contract offers none",
+                name: "a second create after a look at the service is a duplicate, not a stale write",
+                scenario: scenario(vec![create("w1", "ext_1", "Acme")]),
+                observed: sent(
+                    observed(
+                        &["w1"],
+                        vec![claim("w1", "escalated")],
+                        vec![
+                            created(1, 100, "ws_1", "ext_1", "Acme", Some(1)),
+                            created(2, 300, "ws_2", "ext_1", "Acme", Some(1)),
+                        ],
+                    ),
+                    "workspaces",
+                    &[
+                        ("req_0", "w1#1", 0),
+                        ("req_1", "w2#1", 90),
+                        ("req_9", "w1#1", 200),
+                        ("req_2", "w1#1", 300),
+                    ],
+                ),
+                broken: &[NO_DUPLICATE_EFFECT],
+                says: &[],
+            },
+            Case {
+                name: "the newer worker's second write is a duplicate, not a stale write",
+                scenario: scenario(vec![create("w1", "ext_1", "Acme")]),
+                observed: sent(
+                    observed(
+                        &["w1"],
+                        vec![claim("w1", "escalated")],
+                        vec![
+                            created(1, 100, "ws_1", "ext_1", "Acme", Some(1)),
+                            created(2, 300, "ws_2", "ext_1", "Acme", Some(2)),
+                        ],
+                    ),
+                    "workspaces",
+                    &[("req_1", "w1#1", 90), ("req_2", "w2#1", 300)],
+                ),
+                broken: &[NO_DUPLICATE_EFFECT],
+                says: &[],
+            },
+            Case {
+                name: "no stale write where the contract offers no fencing",
                 scenario: {
                     let mut s = scenario(vec![create("w1", "ext_1", "Acme")]);
                     let patch = ContractPatch { fencing: Some(false), ..ContractPatch::default() };
                     s.services.insert("workspaces".into(), patch);
                     s
                 },
-                observed: observed(
-                    &["w1"],
-                    vec![claim("w1", "confirmed")],
-                    vec![created(1, 100, "ws_1", "ext_1", "Acme", None)],
+                observed: sent(
+                    observed(
+                        &["w1"],
+                        vec![claim("w1", "confirmed")],
+                        vec![
+                            created(1, 100, "ws_1", "ext_1", "Acme", None),
+                            created(2, 300, "ws_2", "ext_1", "Acme", None),
+                        ],
+                    ),
+                    "workspaces",
+                    &[("req_0", "w1#1", 0), ("req_1", "w2#1", 90), ("req_2", "w1#1", 300)],
                 ),
-                broken: &[],
+                broken: &[NO_DUPLICATE_EFFECT, HONEST_TERMINAL_STATES],
                 says: &[],
             },
             Case {
-                name: "a blind overwrite where conditional writes are offered",
+                name: "a blind overwrite by one worker: a hazard, not a violation",
                 scenario: scenario(vec![put("f1", "q3.csv", "v2")]),
                 observed: observed(
                     &["f1"],
                     vec![claim("f1", "confirmed")],
                     vec![stored(1, "q3.csv", "v2", Some("\"etag-0\""), None)],
                 ),
-                broken: &[NO_STALE_WRITE],
-                says: &[(
-                    NO_STALE_WRITE,
-                    "files reports/q3.csv (seq 1) for key q3.csv overwrote version \"etag-0\" without If-Match, \
-                     though files offers conditional writes: a blind overwrite",
-                )],
-            },
-            Case {
-                name: "a blind overwrite where the contract offers no conditional writes",
-                scenario: {
-                    let mut s = scenario(vec![put("f1", "q3.csv", "v2")]);
-                    let patch = ContractPatch { conditional_writes: Some(false), ..ContractPatch::default() };
-                    s.services.insert("files".into(), patch);
-                    s
-                },
-                observed: observed(
-                    &["f1"],
-                    vec![claim("f1", "confirmed")],
-                    vec![stored(1, "q3.csv", "v2", Some("\"etag-0\""), None)],
-                ),
                 broken: &[],
                 says: &[],
             },
             Case {
-                name: "an object stored twice, the second time over the first",
+                name: "a stale worker's put, held in flight, lands on its successor's",
+                scenario: scenario(vec![put("f1", "q3.csv", "v2")]),
+                observed: sent(
+                    observed(
+                        &["f1"],
+                        vec![claim("f1", "confirmed")],
+                        vec![
+                            stored(1, "q3.csv", "v2", Some("\"etag-0\""), None),
+                            stored(2, "q3.csv", "v2", Some("\"etag-1\""), None),
+                        ],
+                    ),
+                    "files",
+                    &[("req_2", "w1#1", 0), ("req_1", "w2#1", 50)],
+                ),
+                broken: &[NO_DUPLICATE_EFFECT, HONEST_TERMINAL_STATES, NO_STALE_WRITE],
+                says: &[
+                    (NO_DUPLICATE_EFFECT, "intent f1 has 2 effects, at most one allowed"),
+                    (
+                        NO_STALE_WRITE,
+                        "files reports/q3.csv (seq 2, at 200 ms) for key q3.csv was written by w1#1",
+                    ),
+                ],
+            },
+            Case {
+                name: "an object stored twice by one worker is a duplicate, not a stale write",
                 scenario: scenario(vec![put("f1", "q3.csv", "v2")]),
                 observed: observed(
                     &["f1"],
@@ -1494,11 +1858,8 @@ mod tests {
                         stored(2, "q3.csv", "v2", Some("\"etag-1\""), None),
                     ],
                 ),
-                broken: &[NO_DUPLICATE_EFFECT, HONEST_TERMINAL_STATES, NO_STALE_WRITE],
-                says: &[
-                    (NO_DUPLICATE_EFFECT, "intent f1 has 2 effects, at most one allowed"),
-                    (NO_STALE_WRITE, "files reports/q3.csv (seq 2) for key q3.csv overwrote version"),
-                ],
+                broken: &[NO_DUPLICATE_EFFECT, HONEST_TERMINAL_STATES],
+                says: &[(NO_DUPLICATE_EFFECT, "intent f1 has 2 effects, at most one allowed")],
             },
             Case {
                 name: "an object with another body",
@@ -1658,16 +2019,143 @@ mod tests {
         }
     }
 
+    /// Every action is exclusive (one effect per lineage), so a stale write, which needs two
+    /// effects on one business key, is always a duplicate too: `no-stale-write` says which of
+    /// the two won wrongly. Every other verdict breaks alone somewhere.
     #[test]
     fn every_verdict_holds_somewhere_and_breaks_alone_somewhere() {
         let cases = cases();
         for slug in slugs() {
-            assert!(cases.iter().any(|c| c.broken.is_empty()), "a case where {slug} holds");
+            let held = cases.iter().any(|c| {
+                check(&c.scenario, &c.observed)
+                    .iter()
+                    .any(|v| v.invariant == slug && v.status == Status::Held)
+            });
+            assert!(held, "a case where {slug} is judged and holds");
+            let alone: &[&str] =
+                if slug == NO_STALE_WRITE { &[NO_DUPLICATE_EFFECT, NO_STALE_WRITE] } else { &[slug] };
             assert!(
-                cases.iter().any(|c| c.broken == [slug]),
-                "a case where {slug} is the only verdict that breaks"
+                cases.iter().any(|c| c.broken == alone),
+                "a case where {slug} breaks alone (or, for {NO_STALE_WRITE}, with {NO_DUPLICATE_EFFECT} only)"
             );
         }
+    }
+
+    /// Where a run gives an invariant nothing to judge, its verdict says so, and why.
+    #[test]
+    fn what_a_run_cannot_show_is_not_judged_with_a_reason() {
+        let want: &[(&str, &str, &str)] = &[
+            (
+                "a create without a fencing token by one worker: a hazard, not a violation",
+                NO_STALE_WRITE,
+                "only one worker life reached workspaces",
+            ),
+            (
+                "a create without a fencing token by one worker: a hazard, not a violation",
+                LINEAGE,
+                "no intent replaces another",
+            ),
+            (
+                "a create without a fencing token by one worker: a hazard, not a violation",
+                EXPECTED_STATES,
+                "the scenario expects no states",
+            ),
+            (
+                "without state moments, timing is not judged",
+                LINEAGE,
+                "the executor sent no state events for r1",
+            ),
+            (
+                "one intent, two effects",
+                NO_STALE_WRITE,
+                "no intent writes to a service that offers fencing or conditional writes",
+            ),
+            (
+                "unsupported actions are exempt from everything",
+                NOTHING_LOST,
+                "the executor acknowledged no intent",
+            ),
+            (
+                "unsupported actions are exempt from everything",
+                NO_DUPLICATE_EFFECT,
+                "no intent's action has a ledger",
+            ),
+        ];
+        let cases = cases();
+        for (name, slug, reason) in want {
+            let case = cases.iter().find(|c| c.name == *name).unwrap_or_else(|| panic!("no case {name}"));
+            let verdicts = check(&case.scenario, &case.observed);
+            let verdict = verdicts.iter().find(|v| v.invariant == *slug).unwrap();
+            assert_eq!(verdict.status, Status::NotJudged, "{name}: {verdict:?}");
+            assert!(verdict.held && verdict.evidence.is_empty(), "{name}: {verdict:?}");
+            let said = verdict.reason.as_deref().unwrap_or_default();
+            assert!(said.contains(reason), "{name}: {slug} should say {reason:?}, says {said:?}");
+        }
+    }
+
+    /// A safeguard the contract offered and a write skipped is a hazard, with the scenario that
+    /// would exploit it; where the contract offers none, or the write used it, there is none.
+    #[test]
+    fn unused_safeguards_are_hazards_with_the_scenario_that_exploits_them() {
+        let cases = cases();
+        let kinds = |name: &str| -> Vec<(String, Option<String>, String)> {
+            let case = cases.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no case {name}"));
+            hazards(&case.scenario, &case.observed)
+                .into_iter()
+                .map(|h| (h.kind, h.intent, h.exploited_by))
+                .collect()
+        };
+        let one = |kind: &str, intent: &str, scenario: &str| {
+            vec![(kind.to_string(), Some(intent.to_string()), scenario.to_string())]
+        };
+        assert_eq!(
+            kinds("a create without a fencing token by one worker: a hazard, not a violation"),
+            one(HAZARD_NO_FENCING_TOKEN, "w1", "stale_worker_overwrite")
+        );
+        assert_eq!(
+            kinds("a blind overwrite by one worker: a hazard, not a violation"),
+            one(HAZARD_NO_PRECONDITION, "f1", "files_stale_worker_overwrite")
+        );
+        assert_eq!(kinds("no stale write where the contract offers no fencing"), vec![]);
+        assert_eq!(kinds("a stale worker's create lands after its successor's"), vec![], "tokens were sent");
+        assert_eq!(kinds("an honest run holds everything"), vec![]);
+
+        let scenario = scenario(vec![refund("r1", "pi_1", 500)]);
+        let mut observed = observed(
+            &["r1"],
+            vec![claim("r1", "confirmed")],
+            vec![keyed(refunded(1, 0, "re_1", "pi_1", 500), "key-r1")],
+        );
+        let sent_under_key = |at_ms: u64| fake_services::JournalEntry {
+            seq: at_ms,
+            at_ms,
+            method: "POST".into(),
+            path: "/v1/refunds".into(),
+            idempotency_key: Some("key-r1".into()),
+            request_id: format!("req_{at_ms}"),
+            origin: Some("w1#1".into()),
+            faults: vec![],
+            outcome: "answered".into(),
+            status: Some(200),
+            replayed: false,
+            ended_ms: Some(at_ms),
+        };
+        let retention_ms = Contract::payments_default().key_retention_ms;
+        observed.journals.insert("payments".into(), vec![sent_under_key(0), sent_under_key(retention_ms)]);
+        assert_eq!(hazards(&scenario, &observed), vec![], "still within the retention");
+        observed
+            .journals
+            .insert("payments".into(), vec![sent_under_key(0), sent_under_key(retention_ms + 1)]);
+        let found = hazards(&scenario, &observed);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            (found[0].kind.as_str(), found[0].intent.as_deref()),
+            (HAZARD_KEY_PAST_RETENTION, Some("r1"))
+        );
+        assert!(found[0].detail.contains("after a write under it took effect"), "{found:?}");
+        // A resend after a send that never took effect repeats nothing: no hazard.
+        observed.ledgers.clear();
+        assert_eq!(hazards(&scenario, &observed), vec![], "nothing took effect under the key");
     }
 
     #[test]
@@ -1688,8 +2176,10 @@ mod tests {
             verdicts,
             vec![Verdict {
                 invariant: EXECUTOR_ERROR.into(),
+                status: Status::Violated,
                 held: false,
                 evidence: vec!["garbage on stdout: line 3".into()],
+                reason: None,
             }]
         );
         observed.executor_error = Some(String::new());

@@ -17,8 +17,17 @@ use crate::sim::Reference;
 pub const SIM_CASES_DEFAULT: u64 = 1_000;
 /// Generated cases in a live run (each costs real seconds) unless `--cases` says otherwise.
 pub const LIVE_CASES_DEFAULT: u64 = 20;
+/// Live scenarios run at once unless `--jobs` says otherwise. A live scenario spends its time
+/// waiting (on leases, settle bounds, pauses, an interpreter's start), not computing, so this
+/// is sized for waiting work rather than for cores: on two cores the timing-sensitive
+/// scenarios keep their verdicts at this load (docs/benchmarks.md, `harness/jobs`).
+pub const LIVE_JOBS_DEFAULT: usize = 8;
 /// Candidate runs the shrinker may spend on one failure.
 pub const SHRINK_RUNS_MAX: usize = 300;
+/// How long a live run may spend shrinking its failures, all of them together, unless
+/// `--shrink-budget` says otherwise: each candidate is a live run of seconds, and a failing CI
+/// job should still end in a few minutes.
+pub const LIVE_SHRINK_BUDGET_S: u64 = 60;
 /// The seed when none is given: runs are reproducible by default.
 pub const SEED_DEFAULT: u64 = 1;
 
@@ -50,9 +59,21 @@ pub struct RunArgs {
     /// Where results go.
     #[arg(long, default_value = "twice-report", value_name = "DIR")]
     pub report_dir: PathBuf,
-    /// Parallel cases (default: the machine's cores).
+    /// Scenarios run at once. Sim cases compute, so the default is the machine's cores; live
+    /// scenarios mostly wait (leases, settle bounds, pauses, process starts), each with its own
+    /// fakes, ports, state directory and executor processes, so the default is 8.
+    #[arg(long, alias = "threads", value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Hazards (safeguards a contract offered that the executor did not use, where nothing in
+    /// the run exploited them) fail the run as violations do.
     #[arg(long)]
-    pub threads: Option<usize>,
+    pub strict: bool,
+    /// Live runs: how long shrinking the failing generated cases may take, all of them
+    /// together (default 60s; e.g. 90, 90s, 2m; 0 turns shrinking off). No candidate starts
+    /// after it; one already running finishes. Each failure keeps the smallest scenario found so
+    /// far, and the report says how far it got. Sim shrinking has no time budget.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_s)]
+    pub shrink_budget: Option<u64>,
     /// Compare every scenario's behaviour with the baseline in DIR (see docs/reports.md):
     /// list what changed and exit 1 on a regression; violations the baseline records are
     /// known and do not fail the run.
@@ -82,9 +103,12 @@ pub struct CheckArgs {
     /// Where results go: the usual report files plus conformance.md and conformance.json.
     #[arg(long, default_value = "twice-report", value_name = "DIR")]
     pub report_dir: PathBuf,
-    /// Parallel scenarios (default: the machine's cores).
+    /// Scenarios run at once (default 8: live scenarios mostly wait).
+    #[arg(long, alias = "threads", value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Hazards fail the run as violations do.
     #[arg(long)]
-    pub threads: Option<usize>,
+    pub strict: bool,
 }
 
 /// Options of `twice report merge`.
@@ -111,6 +135,20 @@ pub struct ReplayArgs {
     pub seed: u64,
     #[arg(long, default_value = "twice-report", value_name = "DIR")]
     pub report_dir: PathBuf,
+}
+
+/// A duration in whole seconds: `90`, `90s`, `2m` or `1500ms` (rounded up).
+pub(crate) fn parse_duration_s(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("\"{text}\" is not a duration (e.g. 90, 90s, 2m)"))?;
+    match unit.trim() {
+        "" | "s" => Ok(n),
+        "m" | "min" => n.checked_mul(60).ok_or_else(|| format!("\"{text}\" is too long")),
+        "ms" => Ok(n.div_ceil(1000)),
+        other => Err(format!("\"{other}\" is not a unit of time here; use s, m or ms (e.g. 90s, 2m)")),
+    }
 }
 
 fn driver(executor: &Option<String>, live: bool) -> anyhow::Result<Driver<'static>> {
@@ -146,6 +184,8 @@ pub(crate) struct Reporter {
     bar: Option<indicatif::ProgressBar>,
     done: Mutex<(usize, usize)>,
     total: Mutex<usize>,
+    /// While shrinking: its deadline, and when the reporter last said something.
+    shrinking: Mutex<Option<(Option<Instant>, Instant)>>,
 }
 
 impl Reporter {
@@ -159,7 +199,7 @@ impl Reporter {
             );
             bar
         });
-        Reporter { bar, done: Mutex::new((0, 0)), total: Mutex::new(0) }
+        Reporter { bar, done: Mutex::new((0, 0)), total: Mutex::new(0), shrinking: Mutex::new(None) }
     }
 }
 
@@ -206,8 +246,74 @@ impl Progress for Reporter {
     }
 }
 
-pub(crate) fn threads(requested: Option<usize>) -> usize {
-    requested.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1)
+/// How often a run that is shrinking says so when nothing else happened.
+const SHRINK_HEARTBEAT_S: u64 = 15;
+
+impl run::ShrinkProgress for Reporter {
+    fn started(&self, count: usize, deadline: Option<std::time::Instant>) {
+        let budget = deadline
+            .map(|d| format!(" (time left: {} s)", d.saturating_duration_since(Instant::now()).as_secs()))
+            .unwrap_or_default();
+        self.say(format!("twice: shrinking {count} failing generated case{}{budget}", plural(count)));
+        *self.shrinking.lock().unwrap_or_else(|p| p.into_inner()) = Some((deadline, Instant::now()));
+    }
+
+    fn smaller(&self, name: &str, steps: usize, runs: usize) {
+        let left = self.time_left();
+        self.say(format!("  {name}: {steps} steps after {runs} runs{left}"));
+    }
+
+    fn finished(&self, name: &str, shrink: &run::Shrink) {
+        let left = self.time_left();
+        self.say(format!("  {name}: {}{left}", shrink.line()));
+    }
+}
+
+impl Reporter {
+    /// A line above the bar on a terminal, on stderr otherwise; counts as activity.
+    fn say(&self, line: String) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+        if let Some((_, last)) = self.shrinking.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            *last = Instant::now();
+        }
+    }
+
+    fn time_left(&self) -> String {
+        let deadline = self.shrinking.lock().unwrap_or_else(|p| p.into_inner()).and_then(|(d, _)| d);
+        deadline
+            .map(|d| format!(" ({} s left)", d.saturating_duration_since(Instant::now()).as_secs()))
+            .unwrap_or_default()
+    }
+
+    /// Says "still shrinking" when nothing was said for a while, until `done` is set.
+    fn heartbeat(&self, done: &std::sync::atomic::AtomicBool) {
+        use std::sync::atomic::Ordering;
+        while !done.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(250));
+            let quiet = self
+                .shrinking
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some_and(|(_, last)| last.elapsed().as_secs() >= SHRINK_HEARTBEAT_S);
+            if quiet && !done.load(Ordering::SeqCst) {
+                let left = self.time_left();
+                self.say(format!("twice: still shrinking{left}"));
+            }
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Scenarios at once: what was asked, or the driver's default (see [`LIVE_JOBS_DEFAULT`]).
+pub(crate) fn jobs(requested: Option<usize>, live: bool) -> usize {
+    let cores = || std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    requested.unwrap_or_else(|| if live { LIVE_JOBS_DEFAULT } else { cores() }).max(1)
 }
 
 /// `twice run`.
@@ -242,14 +348,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     std::fs::create_dir_all(&work_dir).with_context(|| format!("cannot create {}", work_dir.display()))?;
     let prefix = replay_prefix(&args.executor, args.live);
     let reporter = Reporter::new();
-    let mut results =
-        run::run_cases(&cases, args.seed, &driver, &work_dir, threads(args.threads), &reporter, &prefix);
+    let jobs = jobs(args.jobs, live);
+    let mut results = run::run_cases(&cases, args.seed, &driver, &work_dir, jobs, &reporter, &prefix);
     for (result, position) in results.iter_mut().zip(&positions) {
         result.position = *position;
     }
-    shrink_failures(&cases, &mut results, &args, &driver, &work_dir, &prefix)?;
+    let budget_s = live.then(|| args.shrink_budget.unwrap_or(LIVE_SHRINK_BUDGET_S));
+    shrink_failures(&cases, &mut results, &args, &driver, &work_dir, &prefix, jobs, budget_s, &reporter)?;
     let _ = std::fs::remove_dir_all(&work_dir);
-    let run = run::results(args.seed, &driver, args.shard, results);
+    let mut run = run::results(args.seed, &driver, args.shard, results);
+    run.strict = args.strict;
     let code = finish(&run, &args.report_dir, started)?;
     match &args.baseline {
         None => Ok(code),
@@ -282,7 +390,9 @@ pub(crate) fn replay_prefix(executor: &Option<String>, live: bool) -> String {
     }
 }
 
-/// Shrinks every failing generated case and writes the smallest failing scenario found.
+/// Shrinks every failing generated case (live: within `budget_s` seconds for all of them) and
+/// writes the smallest failing scenario found for each, with how far shrinking got.
+#[allow(clippy::too_many_arguments)] // the run's facts, each needed; a struct would only rename them
 fn shrink_failures(
     cases: &[Case],
     results: &mut [ScenarioResult],
@@ -290,23 +400,39 @@ fn shrink_failures(
     driver: &Driver<'_>,
     work_dir: &Path,
     prefix: &str,
+    jobs: usize,
+    budget_s: Option<u64>,
+    reporter: &Reporter,
 ) -> anyhow::Result<()> {
+    if budget_s == Some(0) {
+        return Ok(());
+    }
+    let limits = run::ShrinkLimits {
+        runs_max: SHRINK_RUNS_MAX,
+        deadline: budget_s.map(|s| Instant::now() + std::time::Duration::from_secs(s)),
+    };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let shrunk = std::thread::scope(|scope| {
+        scope.spawn(|| reporter.heartbeat(&done));
+        let shrunk =
+            run::shrink_failures(cases, results, args.seed, driver, work_dir, jobs, limits, reporter);
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        shrunk
+    });
     let failures_dir = args.report_dir.join("failures");
-    for (case, result) in cases.iter().zip(results.iter_mut()) {
+    for (i, found) in shrunk {
+        let (Some(case), Some(result)) = (cases.get(i), results.get_mut(i)) else { continue };
         let Source::Generated { index } = case.source else { continue };
-        if result.outcome == Outcome::Passed {
-            continue;
-        }
-        let smallest = run::shrink_case(args.seed, index, driver, work_dir, SHRINK_RUNS_MAX)
-            .map_err(anyhow::Error::msg)?;
+        let (smallest, shrink) = found.map_err(anyhow::Error::msg)?;
         std::fs::create_dir_all(&failures_dir)
             .with_context(|| format!("cannot create {}", failures_dir.display()))?;
         // Named by position, not by a counter, so a shard writes the same file the unsharded
         // run would.
         let path = failures_dir.join(format!("{:04}-{}.toml", result.position, smallest.name));
         let header = format!(
-            "A minimal scenario that made the executor break an invariant (shrunk from generated case {index},\nseed {}). Replay it with:\n  {} --scenario {} --seed {}",
+            "A minimal scenario that made the executor break an invariant (shrunk from generated case {index},\nseed {}; {}). Replay it with:\n  {} --scenario {} --seed {}",
             args.seed,
+            shrink.line(),
             prefix,
             path.display(),
             args.seed
@@ -314,6 +440,7 @@ fn shrink_failures(
         let text = scenarios::write::to_toml(&smallest, &header).map_err(|e| anyhow::anyhow!("{e}"))?;
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
         result.shrunk = Some(path.display().to_string());
+        result.shrink = Some(shrink);
         result.replay = format!("{prefix} --scenario {} --seed {}", path.display(), args.seed);
     }
     Ok(())

@@ -941,16 +941,26 @@ pub struct Cell {
     /// The invariants violated (sorted), for `violated`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub invariants: Vec<String>,
+    /// The kinds of hazard the scenarios behind the cell showed (sorted): safeguards the
+    /// executor skipped where nothing exploited them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hazards: Vec<String>,
     /// The scenarios behind the cell, sorted.
     pub scenarios: Vec<String>,
 }
 
 impl Cell {
     pub fn text(&self) -> String {
+        let hazards = if self.hazards.is_empty() {
+            String::new()
+        } else {
+            format!("; hazard: {}", self.hazards.join(", "))
+        };
         match self.outcome {
-            CellOutcome::Passed => "passed".into(),
+            CellOutcome::Passed if hazards.is_empty() => "passed".into(),
+            CellOutcome::Passed => format!("passed ({})", &hazards[2..]),
             CellOutcome::Unsupported => "unsupported".into(),
-            CellOutcome::Violated => format!("violated ({})", self.invariants.join(", ")),
+            CellOutcome::Violated => format!("violated ({}{hazards})", self.invariants.join(", ")),
         }
     }
 }
@@ -1002,13 +1012,16 @@ pub fn table(init: &Init, cases: &[Case], results: &[ScenarioResult]) -> Table {
             let cell = cells.entry(action.to_string()).or_default().entry(mode.clone()).or_insert(Cell {
                 outcome,
                 invariants: Vec::new(),
+                hazards: Vec::new(),
                 scenarios: Vec::new(),
             });
             cell.outcome = cell.outcome.max(outcome);
             cell.scenarios.push(result.name.clone());
             if outcome == CellOutcome::Violated {
-                cell.invariants
-                    .extend(result.verdicts.iter().filter(|v| !v.held).map(|v| v.invariant.clone()));
+                cell.invariants.extend(result.violations().map(|v| v.invariant.clone()));
+            }
+            if outcome != CellOutcome::Unsupported {
+                cell.hazards.extend(result.hazards.iter().map(|h| h.kind.clone()));
             }
         }
     }
@@ -1016,7 +1029,7 @@ pub fn table(init: &Init, cases: &[Case], results: &[ScenarioResult]) -> Table {
         .into_iter()
         .map(|(action, mut cells)| {
             for cell in cells.values_mut() {
-                for list in [&mut cell.invariants, &mut cell.scenarios] {
+                for list in [&mut cell.invariants, &mut cell.hazards, &mut cell.scenarios] {
                     list.sort();
                     list.dedup();
                 }
@@ -1064,6 +1077,24 @@ pub struct Catalog {
     pub passed: usize,
     pub violated: usize,
     pub executor_errors: usize,
+    /// Hazards over all scenarios.
+    pub hazards: usize,
+    /// One line per kind of hazard seen: what it is, how often, what would exploit it and the
+    /// command that runs that scenario.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hazard_kinds: Vec<HazardKind>,
+}
+
+/// A kind of hazard a catalog run showed.
+#[derive(Debug, Clone, Serialize)]
+pub struct HazardKind {
+    pub kind: String,
+    /// Scenarios that showed it.
+    pub scenarios: usize,
+    /// One example of what was seen.
+    pub example: String,
+    pub exploited_by: String,
+    pub command: String,
 }
 
 /// `conformance.json`.
@@ -1078,12 +1109,15 @@ pub struct Conformance {
     pub catalog: Catalog,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub table: Option<Table>,
+    /// `--strict`: hazards fail the check as violations do.
+    pub strict: bool,
 }
 
 impl Conformance {
     pub fn failed(&self) -> bool {
         self.rules.iter().any(|r| r.status == Status::Failed)
             || self.catalog.violated + self.catalog.executor_errors > 0
+            || self.strict && self.catalog.hazards > 0
     }
 
     /// The rules' verdicts for a terminal: one line each, and for a failure what was expected
@@ -1138,19 +1172,60 @@ impl Conformance {
         match &self.catalog.skipped {
             Some(why) => out.push_str(&format!("Not run: {why}.\n")),
             None => out.push_str(&format!(
-                "{} scenarios: {} passed, {} violated, {} executor errors.\n",
+                "{} scenarios: {} passed, {} violated, {} executor errors; {} hazards{}.\n",
                 self.catalog.scenarios,
                 self.catalog.passed,
                 self.catalog.violated,
-                self.catalog.executor_errors
+                self.catalog.executor_errors,
+                self.catalog.hazards,
+                if self.strict { " (`--strict`: hazards fail the check)" } else { "" }
             )),
         }
         if let Some(table) = &self.table {
             out.push('\n');
             out.push_str(&table.markdown());
         }
+        if !self.catalog.hazard_kinds.is_empty() {
+            out.push_str(
+                "\n## Hazards\n\nSafeguards the contracts offered that the executor did not use, where nothing \
+                 in the scenario exploited them: no harm happened, so they are not violations.\n\n\
+                 | hazard | scenarios | example | exploited by | command |\n|---|---|---|---|---|\n",
+            );
+            for h in &self.catalog.hazard_kinds {
+                out.push_str(&format!(
+                    "| `{}` | {} | {} | `{}` | {} |\n",
+                    h.kind,
+                    h.scenarios,
+                    cell(&reports::summary::one_line(&h.example, DETAIL_CHARS_MAX)),
+                    h.exploited_by,
+                    cell(&h.command)
+                ));
+            }
+        }
         out
     }
+}
+
+/// The kinds of hazard in `results`, in order of their first appearance.
+fn hazard_kinds(results: &[ScenarioResult]) -> Vec<HazardKind> {
+    let mut kinds: Vec<HazardKind> = Vec::new();
+    for result in results {
+        let mut seen = BTreeSet::new();
+        for hazard in &result.hazards {
+            let first_here = seen.insert(hazard.kind.as_str());
+            match kinds.iter_mut().find(|k| k.kind == hazard.kind) {
+                Some(kind) => kind.scenarios += usize::from(first_here),
+                None => kinds.push(HazardKind {
+                    kind: hazard.kind.clone(),
+                    scenarios: 1,
+                    example: hazard.detail.clone(),
+                    exploited_by: hazard.exploited_by.clone(),
+                    command: hazard.command.clone(),
+                }),
+            }
+        }
+    }
+    kinds
 }
 
 fn cases(args: &CheckArgs) -> anyhow::Result<Vec<Case>> {
@@ -1195,6 +1270,7 @@ pub fn check_executor(args: CheckArgs) -> anyhow::Result<i32> {
         seed: args.seed,
         init: protocol.init.clone(),
         rules: protocol.verdicts,
+        strict: args.strict,
         catalog: Catalog {
             ran: false,
             skipped: None,
@@ -1202,6 +1278,8 @@ pub fn check_executor(args: CheckArgs) -> anyhow::Result<i32> {
             passed: 0,
             violated: 0,
             executor_errors: 0,
+            hazards: 0,
+            hazard_kinds: Vec::new(),
         },
         table: None,
     };
@@ -1217,11 +1295,12 @@ pub fn check_executor(args: CheckArgs) -> anyhow::Result<i32> {
             args.seed,
             &driver,
             &catalog_dir,
-            cli::threads(args.threads),
+            cli::jobs(args.jobs, true),
             &reporter,
             &prefix,
         );
-        let run: RunResults = run::results(args.seed, &driver, None, results);
+        let mut run: RunResults = run::results(args.seed, &driver, None, results);
+        run.strict = args.strict;
         let t = &run.totals;
         report.catalog = Catalog {
             ran: true,
@@ -1230,6 +1309,8 @@ pub fn check_executor(args: CheckArgs) -> anyhow::Result<i32> {
             passed: t.passed,
             violated: t.violated,
             executor_errors: t.executor_errors,
+            hazards: t.hazards,
+            hazard_kinds: hazard_kinds(&run.results),
         };
         report.table = Some(table(&protocol.init, &cases, &run.results));
         reports::write_all(&args.report_dir, &run)?;
@@ -1328,6 +1409,23 @@ mod tests {
         assert!(md.contains("| lost_reply | - | violated (liveness, no-duplicate-effect) | - |"), "{md}");
         assert!(md.contains("| partial_retry | - | passed | unsupported |"), "{md}");
         assert_eq!(t.rows[1].cells["lost_reply"].scenarios, ["a", "c"]);
+
+        // A skipped safeguard that nothing exploited shows beside the verdict, never as one.
+        let mut hazardous = result("a", &[], &[]);
+        hazardous.hazards = vec![reports::model::Hazard {
+            kind: "no-fencing-token".into(),
+            service: "workspaces".into(),
+            intent: None,
+            detail: "created without a Fencing-Token".into(),
+            exploited_by: "stale_worker_overwrite".into(),
+            command: "twice run --scenario stale_worker_overwrite".into(),
+        }];
+        let t = table(&init(&["payments.refund"]), &cases[..1], &[hazardous]);
+        assert!(
+            t.markdown().contains("| lost_reply | passed (hazard: no-fencing-token) |"),
+            "{}",
+            t.markdown()
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod conformance;
 pub mod exit;
 pub mod live;
 pub mod observe;
+pub mod points;
 pub mod run;
 pub mod setup;
 pub mod sim;

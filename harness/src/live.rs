@@ -19,30 +19,29 @@
 //!
 //! A worker is one process of [`ExecutorCommand`], speaking `twice/1` on its stdin and stdout
 //! (see `docs/protocol.md`). Each process leads its own process group, and every signal goes
-//! to the group (sent with `kill(1)`), so an executor started through a wrapper (`sh -c`, `uv run`, ...) is
-//! crashed or paused whole. The last [`STDERR_TAIL_BYTES`] of its stderr are kept for error
-//! messages.
+//! to the group (`kill(2)` on the group id), so an executor started through a wrapper (`sh -c`,
+//! `uv run`, ...) is crashed or paused whole. The last [`STDERR_TAIL_BYTES`] of its stderr are
+//! kept for error messages.
+//!
+//! Each life of a worker (`w1#1`, then `w1#2` after a restart) gets listeners of its own on
+//! every fake, labelled with that life: the fakes' journals then say which life sent each
+//! request, which is how the checker tells a stale worker's write from its successor's
+//! without taking any executor's word for it.
 //!
 //! # Observation points
 //!
 //! A request point ("when payments has received the first refund request and before it
-//! answers") is armed on the fake as a rule `twice-point-N` that matches the point's method,
-//! path and n-th request and injects a `latency` *after* the commit: the request is
-//! committed as usual and its reply held while the driver acts. The driver polls every
-//! [`POLL_MS`] for the rule having fired, then fires the point's events. The hold is:
-//!
-//! - [`POINT_HOLD_MS`] when the point crashes a worker: the SIGKILL comes long before the
-//!   reply would, so the caller never sees it (as in sim);
-//! - the pause's `for_ms` + [`POINT_NUDGE_MS`] when it pauses one: the reply arrives just
-//!   after the SIGCONT, as in sim where it waits for the resume (a pause longer than the
-//!   request timeout thus ends in the executor's own timeout, in both drivers);
-//! - [`POINT_NUDGE_MS`] otherwise (heal, clock jump, start worker, reconcile): well below any
-//!   request timeout, so the reply is only a little late and its outcome is unchanged, but
-//!   the events fire before the caller sees it.
-//!
-//! The rule ids `twice-point-*` are reserved. A heal (the phase or an event) disarms the
-//! scenario's faults but keeps the points, which are not faults. The points' firings are
-//! stripped from the journals in [`Observed`], so that they read as in sim.
+//! answers") is watched by the listeners' [`fake_services::Tap`]: the request that reaches it
+//! is processed by the fake as usual, but its answer (whatever it is: a reply, a reset, a
+//! closed connection) is held at a gate while the driver applies the point's events, and only
+//! then let go. A crash is a SIGKILL before the answer is written, so the caller never sees
+//! it; a pause is a SIGSTOP that has taken hold before the answer is written, so the stopped
+//! worker finds it on its socket when it is resumed (even past its own timeout, as in sim).
+//! The stop comes once the worker has sent nothing for [`PAUSE_QUIET_MS`]: the rest of a batch
+//! it was sending together with the request at the point leaves first (as in sim, where a
+//! pause takes hold after the instant it began);
+//! a heal or a clock jump is done before the caller sees the answer. Starting a worker and
+//! asking one for a pass come after the gate opens, since a worker's start takes seconds.
 //!
 //! # Misbehaving executors
 //!
@@ -66,17 +65,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use executor::protocol::code;
-use fake_services::{Clock, Fakes, FaultRule, FaultSpec, Server, TokioClock};
+use fake_services::{Clock, Contract, FakeRequest, Fakes, Gate, Listener, Server, Tap, TokioClock};
 use scenarios::model::FIRST_WORKER;
 use scenarios::{EventAction, IntentSpec, PhaseName, Point, Scenario};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::observe::{Claim, Moment, Observed};
+use crate::points::RequestPoints;
 use crate::setup::{self, RECONCILE_ROUNDS_MAX};
 
 /// A worker has this long to answer `init`.
@@ -89,14 +89,25 @@ pub const DRAIN_MS_MAX: u64 = 60_000;
 const DRAIN_SLACK_MS: u64 = 2_000;
 /// Added to a drain's `timeout_ms` for the answer to come back.
 const CALL_SLACK_MS: u64 = 5_000;
-/// How often the driver looks at the fakes, the pauses and the workers while it waits.
+/// How often the driver looks at the pauses and the workers while it waits.
 pub const POLL_MS: u64 = 5;
-/// How long a request point that crashes a worker holds the reply.
-pub const POINT_HOLD_MS: u64 = 1_500;
-/// How long any other request point holds the reply (added to a pause's own length).
-pub const POINT_NUDGE_MS: u64 = 100;
-/// Prefix of the ids of the rules that implement request points.
-pub const POINT_RULE_PREFIX: &str = "twice-point-";
+/// How long every fake must have had nothing in flight before the driver takes the world as
+/// settled (rather than waiting out the whole announced settle bound).
+pub const SETTLED_MS: u64 = 20;
+/// How long the driver waits for a SIGSTOP to take hold before it lets a held answer go.
+const STOP_MS_MAX: u64 = 200;
+/// A pause takes hold once the worker has sent nothing for this long: what it set out to send
+/// together with the request at the point (the rest of a batch, on threads of its own) leaves
+/// first, as in sim, where a pause takes hold after the instant it began. Without it a stop
+/// could land between an executor's last check and its send, where no executor can defend a
+/// service that offers no guard, and the verdict would not be the executor's fault.
+pub const PAUSE_QUIET_MS: u64 = 50;
+/// The longest the driver waits for that quiet before it stops the worker anyway.
+pub const PAUSE_QUIET_MS_MAX: u64 = 500;
+/// A worker started by an event works in the background until the run finishes: a drain,
+/// then a `reconcile` whenever it is idle and this long has passed since the last (as in sim,
+/// [`crate::sim::BACKGROUND_ROUND_MS`]).
+pub const BACKGROUND_ROUND_MS: u64 = crate::sim::BACKGROUND_ROUND_MS;
 /// Longest stdout line read from an executor.
 pub const LINE_BYTES_MAX: usize = 1024 * 1024;
 /// How much of a worker's stderr is kept for error messages.
@@ -111,8 +122,6 @@ pub(crate) const SHUTDOWN_MS_MAX: u64 = 5_000;
 pub(crate) const EXIT_MS_MAX: u64 = 2_000;
 /// Waiting for the rest of a dead process's stderr.
 pub(crate) const STDERR_FLUSH_MS_MAX: u64 = 200;
-/// Running `kill` to send a signal.
-const SIGNAL_MS_MAX: u64 = 2_000;
 /// Stopping the fakes' servers.
 const SERVER_STOP_MS_MAX: u64 = 5_000;
 /// At most this many moments on a timeline: an executor flooding stdout with events cannot
@@ -456,22 +465,41 @@ pub(crate) fn describe(status: ExitStatus) -> String {
     }
 }
 
-/// Sends `signal` (`KILL`, `STOP`, `CONT`) to a process group with `kill(1)`.
+/// Sends `signal` (`KILL`, `STOP`, `CONT`) to a process group.
 pub(crate) async fn signal_group(pgid: u32, signal: &str) -> Result<(), String> {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg("--")
-        .arg(format!("-{pgid}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .status();
-    match tokio::time::timeout(Duration::from_millis(SIGNAL_MS_MAX), status).await {
-        Ok(Ok(s)) if s.success() => Ok(()),
-        Ok(Ok(s)) => Err(format!("kill -{signal} -{pgid} ended with {}", describe(s))),
-        Ok(Err(e)) => Err(format!("cannot run kill: {e}")),
-        Err(_) => Err(format!("kill -{signal} -{pgid} did not finish within {SIGNAL_MS_MAX} ms")),
+    let number = match signal {
+        "KILL" => libc::SIGKILL,
+        "STOP" => libc::SIGSTOP,
+        "CONT" => libc::SIGCONT,
+        other => return Err(format!("no signal SIG{other}")),
+    };
+    let group = i32::try_from(pgid).map_err(|_| format!("process group {pgid} is out of range"))?;
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; a negative pid names
+    // the process group, which each worker leads (it was spawned with `process_group(0)`).
+    let rc = unsafe { libc::kill(-group, number) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let error = std::io::Error::last_os_error();
+    if error.raw_os_error() == Some(libc::ESRCH) {
+        return Ok(()); // the whole group is gone already
+    }
+    Err(format!("kill(-{pgid}, SIG{signal}): {error}"))
+}
+
+/// Waits (at most [`STOP_MS_MAX`]) until process `pid` shows as stopped in `/proc`, so that
+/// an answer let go after a SIGSTOP reaches a process that can no longer act on it at once.
+async fn stopped(pid: u32) {
+    let deadline = Instant::now() + Duration::from_millis(STOP_MS_MAX);
+    let path = format!("/proc/{pid}/stat");
+    while Instant::now() < deadline {
+        let Ok(stat) = std::fs::read_to_string(&path) else { return };
+        // `pid (comm) S ...`: the state follows the last parenthesis (comm may hold spaces).
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+        if matches!(state, Some("T" | "t") | None) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
@@ -500,6 +528,8 @@ struct Worker {
     resume_at: Option<Instant>,
     /// When its stdout was first seen closed while it was expected to live.
     closed_since: Option<Instant>,
+    /// Started by an event: it works in the background; next round not before this.
+    background: Option<Instant>,
     /// Its misbehaviour is already reported.
     reported: bool,
 }
@@ -556,6 +586,7 @@ impl Worker {
             crashed: false,
             resume_at: None,
             closed_since: None,
+            background: None,
             reported: false,
         })
     }
@@ -614,76 +645,42 @@ impl Worker {
 // ---------------------------------------------------------------------------------------------
 // The run
 
-/// A request point, armed on its fake as a rule.
-struct PointRule {
-    service: String,
-    rule_id: String,
-    /// Indexes into the scenario's events.
+/// A request that reached a point: the events due, and the gate holding its answer.
+struct Reached {
     events: Vec<usize>,
-    fired: bool,
+    gate: oneshot::Sender<()>,
 }
 
-/// Arms one rule per distinct request point (see the module docs for the hold).
-fn arm_points(scenario: &Scenario, fakes: &Fakes) -> Result<Vec<PointRule>, setup::SetupError> {
-    type Key<'a> = (&'a String, &'a Option<String>, &'a Option<String>, u64);
-    let mut groups: Vec<(Key<'_>, Vec<usize>)> = Vec::new();
-    for (i, event) in scenario.events.iter().enumerate() {
-        if let Point::Request { service, method, path, nth } = &event.at {
-            let key = (service, method, path, *nth);
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, events)) => events.push(i),
-                None => groups.push((key, vec![i])),
-            }
-        }
-    }
-    let mut points = Vec::new();
-    for (n, ((service, method, path, nth), events)) in groups.into_iter().enumerate() {
-        let mut hold_ms = POINT_NUDGE_MS;
-        for i in &events {
-            match scenario.events.get(*i).map(|e| &e.action) {
-                Some(EventAction::Crash { .. }) => hold_ms = hold_ms.max(POINT_HOLD_MS),
-                Some(EventAction::Pause { for_ms, .. }) => {
-                    hold_ms = hold_ms.max(for_ms.saturating_add(POINT_NUDGE_MS));
-                }
-                _ => {}
-            }
-        }
-        let rule_id = format!("{POINT_RULE_PREFIX}{}", n + 1);
-        let rule = FaultRule {
-            id: Some(rule_id.clone()),
-            method: method.clone(),
-            path: path.clone(),
-            fields: BTreeMap::new(),
-            nth: Some(nth),
-            times: Some(1),
-            probability: None,
-            fault: FaultSpec::Latency { before_ms: 0, after_ms: hold_ms },
-        };
-        let fake = fakes.get(service).ok_or_else(|| setup::SetupError::UnknownService {
-            scenario: scenario.name.clone(),
-            service: service.clone(),
-        })?;
-        fake.add_rule(rule).map_err(|problem| setup::SetupError::Rejected {
-            scenario: scenario.name.clone(),
-            problem: format!("request point on {service}: {problem}"),
-        })?;
-        points.push(PointRule { service: service.clone(), rule_id, events, fired: false });
-    }
-    Ok(points)
+/// The listeners' tap: counts requests against the scenario's request points and hands each
+/// point reached to the driver, holding the request's answer until the driver opens the gate;
+/// and notes when each worker life last sent anything.
+struct PointTap {
+    points: RequestPoints,
+    reached: mpsc::UnboundedSender<Reached>,
+    last_arrival: Mutex<HashMap<String, Instant>>,
 }
 
-/// Disarms every fault but keeps the request points, which are not faults.
-fn heal(fakes: &Fakes) {
-    for fake in fakes.all() {
-        let faults: Vec<String> = fake
-            .rules()
-            .into_iter()
-            .filter_map(|r| r.rule.id)
-            .filter(|id| !id.starts_with(POINT_RULE_PREFIX))
-            .collect();
-        for id in faults {
-            fake.remove_rule(&id);
+impl PointTap {
+    /// When a request of worker life `origin` (`w1#2`) last arrived at any fake.
+    fn last_arrival(&self, origin: &str) -> Option<Instant> {
+        lock(&self.last_arrival).get(origin).copied()
+    }
+}
+
+impl Tap for PointTap {
+    fn arrived(&self, service: &'static str, request: &FakeRequest) -> Option<Gate> {
+        if let Some(origin) = &request.origin {
+            lock(&self.last_arrival).insert(origin.clone(), Instant::now());
         }
+        let events = self.points.reached(service, &request.method, &request.path);
+        if events.is_empty() {
+            return None;
+        }
+        let (gate, held) = oneshot::channel();
+        // A run that is over has dropped the receiver: the gate's sender goes with the message,
+        // which opens it.
+        let _ = self.reached.send(Reached { events, gate });
+        Some(held)
     }
 }
 
@@ -709,15 +706,7 @@ impl Bounds {
             .min(DRAIN_MS_MAX);
         let intents = scenario.intents.len() as u64 + 1;
         let reconcile_ms = intents * 2 * limits.request_timeout_ms + REPLY_MS_MAX;
-        let pauses_ms = scenario
-            .events
-            .iter()
-            .map(|e| match e.action {
-                EventAction::Pause { for_ms, .. } => for_ms,
-                _ => 0,
-            })
-            .sum();
-        Bounds { drain_ms, reconcile_ms, pauses_ms }
+        Bounds { drain_ms, reconcile_ms, pauses_ms: scenario.pauses_ms() }
     }
 
     fn reply_ms(&self, kind: &str) -> u64 {
@@ -761,12 +750,19 @@ struct Run<'a> {
     command: &'a ExecutorCommand,
     fakes: Fakes,
     clock: Arc<dyn Clock>,
-    services: BTreeMap<String, executor::Service>,
+    /// The contract each announced service offers; every worker life is told them.
+    contracts: BTreeMap<String, Contract>,
+    /// Every listener of every worker life, stopped when the run ends (a dead life's
+    /// listeners stay up: a request of it may still be in flight at a fake).
+    servers: Vec<Server>,
+    tap: Arc<PointTap>,
+    reached: mpsc::UnboundedReceiver<Reached>,
     limits: executor::Limits,
     state_dir: PathBuf,
     bounds: Bounds,
     workers: BTreeMap<String, Worker>,
-    points: Vec<PointRule>,
+    /// Until the finish, workers started by events work in the background.
+    background: bool,
     timeline: Arc<Mutex<Vec<Moment>>>,
     observed: Observed,
     fired: Vec<bool>,
@@ -800,6 +796,7 @@ impl Run<'_> {
             timeline: Arc::clone(&self.timeline),
             link: Arc::new(Mutex::new(Link::default())),
         };
+        let services = self.listen(&format!("{name}#{incarnation}")).await?;
         let worker = Worker::spawn(self.command, lane, incarnation)
             .map_err(|e| format!("worker {name} did not start: {e}"))?;
         self.workers.insert(name.to_string(), worker);
@@ -807,7 +804,7 @@ impl Run<'_> {
             "protocol": executor::protocol::PROTOCOL,
             "worker_id": name,
             "state_dir": self.state_dir,
-            "services": self.services,
+            "services": services,
             "secrets": setup::secrets(),
             "limits": self.limits,
         });
@@ -829,6 +826,28 @@ impl Run<'_> {
             Ok(Err(_)) => Err(self.describe_loss(name, "during init").await),
             Err(_) => Err(self.describe_hang(name, "init", INIT_MS_MAX).await),
         }
+    }
+
+    /// Starts one listener per announced service for the worker life `origin` (`w1#2`), and
+    /// returns the services as that life is told them.
+    async fn listen(&mut self, origin: &str) -> Result<BTreeMap<String, executor::Service>, String> {
+        let mut services = BTreeMap::new();
+        for (name, contract) in &self.contracts {
+            let Some(fake) = self.fakes.get(name) else { continue };
+            let listener = Listener {
+                origin: Some(origin.to_string()),
+                tap: Some(Arc::clone(&self.tap) as Arc<dyn Tap>),
+            };
+            let server = Server::start_with(fake, SocketAddr::from(([127, 0, 0, 1], 0)), listener)
+                .await
+                .map_err(|e| format!("cannot listen on 127.0.0.1 for {origin}: {e}"))?;
+            services.insert(
+                name.clone(),
+                executor::Service { url: server.url(), contract: setup::announce(contract) },
+            );
+            self.servers.push(server);
+        }
+        Ok(services)
     }
 
     async fn describe_loss(&mut self, name: &str, when: &str) -> String {
@@ -940,6 +959,7 @@ impl Run<'_> {
         loop {
             tokio::select! {
                 biased;
+                Some(reached) = self.reached.recv() => self.on_reached(reached).await,
                 reply = &mut rx => {
                     return match reply {
                         Ok(reply) => Ok(Answer::of(reply)),
@@ -969,34 +989,65 @@ impl Run<'_> {
         }
     }
 
-    /// Waits `ms` of real time, polling.
+    /// Waits `ms` of real time, polling and applying the points reached meanwhile.
     async fn wait(&mut self, ms: u64) {
         let deadline = Instant::now() + Duration::from_millis(ms);
         while Instant::now() < deadline && !self.broken() {
             let left = deadline.saturating_duration_since(Instant::now());
-            tokio::time::sleep(left.min(Duration::from_millis(POLL_MS))).await;
+            tokio::select! {
+                biased;
+                Some(reached) = self.reached.recv() => self.on_reached(reached).await,
+                () = tokio::time::sleep(left.min(Duration::from_millis(POLL_MS))) => {}
+            }
             self.poll().await;
         }
     }
 
-    /// Fires the events of points that were reached, resumes due pauses, and notices workers
-    /// that broke the protocol or died in the background.
-    async fn poll(&mut self) {
-        let mut due = Vec::new();
-        for point in self.points.iter_mut().filter(|p| !p.fired) {
-            let Some(fake) = self.fakes.get(&point.service) else { continue };
-            if fake
-                .rules()
+    /// Waits, polling, until every announced fake has had nothing in flight (no request being
+    /// worked on, no late commit waiting, no transaction in a pool) for [`SETTLED_MS`], and at
+    /// most `bound_ms`: a wall-clock run need not wait out a settle bound that nothing uses.
+    async fn wait_settled(&mut self, bound_ms: u64) {
+        let deadline = Instant::now() + Duration::from_millis(bound_ms);
+        let mut quiet_since: Option<Instant> = None;
+        while Instant::now() < deadline && !self.broken() {
+            let settled = self
+                .fakes
+                .all()
                 .iter()
-                .any(|r| r.rule.id.as_deref() == Some(point.rule_id.as_str()) && r.fired > 0)
-            {
-                point.fired = true;
-                due.extend(point.events.iter().copied());
+                .filter(|f| setup::announced(self.scenario, f.name()))
+                .all(fake_services::Fake::settled);
+            let now = Instant::now();
+            match (settled, quiet_since) {
+                (false, _) => quiet_since = None,
+                (true, None) => quiet_since = Some(now),
+                (true, Some(since)) if now - since >= Duration::from_millis(SETTLED_MS) => return,
+                (true, Some(_)) => {}
+            }
+            self.wait(POLL_MS).await;
+        }
+    }
+
+    /// Applies the events of a point some request reached: first what must happen before its
+    /// answer goes (signals, heal, clock jumps, asking for a pass), then the gate opens, then
+    /// new workers start (a start takes seconds, which no answer should wait for).
+    async fn on_reached(&mut self, reached: Reached) {
+        let Reached { events, gate } = reached;
+        let mut later = Vec::new();
+        for i in events {
+            match self.scenario.events.get(i).map(|e| &e.action) {
+                Some(EventAction::StartWorker { .. }) => later.push(i),
+                _ => self.fire(i).await,
             }
         }
-        for i in due {
+        let _ = gate.send(());
+        for i in later {
             self.fire(i).await;
         }
+    }
+
+    /// Resumes due pauses, and notices workers that broke the protocol or died in the
+    /// background.
+    async fn poll(&mut self) {
         let now = Instant::now();
         let resuming: Vec<String> = self
             .workers
@@ -1006,6 +1057,26 @@ impl Run<'_> {
             .collect();
         for name in resuming {
             self.resume(&name).await;
+        }
+        if self.background {
+            let due: Vec<String> = self
+                .workers
+                .iter()
+                .filter(|(_, w)| {
+                    !w.crashed
+                        && w.resume_at.is_none()
+                        && w.queue.is_empty()
+                        && w.background.is_some_and(|at| at <= now)
+                        && lock(&w.link).pending.is_empty()
+                })
+                .map(|(n, _)| n.clone())
+                .collect();
+            for name in due {
+                self.send_and_forget(&name, "reconcile", json!({})).await;
+                if let Some(w) = self.workers.get_mut(&name) {
+                    w.background = Some(Instant::now() + Duration::from_millis(BACKGROUND_ROUND_MS));
+                }
+            }
         }
         let names: Vec<String> = self.workers.keys().cloned().collect();
         for name in names {
@@ -1054,6 +1125,21 @@ impl Run<'_> {
         }
     }
 
+    /// Waits until worker life `origin` has sent nothing for [`PAUSE_QUIET_MS`], at most
+    /// [`PAUSE_QUIET_MS_MAX`].
+    async fn quiet(&self, origin: &str) {
+        let deadline = Instant::now() + Duration::from_millis(PAUSE_QUIET_MS_MAX);
+        let quiet = Duration::from_millis(PAUSE_QUIET_MS);
+        loop {
+            let now = Instant::now();
+            let since = self.tap.last_arrival(origin).map_or(quiet, |at| now.saturating_duration_since(at));
+            if since >= quiet || now >= deadline {
+                return;
+            }
+            tokio::time::sleep((quiet - since).min(deadline - now)).await;
+        }
+    }
+
     async fn fire_point(&mut self, matches: impl Fn(&Point) -> bool) {
         for i in self.scenario.events_at(matches) {
             self.fire(i).await;
@@ -1075,7 +1161,7 @@ impl Run<'_> {
                     w.queue.clear();
                     detail = match w.signal("KILL").await {
                         Ok(()) => "SIGKILL".into(),
-                        Err(e) => format!("SIGKILL by kill(1) failed ({e}); killed directly"),
+                        Err(e) => format!("SIGKILL to the group failed ({e}); killed directly"),
                     };
                     let _ = w.child.start_kill();
                 }
@@ -1083,9 +1169,15 @@ impl Run<'_> {
             }
             EventAction::Pause { worker, for_ms } => {
                 let mut detail = format!("for {for_ms} ms (not running)");
+                if let Some(incarnation) =
+                    self.workers.get(&worker).filter(|w| !w.crashed).map(|w| w.incarnation)
+                {
+                    self.quiet(&format!("{worker}#{incarnation}")).await;
+                }
                 if let Some(w) = self.workers.get_mut(&worker).filter(|w| !w.crashed) {
                     detail = match w.signal("STOP").await {
                         Ok(()) => {
+                            stopped(w.pgid).await;
                             let until = Instant::now() + Duration::from_millis(for_ms);
                             w.resume_at = Some(w.resume_at.map_or(until, |at| at.max(until)));
                             format!("for {for_ms} ms")
@@ -1102,10 +1194,13 @@ impl Run<'_> {
                 }
                 match self.start_worker(&worker).await {
                     Ok(()) => {
-                        // The new worker takes over what it can, in the background.
+                        // The new worker takes over what it can, in the background: a drain,
+                        // then a reconcile round whenever it is idle (see `poll`).
                         let drain = json!({"timeout_ms": self.bounds.drain_ms});
                         self.send_and_forget(&worker, "drain", drain).await;
-                        self.send_and_forget(&worker, "reconcile", json!({})).await;
+                        if let Some(w) = self.workers.get_mut(&worker) {
+                            w.background = Some(Instant::now() + Duration::from_millis(BACKGROUND_ROUND_MS));
+                        }
                     }
                     Err(e) => self.fail(e),
                 }
@@ -1117,7 +1212,7 @@ impl Run<'_> {
                 self.moment(&service, "clock_jump", format!("+{by_ms} ms"));
             }
             EventAction::Heal => {
-                heal(&self.fakes);
+                setup::heal(&self.fakes);
                 self.moment("harness", "heal", "every fault disarmed".into());
             }
             EventAction::Reconcile { worker } => {
@@ -1178,10 +1273,11 @@ impl Run<'_> {
     }
 
     async fn reconcile(&mut self, settle_ms: u64) {
-        heal(&self.fakes);
+        setup::heal(&self.fakes);
         self.moment("harness", "heal", "every fault disarmed".into());
-        // Past every announced read lag and settle bound.
-        self.wait(settle_ms).await;
+        // Until nothing is in flight at any fake, at most the announced settle bound (and read
+        // lags, which the heal ended: no read lags from here on).
+        self.wait_settled(settle_ms).await;
         if self.broken() {
             return;
         }
@@ -1252,8 +1348,11 @@ impl Run<'_> {
     }
 
     async fn finish(&mut self, settle_ms: u64) {
-        // Late commits land within the settle bound: only then is a ledger final.
-        self.wait(settle_ms).await;
+        // The driver has the last word: no more background rounds.
+        self.background = false;
+        // Late commits land within the settle bound: once none waits and no request is being
+        // worked on, a ledger is final.
+        self.wait_settled(settle_ms).await;
         if self.broken() || !self.restart_crashed().await {
             return;
         }
@@ -1271,16 +1370,11 @@ impl Run<'_> {
         self.collect();
     }
 
-    /// Ledgers and journals of the announced services, the journals without the points' own
-    /// rules.
+    /// Ledgers and journals of the announced services.
     fn collect(&mut self) {
         for fake in self.fakes.all().into_iter().filter(|f| setup::announced(self.scenario, f.name())) {
-            let mut journal = fake.journal();
-            for entry in &mut journal {
-                entry.faults.retain(|f| !f.rule.starts_with(POINT_RULE_PREFIX));
-            }
             self.observed.ledgers.insert(fake.name().to_string(), fake.ledger());
-            self.observed.journals.insert(fake.name().to_string(), journal);
+            self.observed.journals.insert(fake.name().to_string(), fake.journal());
         }
     }
 
@@ -1370,38 +1464,32 @@ pub async fn run(
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::from_wall_clock());
     let fakes = Fakes::new(Arc::clone(&clock), seed);
     setup::prepare(scenario, &fakes)?;
-    let points = arm_points(scenario, &fakes)?;
     let contracts = setup::contracts(scenario, &fakes);
     let settle_ms = setup::settle_ms(scenario, &contracts);
     let limits = setup::limits_for(scenario);
-    let mut servers = Vec::new();
-    for fake in fakes.all() {
-        let server = Server::start(fake, SocketAddr::from(([127, 0, 0, 1], 0)))
-            .await
-            .map_err(|e| rejected(scenario, format!("cannot listen on 127.0.0.1: {e}")))?;
-        servers.push(server);
-    }
-    let services = contracts
-        .iter()
-        .filter_map(|(name, contract)| {
-            let server = servers.iter().find(|s| s.name() == name)?;
-            Some((name.clone(), executor::Service { url: server.url(), contract: setup::announce(contract) }))
-        })
-        .collect();
     let state_dir = work_dir.join("state");
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| rejected(scenario, format!("cannot create {}: {e}", state_dir.display())))?;
+    let (reached_tx, reached) = mpsc::unbounded_channel();
+    let tap = Arc::new(PointTap {
+        points: RequestPoints::new(scenario),
+        reached: reached_tx,
+        last_arrival: Mutex::new(HashMap::new()),
+    });
     let mut run = Run {
         scenario,
         command: executor,
         fakes,
         clock,
-        services,
+        contracts,
+        servers: Vec::new(),
+        tap,
+        reached,
         bounds: Bounds::of(scenario, &limits, settle_ms),
         limits,
         state_dir,
         workers: BTreeMap::new(),
-        points,
+        background: true,
         timeline: Arc::new(Mutex::new(Vec::new())),
         observed: Observed::default(),
         fired: vec![false; scenario.events.len()],
@@ -1426,7 +1514,12 @@ pub async fn run(
         // The run ended early: what the fakes saw still explains the executor's error.
         run.collect();
     }
-    for server in servers {
+    // Held answers go (their gates open as the channel closes), then the listeners stop.
+    run.reached.close();
+    while let Ok(reached) = run.reached.try_recv() {
+        let _ = reached.gate.send(());
+    }
+    for server in std::mem::take(&mut run.servers) {
         let _ = tokio::time::timeout(Duration::from_millis(SERVER_STOP_MS_MAX), server.stop()).await;
     }
     let mut observed = run.observed;
@@ -1435,7 +1528,7 @@ pub async fn run(
     Ok(observed)
 }
 
-/// Runs one scenario on a fresh current-thread runtime, in a fresh directory under
+/// Runs one scenario on a fresh current-thread runtime, in a fresh directory of its own under
 /// `work_dir` that is removed afterwards.
 pub fn run_blocking(
     scenario: &Scenario,
@@ -1445,7 +1538,11 @@ pub fn run_blocking(
 ) -> Result<Observed, RunError> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(RunError::Runtime)?;
-    let dir = work_dir.join(format!("{}-{seed}", scenario.name));
+    // A number of its own per run, as in sim: the same scenario may run twice at once (two
+    // executors, or a shrink beside the run), and must never share a state directory.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = work_dir.join(format!("{}-{seed}-{n}", scenario.name));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| RunError::WorkDir(dir.display().to_string(), e))?;
     let observed = runtime.block_on(run(scenario, seed, executor, &dir)).map_err(RunError::Setup);
@@ -1512,47 +1609,6 @@ mod tests {
         let scenario: Scenario = serde_json::from_value(json!({"name": "x", "intents": []})).unwrap();
         let command = ExecutorCommand::parse("true").unwrap();
         send(&run(&scenario, 1, &command, Path::new("/nonexistent")));
-    }
-
-    #[test]
-    fn points_are_latency_rules_that_survive_a_heal() {
-        let scenario: Scenario = serde_json::from_value(json!({
-            "name": "points",
-            "intents": [],
-            "faults": [{"service": "payments", "method": "POST", "fault": "drop_after_commit"}],
-            "events": [
-                {"at": {"service": "payments", "method": "POST", "nth": 2}, "do": "crash"},
-                {"at": {"service": "payments", "method": "POST", "nth": 2}, "do": "pause", "for_ms": 3000},
-                {"at": {"service": "workspaces"}, "do": "heal"},
-            ],
-        }))
-        .unwrap();
-        let fakes = Fakes::new(Arc::new(fake_services::ManualClock::new(0)), 1);
-        setup::prepare(&scenario, &fakes).unwrap();
-        let points = arm_points(&scenario, &fakes).unwrap();
-        let ids: Vec<(&str, &str, &[usize])> =
-            points.iter().map(|p| (p.service.as_str(), p.rule_id.as_str(), p.events.as_slice())).collect();
-        assert_eq!(
-            ids,
-            [("payments", "twice-point-1", &[0, 1][..]), ("workspaces", "twice-point-2", &[2][..])]
-        );
-        let hold = |fake: &fake_services::Fake| -> Vec<(Option<String>, FaultSpec)> {
-            fake.rules().into_iter().map(|r| (r.rule.id, r.rule.fault)).collect()
-        };
-        let payments = fakes.get("payments").unwrap();
-        assert_eq!(
-            hold(&payments)[1].1,
-            FaultSpec::Latency { before_ms: 0, after_ms: 3000 + POINT_NUDGE_MS }
-        );
-        let workspaces = fakes.get("workspaces").unwrap();
-        assert_eq!(hold(&workspaces)[0].1, FaultSpec::Latency { before_ms: 0, after_ms: POINT_NUDGE_MS });
-        heal(&fakes);
-        let left: Vec<Option<String>> = hold(&payments).into_iter().map(|(id, _)| id).collect();
-        assert_eq!(
-            left,
-            [Some("twice-point-1".to_string())],
-            "the scenario's fault is gone, the point stays"
-        );
     }
 
     #[test]

@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use scenarios::Scenario;
+use scenarios::generate::ShrinkStop;
 
 use crate::check;
 use crate::live::{self, ExecutorCommand};
@@ -18,8 +20,8 @@ use crate::observe::Observed;
 use crate::sim::{self, SimFactory};
 
 pub use reports::model::{
-    FaultApplied, INTENT_MOMENTS, IntentResult, Outcome, RESULTS_SCHEMA, RunResults, ScenarioResult, Shard,
-    Source, Totals,
+    FaultApplied, INTENT_MOMENTS, IntentResult, Outcome, RESULTS_SCHEMA, RunResults, SHRINK_BUDGET,
+    SHRINK_MINIMAL, SHRINK_RUNS, ScenarioResult, Shard, Shrink, Source, Totals,
 };
 
 /// How scenarios are executed.
@@ -73,7 +75,29 @@ pub trait Progress: Sync {
     fn done(&self);
 }
 
-/// Runs cases on up to `threads` threads; results come back in case order.
+/// What a live case is expected to take at least, in ms: its pauses, its longest hold and the
+/// harness's own settle waits (twice, at the heal and at the end). Only an ordering key.
+pub fn expected_live_ms(scenario: &Scenario) -> u64 {
+    use fake_services::FaultSpec;
+    let pauses = scenario.pauses_ms();
+    let holds = scenario
+        .faults
+        .iter()
+        .map(|f| match f.rule.fault {
+            FaultSpec::TimeoutAfterCommit { hold_ms } => hold_ms,
+            FaultSpec::CommitAfterTimeout { delay_ms } => delay_ms.unwrap_or(0),
+            FaultSpec::Latency { before_ms, after_ms } => before_ms + after_ms,
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0);
+    let settle = scenario.services.values().filter_map(|p| p.settle_ms_max).max().unwrap_or(0);
+    pauses + holds + 2 * settle + 100 * scenario.intents.len() as u64
+}
+
+/// Runs cases on up to `threads` threads; results come back in case order. Live, the cases
+/// that are expected to take longest start first ([`expected_live_ms`]), so that the run does
+/// not end waiting for one long case started last.
 pub fn run_cases(
     cases: &[Case],
     run_seed: u64,
@@ -84,13 +108,17 @@ pub fn run_cases(
     replay_prefix: &str,
 ) -> Vec<ScenarioResult> {
     progress.started(cases.len());
+    let mut order: Vec<usize> = (0..cases.len()).collect();
+    if matches!(driver, Driver::Live(_)) {
+        // Stable: equal estimates keep the list's order.
+        order.sort_by_key(|i| std::cmp::Reverse(expected_live_ms(&cases[*i].scenario)));
+    }
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<ScenarioResult>>> = Mutex::new(vec![None; cases.len()]);
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
+                while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
                     let Some(case) = cases.get(i) else { break };
                     let mut result = run_case(case, run_seed, driver, work_dir, replay_prefix);
                     result.position = i as u64;
@@ -117,11 +145,15 @@ pub fn run_case(
     let verdicts = check::check(&case.scenario, &observed);
     let outcome = if observed.executor_error.is_some() {
         Outcome::ExecutorError
-    } else if verdicts.iter().all(|v| v.held) {
+    } else if check::all_held(&verdicts) {
         Outcome::Passed
     } else {
         Outcome::Violated
     };
+    let mut hazards = check::hazards(&case.scenario, &observed);
+    for hazard in &mut hazards {
+        hazard.command = format!("{replay_prefix} --scenario {}", hazard.exploited_by);
+    }
     let replay = match &case.source {
         Source::Catalog => format!("{replay_prefix} --scenario {} --seed {run_seed}", case.scenario.name),
         Source::File { path } => format!("{replay_prefix} --scenario {path} --seed {run_seed}"),
@@ -145,7 +177,9 @@ pub fn run_case(
             .cloned()
             .collect(),
         replay,
+        hazards,
         shrunk: None,
+        shrink: None,
         observed,
     }
 }
@@ -227,28 +261,62 @@ pub fn results(
         driver: driver.kind().into(),
         executor: driver.describe(),
         shard,
+        strict: false,
         totals,
         results,
     }
 }
 
-/// A readable summary for a terminal or a pull-request comment.
+/// A readable summary for a terminal: the totals, every failure with the invariant, its first
+/// line of evidence, how far shrinking got and the command that replays it, then the hazards
+/// by kind with the scenario that would exploit each.
 pub fn summary(run: &RunResults) -> String {
     let t = &run.totals;
     let mut out = format!(
-        "twice: {} scenarios against {} (seed {}): {} passed, {} violated, {} executor errors\n",
-        t.scenarios, run.executor, run.seed, t.passed, t.violated, t.executor_errors
+        "twice: {} scenarios against {} (seed {}): {} passed, {} violated, {} executor errors, {} hazards{}\n",
+        t.scenarios,
+        run.executor,
+        run.seed,
+        t.passed,
+        t.violated,
+        t.executor_errors,
+        t.hazards,
+        if run.strict && t.hazards > 0 { " (--strict: hazards fail the run)" } else { "" }
     );
     for r in run.results.iter().filter(|r| r.outcome != Outcome::Passed) {
         out.push_str(&format!("\n  {} ({:?})\n", r.name, r.outcome));
-        for v in r.verdicts.iter().filter(|v| !v.held) {
+        for v in r.violations() {
             let first = v.evidence.first().map(String::as_str).unwrap_or("");
             out.push_str(&format!("    {}: {first}\n", v.invariant));
         }
         if let Some(path) = &r.shrunk {
-            out.push_str(&format!("    minimal scenario: {path}\n"));
+            let how = r.shrink.as_ref().map(|s| format!(" ({})", s.line())).unwrap_or_default();
+            out.push_str(&format!("    minimal scenario: {path}{how}\n"));
         }
         out.push_str(&format!("    replay: {}\n", r.replay));
+    }
+    let mut kinds: Vec<(&str, usize, &reports::model::Hazard)> = Vec::new();
+    for r in &run.results {
+        let mut here = std::collections::BTreeSet::new();
+        for h in &r.hazards {
+            let first_here = here.insert(h.kind.as_str());
+            match kinds.iter_mut().find(|(kind, _, _)| *kind == h.kind) {
+                Some((_, count, _)) => *count += usize::from(first_here),
+                None => kinds.push((h.kind.as_str(), 1, h)),
+            }
+        }
+    }
+    if !kinds.is_empty() {
+        out.push_str("\n  hazards (a safeguard offered and not used; nothing in the run exploited it):\n");
+        for (kind, count, example) in kinds {
+            out.push_str(&format!(
+                "    {kind} in {count} scenario{}, e.g. {}\n      exploited by {}: {}\n",
+                if count == 1 { "" } else { "s" },
+                example.detail,
+                example.exploited_by,
+                example.command
+            ));
+        }
     }
     out
 }
@@ -260,34 +328,134 @@ pub fn write_results(dir: &Path, run: &RunResults) -> std::io::Result<PathBuf> {
     Ok(dir.join(reports::RESULTS_FILE))
 }
 
+/// How far shrinking may go: candidate runs per failure, and (live) a deadline for all of it.
+#[derive(Debug, Clone, Copy)]
+pub struct ShrinkLimits {
+    pub runs_max: usize,
+    /// Shrinking stops at this instant, with what it found so far (`None`: no time budget, as
+    /// in sim).
+    pub deadline: Option<Instant>,
+}
+
+/// Hears about shrinking as it goes (the command line's progress).
+pub trait ShrinkProgress: Sync {
+    /// Shrinking `count` failures begins.
+    fn started(&self, count: usize, deadline: Option<Instant>);
+    /// `name` has a smaller failing scenario: `steps` steps, after `runs` candidate runs.
+    fn smaller(&self, name: &str, steps: usize, runs: usize);
+    /// Shrinking `name` ended.
+    fn finished(&self, name: &str, shrink: &Shrink);
+}
+
+/// A [`ShrinkProgress`] that says nothing.
+pub struct QuietShrink;
+
+impl ShrinkProgress for QuietShrink {
+    fn started(&self, _: usize, _: Option<Instant>) {}
+    fn smaller(&self, _: &str, _: usize, _: usize) {}
+    fn finished(&self, _: &str, _: &Shrink) {}
+}
+
 /// Shrinks generated case `index` of a run with `seed`, which failed: the smallest scenario
 /// found that still fails the same way (breaks at least one of the invariants the original
-/// broke, or, for an executor error, errs again), within `runs_max` candidate runs.
+/// broke, or, for an executor error, errs again), within `limits`, and how far it got.
 pub fn shrink_case(
     seed: u64,
     index: u64,
     driver: &Driver<'_>,
     work_dir: &Path,
-    runs_max: usize,
-) -> Result<Scenario, String> {
+    limits: ShrinkLimits,
+    progress: &dyn ShrinkProgress,
+) -> Result<(Scenario, Shrink), String> {
     let tree = scenarios::generate::case_tree(seed, index)?;
     let source = Source::Generated { index };
+    let name = tree.current().name.clone();
+    let steps_before = scenarios::generate::steps(&tree.current());
     let original =
         run_case(&Case { scenario: tree.current(), source: source.clone() }, seed, driver, work_dir, "");
-    let broken = |r: &ScenarioResult| -> Vec<String> {
-        r.verdicts.iter().filter(|v| !v.held).map(|v| v.invariant.clone()).collect()
-    };
+    let broken =
+        |r: &ScenarioResult| -> Vec<String> { r.violations().map(|v| v.invariant.clone()).collect() };
     let wanted = broken(&original);
+    let mut runs = 0;
     let failing = |s: &Scenario| {
+        if limits.deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
         let probe = Case { scenario: s.clone(), source: source.clone() };
         let result = run_case(&probe, seed, driver, work_dir, "");
-        match (original.outcome, result.outcome) {
+        runs += 1;
+        let fails = match (original.outcome, result.outcome) {
             (_, Outcome::Passed) | (Outcome::Passed, _) => false,
             (Outcome::ExecutorError, got) => got == Outcome::ExecutorError,
             _ => broken(&result).iter().any(|i| wanted.contains(i)),
+        };
+        if fails {
+            progress.smaller(&name, scenarios::generate::steps(s), runs);
         }
+        Some(fails)
     };
-    Ok(scenarios::generate::shrink(tree, runs_max, failing))
+    let shrunk = scenarios::generate::shrink(tree, limits.runs_max, failing);
+    let stopped = match shrunk.stopped {
+        ShrinkStop::Minimal => SHRINK_MINIMAL,
+        ShrinkStop::Runs => SHRINK_RUNS,
+        ShrinkStop::Budget => SHRINK_BUDGET,
+    };
+    let shrink = Shrink {
+        steps_before,
+        steps_after: scenarios::generate::steps(&shrunk.scenario),
+        runs: shrunk.runs,
+        stopped: stopped.to_string(),
+    };
+    progress.finished(&name, &shrink);
+    Ok((shrunk.scenario, shrink))
+}
+
+/// A failing case, by its position in the run, shrunk: the smallest failing scenario found and
+/// how far shrinking got, or why it could not start.
+pub type ShrunkCase = (usize, Result<(Scenario, Shrink), String>);
+
+/// Shrinks every failing generated case of `cases` (whose results are `results`, in the same
+/// order), up to `jobs` at a time, within `limits`; each gets its smallest failing scenario
+/// and its [`Shrink`], or the error that kept it from shrinking.
+#[allow(clippy::too_many_arguments)] // the run's facts, each needed; a struct would only rename them
+pub fn shrink_failures(
+    cases: &[Case],
+    results: &[ScenarioResult],
+    seed: u64,
+    driver: &Driver<'_>,
+    work_dir: &Path,
+    jobs: usize,
+    limits: ShrinkLimits,
+    progress: &dyn ShrinkProgress,
+) -> Vec<ShrunkCase> {
+    let failing: Vec<(usize, u64)> = cases
+        .iter()
+        .zip(results)
+        .enumerate()
+        .filter_map(|(i, (case, result))| match case.source {
+            Source::Generated { index } if result.outcome != Outcome::Passed => Some((i, index)),
+            _ => None,
+        })
+        .collect();
+    if failing.is_empty() {
+        return vec![];
+    }
+    progress.started(failing.len(), limits.deadline);
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<ShrunkCase>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.clamp(1, failing.len()) {
+            scope.spawn(|| {
+                while let Some((i, index)) = failing.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    let shrunk = shrink_case(seed, *index, driver, work_dir, limits, progress);
+                    out.lock().unwrap_or_else(|p| p.into_inner()).push((*i, shrunk));
+                }
+            });
+        }
+    });
+    let mut out = out.into_inner().unwrap_or_else(|p| p.into_inner());
+    out.sort_by_key(|(i, _)| *i);
+    out
 }
 
 /// Runs generated cases `0..cases` in order until one fails; returns its index and result.

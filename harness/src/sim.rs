@@ -7,7 +7,10 @@
 //! through [`SimTransport`], which hands each request to the fake as its own task (so the
 //! fake finishes a commit even when the caller is gone) and implements the observation
 //! points: a crash point keeps the reply from ever arriving, a pause point holds it until the
-//! worker is resumed.
+//! worker is resumed. A paused worker sends nothing, and notices neither its timers nor
+//! replies until it is resumed; then it takes a reply that came meanwhile even past its
+//! timeout, as a stopped process finds the data waiting on its socket (see
+//! [`SimTransport`]). Every request carries its worker life (`w1#2`) as its origin.
 //!
 //! Workers are tasks. A crash aborts the task, which drops the executor mid-flight exactly
 //! where it was; the worker restarts on the same state directory when the reconcile phase
@@ -17,8 +20,8 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use executor::world::{HttpRequest, HttpResponse, SendError, SendFuture, Transport};
@@ -26,8 +29,10 @@ use fake_services::clock::Clock as _;
 use fake_services::{Disposition, Fake, FakeRequest, Fakes};
 use scenarios::{EventAction, IntentSpec, PhaseName, Point, Scenario};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
 use crate::observe::{Claim, Moment, Observed};
+use crate::points::RequestPoints;
 use crate::setup::{self, EPOCH_MS, RECONCILE_ROUNDS_MAX};
 
 /// A boxed future, so that executors can be trait objects.
@@ -37,6 +42,11 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub const DRAIN_MS_MAX: u64 = 60_000;
 /// Bound on any one call into a worker, in virtual time, beyond its own drain bound.
 const CALL_MS_MAX: u64 = DRAIN_MS_MAX + 10_000;
+/// A worker started by an event works in the background until the run finishes: a drain,
+/// then a reconcile pass every this often (virtual time), as a worker process would that
+/// keeps taking over what it can while the others are stopped (even while the driver waits,
+/// in the reconcile phase, on a worker that is paused).
+pub const BACKGROUND_ROUND_MS: u64 = 100;
 
 /// Why a proposal was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,18 +204,6 @@ fn sim_url(service: &str) -> String {
     format!("http://{service}.sim")
 }
 
-/// A request point waiting to fire.
-struct Armed {
-    service: String,
-    method: Option<String>,
-    path: Option<String>,
-    nth: u64,
-    seen: u64,
-    /// Indexes into the scenario's events.
-    events: Vec<usize>,
-    fired: bool,
-}
-
 /// What a request that reached a point must do before its reply may go back.
 #[derive(Debug, Default)]
 struct Trip {
@@ -216,35 +214,17 @@ struct Trip {
     pause_self: bool,
 }
 
-/// The request points of a run and the workers' pause gates.
+/// The request points of a run, and which events crash or pause which worker.
 struct Points {
-    armed: Mutex<Vec<Armed>>,
+    points: RequestPoints,
     /// Per event index: `(kind, worker)` for crash and pause events.
     targets: BTreeMap<usize, (&'static str, String)>,
 }
 
 impl Points {
     fn new(scenario: &Scenario) -> Points {
-        let mut armed: Vec<Armed> = Vec::new();
         let mut targets = BTreeMap::new();
         for (i, event) in scenario.events.iter().enumerate() {
-            if let Point::Request { service, method, path, nth } = &event.at {
-                match armed
-                    .iter_mut()
-                    .find(|a| (&a.service, &a.method, &a.path, a.nth) == (service, method, path, *nth))
-                {
-                    Some(a) => a.events.push(i),
-                    None => armed.push(Armed {
-                        service: service.clone(),
-                        method: method.clone(),
-                        path: path.clone(),
-                        nth: *nth,
-                        seen: 0,
-                        events: vec![i],
-                        fired: false,
-                    }),
-                }
-            }
             match &event.action {
                 EventAction::Crash { worker } => {
                     targets.insert(i, ("crash", worker.clone()));
@@ -255,34 +235,18 @@ impl Points {
                 _ => {}
             }
         }
-        Points { armed: Mutex::new(armed), targets }
+        Points { points: RequestPoints::new(scenario), targets }
     }
 
     fn on_request(&self, worker: &str, service: &str, method: &str, path: &str) -> Trip {
         let mut trip = Trip::default();
-        let mut armed = self.armed.lock().unwrap_or_else(|p| p.into_inner());
-        for a in armed.iter_mut() {
-            let hit = a.service == service
-                && a.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method))
-                && a.path.as_deref().is_none_or(|p| match p.strip_suffix('*') {
-                    Some(prefix) => path.starts_with(prefix),
-                    None => p == path,
-                });
-            if !hit || a.fired {
-                continue;
+        for i in self.points.reached(service, method, path) {
+            match self.targets.get(&i) {
+                Some(("crash", w)) if w == worker => trip.crash_self = true,
+                Some(("pause", w)) if w == worker => trip.pause_self = true,
+                _ => {}
             }
-            a.seen += 1;
-            if a.seen == a.nth {
-                a.fired = true;
-                for i in &a.events {
-                    match self.targets.get(i) {
-                        Some(("crash", w)) if w == worker => trip.crash_self = true,
-                        Some(("pause", w)) if w == worker => trip.pause_self = true,
-                        _ => {}
-                    }
-                    trip.events.push(*i);
-                }
-            }
+            trip.events.push(i);
         }
         trip
     }
@@ -291,18 +255,25 @@ impl Points {
 /// One worker's way to the fakes.
 pub struct SimTransport {
     worker: String,
+    /// `worker#incarnation`: the origin every request of this life carries.
+    origin: String,
     fakes: BTreeMap<String, Fake>,
     points: Arc<Points>,
     trips: mpsc::UnboundedSender<Vec<usize>>,
-    /// True while the worker is paused.
-    paused: watch::Sender<bool>,
+    /// While the worker is paused: since when.
+    paused: watch::Sender<Option<Instant>>,
 }
 
 impl SimTransport {
+    /// Waits until the worker runs. A pause takes hold after the instant it began: what the
+    /// worker set out to send at that very instant (a batch of concurrent requests, the
+    /// first of which reached the point) still leaves, as it would have left a real process
+    /// before the SIGSTOP landed.
     async fn wait_while_paused(&self) {
+        let now = Instant::now();
         let mut rx = self.paused.subscribe();
         // A closed channel means the run is over; go on rather than hang.
-        let _ = rx.wait_for(|paused| !*paused).await;
+        let _ = rx.wait_for(|paused| paused.is_none_or(|since| since == now)).await;
     }
 }
 
@@ -317,7 +288,8 @@ impl Transport for SimTransport {
             let Some(fake) = self.fakes.get(service).cloned() else {
                 return Err(SendError::NotSent(format!("no service at {host}")));
             };
-            let mut fake_request = FakeRequest::new(request.method, &target).body(request.body.clone());
+            let mut fake_request =
+                FakeRequest::new(request.method, &target).body(request.body.clone()).origin(&self.origin);
             for (name, value) in &request.headers {
                 fake_request = fake_request.header(name, value);
             }
@@ -326,7 +298,7 @@ impl Transport for SimTransport {
             // is dropped (crashed) or gives up (timed out).
             let handled = tokio::spawn(async move { fake.handle(fake_request).await });
             if trip.pause_self {
-                let _ = self.paused.send(true);
+                self.paused.send_replace(Some(Instant::now()));
             }
             if !trip.events.is_empty() {
                 let _ = self.trips.send(trip.events);
@@ -335,25 +307,55 @@ impl Transport for SimTransport {
                 // The worker is about to be killed: its reply never arrives.
                 std::future::pending::<()>().await;
             }
-            let exchange = async {
-                let disposition =
-                    handled.await.map_err(|e| SendError::Ambiguous(format!("the fake failed: {e}")))?;
-                self.wait_while_paused().await;
-                match disposition {
-                    Disposition::Respond(r) => {
+            self.exchange(handled, request.timeout_ms).await
+        })
+    }
+}
+
+impl SimTransport {
+    /// Waits for the fake's answer as a process would that may be stopped meanwhile: a stopped
+    /// process notices neither its timer nor the reply until it runs again, and then takes the
+    /// reply if one has come (even past its timeout, as a socket read that finds data waiting
+    /// returns it), else the timeout. The live driver's gates give the same order on real
+    /// sockets: the reply is written only once the stop has taken hold.
+    async fn exchange(
+        &self,
+        handled: tokio::task::JoinHandle<Disposition>,
+        timeout_ms: u64,
+    ) -> Result<HttpResponse, SendError> {
+        let mut handled = handled;
+        let mut paused = self.paused.subscribe();
+        let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
+        tokio::pin!(deadline);
+        let mut reply: Option<Result<HttpResponse, SendError>> = None;
+        let mut expired = false;
+        loop {
+            if paused.borrow_and_update().is_none() {
+                if let Some(reply) = reply.take() {
+                    return reply;
+                }
+                if expired {
+                    return Err(SendError::Ambiguous(format!("no answer within {timeout_ms} ms")));
+                }
+            }
+            // Biased: the reply before the timer, so that a tie goes to the reply.
+            tokio::select! {
+                biased;
+                done = &mut handled, if reply.is_none() => reply = Some(match done {
+                    Ok(Disposition::Respond(r)) => {
                         Ok(HttpResponse { status: r.status, headers: r.headers, body: r.body.to_vec() })
                     }
-                    Disposition::Reset => Err(SendError::Ambiguous("connection reset by peer".into())),
-                    Disposition::Close => {
+                    Ok(Disposition::Reset) => Err(SendError::Ambiguous("connection reset by peer".into())),
+                    Ok(Disposition::Close) => {
                         Err(SendError::Ambiguous("connection closed before an answer".into()))
                     }
-                }
-            };
-            match tokio::time::timeout(Duration::from_millis(request.timeout_ms), exchange).await {
-                Ok(result) => result,
-                Err(_) => Err(SendError::Ambiguous(format!("no answer within {} ms", request.timeout_ms))),
+                    Err(e) => Err(SendError::Ambiguous(format!("the fake failed: {e}"))),
+                }),
+                () = &mut deadline, if !expired => expired = true,
+                // The sender lives in this transport, so the channel cannot close under us.
+                _ = paused.changed() => {}
             }
-        })
+        }
     }
 }
 
@@ -386,7 +388,7 @@ async fn worker_loop(mut executor: Box<dyn SimExecutor>, mut commands: mpsc::Rec
 struct Worker {
     commands: mpsc::Sender<Cmd>,
     task: tokio::task::JoinHandle<()>,
-    paused: watch::Sender<bool>,
+    paused: watch::Sender<Option<Instant>>,
     incarnation: u32,
     crashed: bool,
 }
@@ -409,6 +411,11 @@ struct Run<'a> {
     points: Arc<Points>,
     trips_tx: mpsc::UnboundedSender<Vec<usize>>,
     trips_rx: mpsc::UnboundedReceiver<Vec<usize>>,
+    /// While true, workers started by events work in the background (until the finish).
+    background: Arc<AtomicBool>,
+    /// State changes of background work, by worker, for the timeline.
+    changes_tx: mpsc::UnboundedSender<(String, Vec<StateChange>)>,
+    changes_rx: mpsc::UnboundedReceiver<(String, Vec<StateChange>)>,
     workers: BTreeMap<String, Worker>,
     services: BTreeMap<String, executor::Service>,
     /// The run's base clock, shared with the fakes (each adds its own jumps on top): what the
@@ -449,9 +456,10 @@ impl Run<'_> {
         if let Some(old) = self.workers.remove(name) {
             old.task.abort();
         }
-        let (paused, _) = watch::channel(false);
+        let (paused, _) = watch::channel(None);
         let transport = SimTransport {
             worker: name.to_string(),
+            origin: format!("{name}#{incarnation}"),
             fakes: self.fakes.all().into_iter().map(|f| (f.name().to_string(), f)).collect(),
             points: Arc::clone(&self.points),
             trips: self.trips_tx.clone(),
@@ -527,10 +535,12 @@ impl Run<'_> {
             EventAction::Pause { worker, for_ms } => {
                 if let Some(w) = self.workers.get(&worker) {
                     let paused = w.paused.clone();
-                    let _ = paused.send(true);
+                    // `send_replace`, not `send`: the pause holds even while nothing of the
+                    // worker waits on the channel.
+                    paused.send_replace(Some(Instant::now()));
                     tokio::spawn(async move {
                         tokio::time::sleep(Duration::from_millis(for_ms)).await;
-                        let _ = paused.send(false);
+                        paused.send_replace(None);
                     });
                 }
                 self.moment(&worker, "pause", format!("for {for_ms} ms"));
@@ -542,16 +552,7 @@ impl Run<'_> {
                     return;
                 }
                 match self.start_worker(&worker) {
-                    Ok(()) => {
-                        // The new worker takes over what it can: drain and reconcile, queued
-                        // behind nothing the driver waits on.
-                        if let Some(w) = self.workers.get(&worker) {
-                            let (tx, _) = oneshot::channel();
-                            let _ = w.commands.try_send(Cmd::Drain(DRAIN_MS_MAX, tx));
-                            let (tx, _) = oneshot::channel();
-                            let _ = w.commands.try_send(Cmd::Reconcile(tx));
-                        }
-                    }
+                    Ok(()) => self.work_in_background(&worker),
                     Err(e) => self.fail(format!("worker {worker} did not start: {e}")),
                 }
             }
@@ -572,6 +573,43 @@ impl Run<'_> {
                 }
                 self.moment(&worker, "reconcile", "asked for a pass".into());
             }
+        }
+    }
+
+    /// The new worker takes over what it can: a drain, then a reconcile pass every
+    /// [`BACKGROUND_ROUND_MS`] until the run finishes, queued behind nothing the driver
+    /// waits on. It stops with the worker (a crash closes its command queue).
+    fn work_in_background(&self, worker: &str) {
+        let Some(w) = self.workers.get(worker) else { return };
+        let commands = w.commands.clone();
+        let background = Arc::clone(&self.background);
+        let changes = self.changes_tx.clone();
+        let name = worker.to_string();
+        tokio::spawn(async move {
+            let mut first = true;
+            while background.load(Ordering::SeqCst) {
+                let (tx, rx) = oneshot::channel();
+                let command = if first { Cmd::Drain(DRAIN_MS_MAX, tx) } else { Cmd::Reconcile(tx) };
+                first = false;
+                if commands.send(command).await.is_err() {
+                    break;
+                }
+                match rx.await {
+                    Ok(Ok(done)) => {
+                        let _ = changes.send((name.clone(), done));
+                    }
+                    // The executor's own error surfaces in the driver's next call to it.
+                    Ok(Err(_)) | Err(_) => break,
+                }
+                tokio::time::sleep(Duration::from_millis(BACKGROUND_ROUND_MS)).await;
+            }
+        });
+    }
+
+    /// The state changes background work reported so far, into the timeline.
+    fn background_changes(&mut self) {
+        while let Ok((worker, changes)) = self.changes_rx.try_recv() {
+            self.record_changes(&worker, changes);
         }
     }
 
@@ -634,7 +672,7 @@ impl Run<'_> {
         // Past every announced read lag and settle bound.
         tokio::time::sleep(Duration::from_millis(settle_ms)).await;
         for w in self.workers.values() {
-            let _ = w.paused.send(false);
+            w.paused.send_replace(None);
         }
         let round_pause_ms =
             self.scenario.request_timeout_ms() + settle_ms + executor::engine::SAFETY_MARGIN_MS;
@@ -687,6 +725,8 @@ impl Run<'_> {
     }
 
     async fn finish(&mut self, settle_ms: u64) {
+        // The driver has the last word: no more background rounds.
+        self.background.store(false, Ordering::SeqCst);
         // Late commits land within the settle bound: only then is a ledger final.
         tokio::time::sleep(Duration::from_millis(settle_ms)).await;
         if !self.restart_crashed() {
@@ -744,6 +784,7 @@ pub async fn run(
         .collect();
     let settle_ms = setup::settle_ms(scenario, &contracts);
     let (trips_tx, trips_rx) = mpsc::unbounded_channel();
+    let (changes_tx, changes_rx) = mpsc::unbounded_channel();
     let state_dir = work_dir.join("state");
     let mut run = Run {
         scenario,
@@ -752,6 +793,9 @@ pub async fn run(
         points: Arc::new(Points::new(scenario)),
         trips_tx,
         trips_rx,
+        background: Arc::new(AtomicBool::new(true)),
+        changes_tx,
+        changes_rx,
         workers: BTreeMap::new(),
         services,
         base,
@@ -775,6 +819,8 @@ pub async fn run(
             }
         }
     }
+    run.background.store(false, Ordering::SeqCst);
+    run.background_changes();
     run.collect();
     run.stop_workers();
     run.observed.timeline.sort_by_key(|m| m.at_ms);

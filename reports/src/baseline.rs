@@ -12,6 +12,15 @@
 //! passes); a scenario the baseline lacks is a regression only if it failed; a baseline
 //! scenario the run did not include (a filter, a shard) is counted, not judged. Violations the
 //! baseline already records are known and do not count again.
+//!
+//! A live run compared with a live baseline reports a change only in what is stable live: the
+//! outcome, the invariants violated, final states and effect counts. How many attempts an
+//! intent took is left out there, because live it depends on timing (a reply that arrives
+//! just before or just after the request timeout); the sim driver is deterministic, so a sim
+//! comparison (or a mixed one) still compares attempts exactly.
+//!
+//! Only violations enter a trace: a verdict that was not judged is not one (it did not fail),
+//! and hazards stay out altogether (nothing broke).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -264,6 +273,7 @@ pub fn compare(baseline: &Baseline, run: &RunResults) -> Result<Comparison, Repo
             baseline.meta.seed, run.seed, baseline.meta.seed
         )));
     }
+    let compare_attempts = !(baseline.meta.driver == LIVE_DRIVER && run.driver == LIVE_DRIVER);
     let mut comparison = Comparison::default();
     let mut seen = 0;
     for result in &run.results {
@@ -285,7 +295,7 @@ pub fn compare(baseline: &Baseline, run: &RunResults) -> Result<Comparison, Repo
             continue;
         };
         seen += 1;
-        let differences = differences(before, &now);
+        let differences = differences(before, &now, compare_attempts);
         if differences.is_empty() {
             comparison.unchanged += 1;
             continue;
@@ -301,7 +311,11 @@ pub fn compare(baseline: &Baseline, run: &RunResults) -> Result<Comparison, Repo
     Ok(comparison)
 }
 
-fn differences(before: &Trace, now: &Trace) -> Vec<String> {
+/// The driver whose attempt counts vary between identical runs.
+const LIVE_DRIVER: &str = "live";
+
+/// Every difference between two traces of one scenario; attempts only when `compare_attempts`.
+fn differences(before: &Trace, now: &Trace, compare_attempts: bool) -> Vec<String> {
     let mut out = Vec::new();
     if before.outcome != now.outcome {
         out.push(format!("outcome {} -> {}", before.outcome.as_str(), now.outcome.as_str()));
@@ -327,7 +341,7 @@ fn differences(before: &Trace, now: &Trace) -> Vec<String> {
         if b.state != n.state {
             out.push(format!("{}: state {} -> {}", b.id, show(&b.state), show(&n.state)));
         }
-        if b.attempts != n.attempts {
+        if compare_attempts && b.attempts != n.attempts {
             out.push(format!("{}: attempts {} -> {}", b.id, show_n(&b.attempts), show_n(&n.attempts)));
         }
         if b.effects != n.effects {
@@ -346,4 +360,139 @@ fn differences(before: &Trace, now: &Trace) -> Vec<String> {
         out.push(format!("ledgers: {} -> {}", show(&before.effects), show(&now.effects)));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EffectRef, Hazard, IntentResult, Observed, RESULTS_SCHEMA, Totals, Verdict};
+
+    /// A scenario with one refund intent in `state` after `attempts` sends, with `effects`
+    /// effects, and `verdicts` from the checker.
+    fn scenario(state: &str, attempts: u64, effects: usize, verdicts: Vec<Verdict>) -> ScenarioResult {
+        let outcome =
+            if verdicts.iter().any(Verdict::violated) { Outcome::Violated } else { Outcome::Passed };
+        ScenarioResult {
+            name: "refund".into(),
+            position: 0,
+            source: Source::Catalog,
+            seed: 3,
+            outcome,
+            verdicts,
+            claims: vec![],
+            intents: vec![IntentResult {
+                id: "refund-1".into(),
+                action: "payments.refund".into(),
+                state: Some(state.into()),
+                attempts: Some(attempts),
+                effects: (1..=effects as u64)
+                    .map(|seq| EffectRef {
+                        service: "payments".into(),
+                        seq,
+                        object_id: format!("re_{seq}"),
+                        at_ms: seq,
+                    })
+                    .collect(),
+                unsupported: false,
+            }],
+            effects: BTreeMap::from([("payments".to_string(), effects)]),
+            faults_applied: vec![],
+            events: vec![],
+            replay: "twice run --scenario refund".into(),
+            hazards: vec![],
+            shrunk: None,
+            shrink: None,
+            observed: Observed::default(),
+        }
+    }
+
+    fn held() -> Vec<Verdict> {
+        vec![Verdict::from_evidence("no-duplicate-effect", vec![])]
+    }
+
+    fn run(driver: &str, result: ScenarioResult) -> RunResults {
+        let results = vec![result];
+        RunResults {
+            schema: RESULTS_SCHEMA.into(),
+            tool_version: "0.1.0".into(),
+            seed: 1,
+            driver: driver.into(),
+            executor: "test executor".into(),
+            shard: None,
+            strict: false,
+            totals: Totals::of(&results),
+            results,
+        }
+    }
+
+    fn baseline_of(run: &RunResults) -> Baseline {
+        Baseline {
+            meta: BaselineMeta {
+                schema: BASELINE_SCHEMA.into(),
+                seed: run.seed,
+                driver: run.driver.clone(),
+                executor: run.executor.clone(),
+            },
+            traces: run.results.iter().map(|r| (r.name.clone(), Trace::of(r))).collect(),
+        }
+    }
+
+    /// (changed scenarios, regressions, every difference) of `after` against a baseline of
+    /// `before`.
+    fn compared(before: &RunResults, after: &RunResults) -> (usize, usize, Vec<String>) {
+        let c = compare(&baseline_of(before), after).expect("same seed");
+        let differences = c.changed.iter().flat_map(|s| s.differences.clone()).collect();
+        (c.changed.len(), c.regressions(), differences)
+    }
+
+    #[test]
+    fn live_attempts_alone_are_no_change() {
+        let before = run("live", scenario("confirmed", 1, 1, held()));
+        let after = run("live", scenario("confirmed", 3, 1, held()));
+        assert_eq!(compared(&before, &after), (0, 0, vec![]));
+    }
+
+    #[test]
+    fn sim_attempts_are_a_change() {
+        let before = run("sim", scenario("confirmed", 1, 1, held()));
+        let after = run("sim", scenario("confirmed", 3, 1, held()));
+        assert_eq!(compared(&before, &after), (1, 1, vec!["refund-1: attempts 1 -> 3".to_string()]));
+        // A live run against a sim baseline is not the live rule's case: attempts still count.
+        let live = run("live", scenario("confirmed", 3, 1, held()));
+        assert_eq!(compared(&before, &live).0, 1);
+    }
+
+    #[test]
+    fn a_live_final_state_or_effect_count_is_a_regression() {
+        let before = run("live", scenario("confirmed", 1, 1, held()));
+        let after = run("live", scenario("failed", 2, 0, held()));
+        let (changed, regressions, differences) = compared(&before, &after);
+        assert_eq!((changed, regressions), (1, 1));
+        // The attempts differ too, and are left out as they would be alone.
+        assert_eq!(
+            differences,
+            [
+                "refund-1: state confirmed -> failed",
+                "refund-1: effects 1 -> 0",
+                "ledgers: payments 1 -> payments 0"
+            ]
+        );
+    }
+
+    #[test]
+    fn not_judged_verdicts_and_hazards_stay_out_of_traces() {
+        let plain = scenario("confirmed", 1, 1, held());
+        let mut other = plain.clone();
+        other.verdicts.push(Verdict::not_judged("no-stale-write", "no second writer in this run"));
+        other.hazards.push(Hazard {
+            kind: "no-fencing-token".into(),
+            service: "payments".into(),
+            intent: Some("refund-1".into()),
+            detail: "POST /v1/refunds without a fencing token".into(),
+            exploited_by: "zombie_worker".into(),
+            command: "twice run --scenario zombie_worker".into(),
+        });
+        assert_eq!(Trace::of(&other), Trace::of(&plain));
+        assert!(Trace::of(&other).violated.is_empty());
+    }
 }

@@ -11,6 +11,11 @@
 //! get one, so that a run of ten thousand scenarios stays a page a browser can open; every
 //! scenario that did not pass gets its timeline.
 //!
+//! Every verdict is listed with its status: held, violated, or not judged with the reason the
+//! checker gave, so that an invariant the run could not judge never passes for one that held.
+//! Hazards (safeguards the executor left unused, though nothing exploited them) get a block of
+//! their own per scenario and a count in the header; they are never drawn as failures.
+//!
 //! Rendering is deterministic (same results, same bytes): maps are ordered, sorts stable, and
 //! nothing reads the clock.
 
@@ -19,7 +24,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use fake_services::{Effect, JournalEntry};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use crate::model::{Claim, IntentResult, Moment, Outcome, RunResults, ScenarioResult, Source};
+use crate::model::{
+    Claim, Hazard, IntentResult, Moment, Outcome, RunResults, ScenarioResult, Source, Status,
+};
 
 /// Passing scenarios (in position order) that get a timeline; the others get their header,
 /// verdicts and intent table only.
@@ -44,10 +51,13 @@ pub fn render(run: &RunResults) -> String {
     let failures: Vec<usize> =
         (0..run.results.len()).filter(|&i| run.results[i].outcome != Outcome::Passed).collect();
     let t = &run.totals;
-    let title = format!(
+    let mut title = format!(
         "twice report: {} violated, {} executor errors, {} passed of {} scenarios",
         t.violated, t.executor_errors, t.passed, t.scenarios
     );
+    if t.hazards > 0 {
+        title.push_str(&format!(", {} hazards", t.hazards));
+    }
     let page = html! {
         (DOCTYPE)
         html lang="en" {
@@ -143,13 +153,22 @@ fn header(run: &RunResults, ids: &[String], failures: &[usize]) -> Markup {
                 span.badge.violated { (t.violated) " violated" }
                 span.badge.executor-error { (t.executor_errors) " executor errors" }
                 span.badge.passed { (t.passed) " passed" }
+                span.badge.hazard { (t.hazards) " hazards" }
                 span.of { "of " (t.scenarios) " scenarios" }
+                @if run.strict {
+                    " " span.strict { "--strict: hazards fail the run" }
+                }
             }
             (legend())
             nav.toc {
                 div.toc-failures {
                     h2 { "Failures (" (failures.len()) ")" }
-                    @if failures.is_empty() {
+                    @if failures.is_empty() && run.strict && t.hazards > 0 {
+                        p.none.strict-fail {
+                            "Every scenario passed, but with --strict the " (t.hazards)
+                            " hazards below fail the run."
+                        }
+                    } @else if failures.is_empty() {
                         p.none { "None: every scenario passed." }
                     } @else {
                         ol {
@@ -206,6 +225,12 @@ fn legend() -> Markup {
             span.item { span.dup-label { "✖ 2nd effect" } " a second effect for one intent or business key" }
             span.item { span.cause-label { "⟶ cause" } " the request that made it" }
             span.item { span.tag.replayed { "replayed" } " an idempotent replay" }
+            span.item.verdict-marks {
+                span.v-held { "✔ held" } " "
+                span.v-violated { "✘ violated" } " "
+                span.v-not-judged { "○ not judged" } " (nothing in the run to judge it on; the reason follows)"
+            }
+            span.item { span.badge.small.hazard { "⚠ hazard" } " a safeguard left unused, not exploited in this run" }
             span.item.bands {
                 span.band-chip.band-crash { "☠ crash" }
                 span.band-chip.band-pause { "‖ pause" }
@@ -241,6 +266,9 @@ fn scenario(r: &ScenarioResult, id: &str, draw_timeline: bool) -> Markup {
                     @for inv in &broken {
                         " " span.inv-chip { (inv) }
                     }
+                    @if !r.hazards.is_empty() {
+                        " " span.badge.small.hazard { "⚠ " (r.hazards.len()) " hazards" }
+                    }
                 }
                 div.body {
                     p.meta {
@@ -255,12 +283,9 @@ fn scenario(r: &ScenarioResult, id: &str, draw_timeline: bool) -> Markup {
                     } @else {
                         div.replay { span.label { "replay" } code.replay { (r.replay) } }
                     }
-                    @let held: Vec<&str> = r.verdicts.iter().filter(|v| v.held).map(|v| v.invariant.as_str()).collect();
-                    @if !held.is_empty() {
-                        p.held {
-                            "held: "
-                            @for inv in held { span.held-inv { "✔ " (inv) } " " }
-                        }
+                    (verdicts(r))
+                    @if !r.hazards.is_empty() {
+                        (hazards(&r.hazards))
                     }
                     @if draw_timeline {
                         (timeline(r, &marks))
@@ -301,7 +326,72 @@ fn failure(r: &ScenarioResult) -> Markup {
             @if let Some(path) = &r.shrunk {
                 p.shrunk { span.label { "minimal scenario" } code { (path) } }
             }
+            @if let Some(shrink) = &r.shrink {
+                p.shrink { span.label { "shrinking" } (shrink.line()) }
+            }
             div.replay { span.label { "replay" } code.replay { (r.replay) } }
+        }
+    }
+}
+
+/// Every verdict in checker order: held and violated ones as short marks, not-judged ones each
+/// on a line of their own with the reason.
+fn verdicts(r: &ScenarioResult) -> Markup {
+    html! {
+        @if !r.verdicts.is_empty() {
+            ul.verdicts {
+                @for v in &r.verdicts {
+                    @match v.status {
+                        Status::Held => { li.held { "✔ " (v.invariant) } }
+                        Status::Violated => { li.violated { "✘ " (v.invariant) } }
+                        Status::NotJudged => {
+                            li.not-judged {
+                                "○ " (v.invariant) " not judged: "
+                                span.reason { (v.reason.as_deref().unwrap_or("no reason given")) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The scenario's hazards: what was left unguarded, and the catalog scenario that would
+/// exploit it, with the command that runs it.
+fn hazards(hazards: &[Hazard]) -> Markup {
+    html! {
+        div.hazards {
+            h3 { "⚠ " (hazards.len()) " hazards" }
+            p.hazard-note {
+                "Safeguards the service's contract offered and the executor did not use. Nothing in \
+                 this run exploited them, so no invariant broke."
+            }
+            table.hazards {
+                thead {
+                    tr { th { "hazard" } th { "service" } th { "intent" } th { "what was seen" } th { "would be exploited by" } }
+                }
+                tbody {
+                    @for h in hazards {
+                        tr {
+                            td.kind { (h.kind) }
+                            td.service { (h.service) }
+                            td.intent {
+                                @match &h.intent {
+                                    Some(intent) => { code { (intent) } }
+                                    None => { span.muted { "-" } }
+                                }
+                            }
+                            td.detail { (h.detail) }
+                            td.exploit {
+                                span.scenario { (h.exploited_by) }
+                                br;
+                                code.command { (h.command) }
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -838,14 +928,30 @@ section.scenario .pos { color: var(--muted); font-size: 12px; }
 .meta b { color: var(--ink); font-weight: 600; }
 .label { display: inline-block; min-width: 110px; color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
 .replay code, .shrunk code { background: #f6f8fa; border: 1px solid var(--line); border-radius: 4px; padding: 1px 6px; }
-.replay, .shrunk { margin: 4px 0; }
+.replay, .shrunk, .shrink { margin: 4px 0; }
 .failure { border: 1px solid var(--red-line); background: var(--red-bg); border-radius: 6px; padding: 8px 12px; margin: 6px 0 8px; }
 .violation h3 { margin: 2px 0; font-size: 14.5px; color: var(--red); }
 .violation ul.evidence { margin: 2px 0 6px; padding-left: 22px; }
 .violation ul.evidence li { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace; font-size: 12.5px; overflow-wrap: anywhere; }
 .failure .replay code, .failure .shrunk code { background: #fff; }
-.held { font-size: 12px; color: var(--muted); margin: 4px 0 8px; }
-.held-inv { color: var(--green); margin-right: 4px; white-space: nowrap; }
+ul.verdicts { list-style: none; padding: 0; margin: 4px 0 8px; font-size: 12px; }
+ul.verdicts li { display: inline-block; margin-right: 10px; white-space: nowrap; }
+ul.verdicts li.held, .v-held { color: var(--green); }
+ul.verdicts li.violated, .v-violated { color: var(--red); font-weight: 600; }
+ul.verdicts li.not-judged { display: block; white-space: normal; color: var(--amber); }
+.v-not-judged { color: var(--amber); }
+ul.verdicts li.not-judged .reason { color: var(--ink); overflow-wrap: anywhere; }
+.badge.hazard { background: var(--amber-bg); color: var(--amber); border: 1px solid #e8c46a; }
+.totals .strict { font-weight: 600; color: var(--amber); }
+.none.strict-fail { color: var(--amber); }
+.hazards { border: 1px solid #e8c46a; background: #fffaf0; border-radius: 6px; padding: 6px 12px; margin: 6px 0 8px; }
+.hazards h3 { margin: 2px 0; font-size: 14px; color: var(--amber); }
+.hazard-note { margin: 2px 0 4px; font-size: 12px; color: var(--muted); }
+table.hazards { border-collapse: collapse; font-size: 12.5px; }
+table.hazards th { text-align: left; color: var(--muted); font-weight: 600; font-size: 11.5px; text-transform: uppercase; letter-spacing: .04em; border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; }
+table.hazards td { padding: 3px 10px 3px 0; border-bottom: 1px solid #f1e4c4; vertical-align: top; overflow-wrap: anywhere; }
+table.hazards td.kind { font-weight: 600; white-space: nowrap; }
+table.hazards code.command { font-size: 11.5px; background: #fff; border: 1px solid var(--line); border-radius: 4px; padding: 0 4px; }
 .no-timeline, .no-events { font-size: 12.5px; color: var(--muted); background: #f6f8fa; border: 1px dashed var(--line); border-radius: 4px; padding: 5px 8px; }
 .timeline-wrap { overflow-x: auto; margin: 6px 0 10px; }
 table.timeline { border-collapse: collapse; width: 100%; font-size: 12.5px; }

@@ -29,5 +29,6 @@ pub fn read(path: &Path) -> Result<RunResults, ReportError> {
     if schema != RESULTS_SCHEMA {
         return Err(ReportError::Schema { path, found: schema, expected: RESULTS_SCHEMA });
     }
+    // Verdicts written before they had a status read it from `held` (see `model::Verdict`).
     serde_json::from_str(&text).map_err(|e| ReportError::Json { path, source: e })
 }

@@ -1,53 +1,106 @@
 //! `junit.xml`: one test suite per scenario, one test case per invariant, so that a CI
 //! system's test view lists every check. A violated invariant is a `failure` with its
-//! evidence; a run that could not be checked (the executor misbehaved) is an `error`. The XML
-//! is written by `quick-junit`, which escapes everything; no wall-clock times are written, so
-//! the same results give the same bytes.
+//! evidence; a run that could not be checked (the executor misbehaved) is an `error`; an
+//! invariant the run gave nothing to judge is `skipped`, with the reason as its message, so it
+//! reads neither as a pass nor as a failure. The XML is written by `quick-junit`, which
+//! escapes everything; no wall-clock times are written, so the same results give the same
+//! bytes.
+//!
+//! Hazards are not test cases: nothing broke, so they must never count as a failure or an
+//! error in a CI's test view, not even under `--strict` (which fails the run through the exit
+//! code instead). Each is a `hazard` property of its scenario's test suite, and the suite's
+//! `system-out` describes them in full, with the scenario that would exploit them.
 
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use std::fmt::Write;
+
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use crate::ReportError;
-use crate::model::{RunResults, ScenarioResult, Verdict};
+use crate::model::{RunResults, ScenarioResult, Status, Verdict};
 
 /// The report's name in the XML.
 pub const REPORT_NAME: &str = "twice";
+
+/// Characters of a failure's or a skip's message.
+const MESSAGE_CHARS_MAX: usize = 500;
 
 /// The file's text.
 pub fn render(run: &RunResults) -> Result<String, ReportError> {
     let mut report = Report::new(REPORT_NAME);
     for result in &run.results {
-        report.add_test_suite(suite(result));
+        report.add_test_suite(suite(run, result));
     }
     report.to_string().map_err(|e| ReportError::Junit(e.to_string()))
 }
 
-fn suite(result: &ScenarioResult) -> TestSuite {
+fn suite(run: &RunResults, result: &ScenarioResult) -> TestSuite {
     let mut suite = TestSuite::new(result.name.as_str());
     for verdict in &result.verdicts {
         let mut case = TestCase::new(verdict.invariant.as_str(), status(result, verdict));
         case.set_classname(format!("twice.{}", result.name));
         suite.add_test_case(case);
     }
+    if !result.hazards.is_empty() {
+        for h in &result.hazards {
+            suite.add_property(Property::new("hazard", format!("{}: {}", h.kind, h.detail)));
+        }
+        suite.set_system_out(hazards_text(run, result));
+    }
     suite
 }
 
 fn status(result: &ScenarioResult, verdict: &Verdict) -> TestCaseStatus {
-    if verdict.held {
-        return TestCaseStatus::success();
+    match verdict.status {
+        Status::Held => TestCaseStatus::success(),
+        Status::NotJudged => {
+            let mut status = TestCaseStatus::skipped();
+            let reason = verdict.reason.as_deref().unwrap_or("not judged");
+            status
+                .set_message(format!("not judged: {}", crate::summary::one_line(reason, MESSAGE_CHARS_MAX)));
+            status.set_type("not-judged");
+            status
+        }
+        Status::Violated => {
+            let kind = if verdict.invariant == EXECUTOR_ERROR {
+                NonSuccessKind::Error
+            } else {
+                NonSuccessKind::Failure
+            };
+            let mut status = TestCaseStatus::non_success(kind);
+            let first = verdict.evidence.first().map(String::as_str).unwrap_or("violated");
+            status.set_message(crate::summary::one_line(first, MESSAGE_CHARS_MAX));
+            status.set_type(verdict.invariant.as_str());
+            let mut description = verdict.evidence.join("\n");
+            if let Some(shrunk) = &result.shrunk {
+                description.push_str(&format!("\nminimal scenario: {shrunk}"));
+            }
+            if let Some(shrink) = &result.shrink {
+                description.push_str(&format!("\n{}", shrink.line()));
+            }
+            description.push_str(&format!("\nreplay: {}", result.replay));
+            status.set_description(description);
+            status
+        }
     }
-    let kind =
-        if verdict.invariant == EXECUTOR_ERROR { NonSuccessKind::Error } else { NonSuccessKind::Failure };
-    let mut status = TestCaseStatus::non_success(kind);
-    let first = verdict.evidence.first().map(String::as_str).unwrap_or("violated");
-    status.set_message(crate::summary::one_line(first, 500));
-    status.set_type(verdict.invariant.as_str());
-    let mut description = verdict.evidence.join("\n");
-    if let Some(shrunk) = &result.shrunk {
-        description.push_str(&format!("\nminimal scenario: {shrunk}"));
+}
+
+/// The suite's `system-out`: every hazard of the scenario, what would exploit it and how to
+/// run that.
+fn hazards_text(run: &RunResults, result: &ScenarioResult) -> String {
+    let mut out = String::new();
+    let consequence = if run.strict {
+        "--strict makes hazards fail the run, but none is a failure of this scenario"
+    } else {
+        "not failures: nothing in this run exploited them"
+    };
+    let _ = writeln!(out, "hazards ({consequence}):");
+    for h in &result.hazards {
+        let intent = h.intent.as_deref().map(|i| format!(" (intent {i})")).unwrap_or_default();
+        let _ = writeln!(out, "- {} on {}{intent}: {}", h.kind, h.service, h.detail);
+        let _ = writeln!(out, "  would be exploited by: {}", h.exploited_by);
+        let _ = writeln!(out, "  run it: {}", h.command);
     }
-    description.push_str(&format!("\nreplay: {}", result.replay));
-    status.set_description(description);
-    status
+    out
 }
 
 /// The verdict slug of a run that could not be checked.

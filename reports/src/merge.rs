@@ -1,6 +1,6 @@
 //! `twice report merge`: the results of sharded runs joined into one run, as if it had not
 //! been sharded. Shards must come from the same run (schema, seed, driver, executor, tool
-//! version); every scenario keeps the position it had in the unsharded list, so the merged
+//! version, `--strict`); every scenario keeps the position it had in the unsharded list, so the merged
 //! results, and every file rendered from them, equal the unsharded run's.
 
 use crate::ReportError;
@@ -30,6 +30,9 @@ pub fn merge(shards: Vec<RunResults>) -> Result<RunResults, ReportError> {
         same("driver", &merged.driver, &shard.driver)?;
         same("executor", &merged.executor, &shard.executor)?;
         same("tool version", &merged.tool_version, &shard.tool_version)?;
+        // `--strict` decides whether hazards fail the run: shards that disagree would make the
+        // merged verdict depend on the order they were given in.
+        same("strict", &merged.strict.to_string(), &shard.strict.to_string())?;
         merged.results.extend(shard.results);
     }
     complete(&slices)?;

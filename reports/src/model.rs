@@ -72,20 +72,117 @@ impl Outcome {
     }
 }
 
+/// How one invariant came out on one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// The run gave the checker something to judge, and nothing broke the invariant.
+    #[default]
+    Held,
+    /// Something bad happened in this run; the evidence says what.
+    Violated,
+    /// The run gave the checker nothing to judge (no replacement to time, no second writer,
+    /// ...); the reason says why. Never a failure, never a silent pass.
+    NotJudged,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Held => "held",
+            Status::Violated => "violated",
+            Status::NotJudged => "not judged",
+        }
+    }
+}
+
 /// The outcome of one invariant on one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "VerdictFields")]
 pub struct Verdict {
     /// A stable slug, e.g. `no-duplicate-effect`, `expected-states` or `executor-error`.
     pub invariant: String,
+    /// Held, violated or not judged. Verdicts written before the field existed carry only
+    /// `held`, which says held or violated; reading fills the status in from it.
+    pub status: Status,
+    /// False exactly when the invariant was violated (a verdict not judged did not fail).
     pub held: bool,
-    /// One concrete line per problem (empty when the invariant held).
+    /// One concrete line per problem (empty unless the invariant was violated).
     pub evidence: Vec<String>,
+    /// Why the invariant was not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A verdict as files hold it, `status` perhaps missing (files older than the field).
+#[derive(Deserialize)]
+struct VerdictFields {
+    invariant: String,
+    #[serde(default)]
+    status: Option<Status>,
+    held: bool,
+    evidence: Vec<String>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+impl From<VerdictFields> for Verdict {
+    fn from(v: VerdictFields) -> Verdict {
+        let status = v.status.unwrap_or(if v.held { Status::Held } else { Status::Violated });
+        Verdict { invariant: v.invariant, status, held: v.held, evidence: v.evidence, reason: v.reason }
+    }
 }
 
 impl Verdict {
+    /// Held when there is no evidence against it, violated otherwise.
     pub fn from_evidence(invariant: &str, evidence: Vec<String>) -> Verdict {
-        Verdict { invariant: invariant.to_string(), held: evidence.is_empty(), evidence }
+        let status = if evidence.is_empty() { Status::Held } else { Status::Violated };
+        Verdict {
+            invariant: invariant.to_string(),
+            status,
+            held: evidence.is_empty(),
+            evidence,
+            reason: None,
+        }
     }
+
+    /// Not judged, for `reason`.
+    pub fn not_judged(invariant: &str, reason: impl Into<String>) -> Verdict {
+        Verdict {
+            invariant: invariant.to_string(),
+            status: Status::NotJudged,
+            held: true,
+            evidence: vec![],
+            reason: Some(reason.into()),
+        }
+    }
+
+    pub fn violated(&self) -> bool {
+        self.status == Status::Violated
+    }
+
+    pub fn judged(&self) -> bool {
+        self.status != Status::NotJudged
+    }
+}
+
+/// A safeguard the service's contract offered and the executor did not use, in a run where
+/// nothing exploited it: no harm happened, so it is no violation, but the catalog scenario
+/// named here would turn it into one.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Hazard {
+    /// A stable slug: `no-fencing-token`, `no-precondition` or `key-past-retention`.
+    pub kind: String,
+    pub service: String,
+    /// The intent the unguarded write belongs to, when the checker can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    /// What was seen, naming the request or effect.
+    pub detail: String,
+    /// The catalog scenario that would exploit it.
+    pub exploited_by: String,
+    /// The command that runs that scenario against the same executor.
+    pub command: String,
 }
 
 /// One intent as the executor finally described it (`status`).
@@ -210,9 +307,16 @@ pub struct ScenarioResult {
     pub events: Vec<Moment>,
     /// The command that runs this scenario again, alone.
     pub replay: String,
+    /// Safeguards the contracts offered and the executor did not use, though nothing in this
+    /// run exploited them; never a failure unless the run is `--strict`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hazards: Vec<Hazard>,
     /// The minimal scenario that shows a violation, when the search shrank one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shrunk: Option<String>,
+    /// How far shrinking this failing generated case got, and why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrink: Option<Shrink>,
     /// Everything observed, for reports.
     pub observed: Observed,
 }
@@ -220,9 +324,53 @@ pub struct ScenarioResult {
 impl ScenarioResult {
     /// The verdicts that did not hold.
     pub fn violations(&self) -> impl Iterator<Item = &Verdict> {
-        self.verdicts.iter().filter(|v| !v.held)
+        self.verdicts.iter().filter(|v| v.violated())
     }
 }
+
+/// How far shrinking one failing generated case got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shrink {
+    /// Steps (intents, faults and events) of the case as generated.
+    pub steps_before: usize,
+    /// Steps of the smallest scenario found that still fails the same way.
+    pub steps_after: usize,
+    /// Candidate scenarios run.
+    pub runs: usize,
+    /// Why it stopped: [`SHRINK_MINIMAL`], [`SHRINK_RUNS`] or [`SHRINK_BUDGET`].
+    pub stopped: String,
+}
+
+impl Shrink {
+    /// Why shrinking stopped, in words; `None` for a value this version does not know.
+    pub fn why_stopped(&self) -> Option<&'static str> {
+        match self.stopped.as_str() {
+            SHRINK_MINIMAL => Some("minimal"),
+            SHRINK_RUNS => Some("run limit"),
+            SHRINK_BUDGET => Some("time budget"),
+            _ => None,
+        }
+    }
+
+    /// One line for people, e.g. `shrunk from 9 to 3 steps in 41 runs; stopped: time budget`
+    /// (or `not shrunk (9 steps) in 4 runs; ...` when no smaller candidate failed).
+    pub fn line(&self) -> String {
+        let how = if self.steps_after < self.steps_before {
+            format!("shrunk from {} to {} steps", self.steps_before, self.steps_after)
+        } else {
+            format!("not shrunk ({} steps)", self.steps_after)
+        };
+        let runs = if self.runs == 1 { "1 run".to_string() } else { format!("{} runs", self.runs) };
+        format!("{how} in {runs}; stopped: {}", self.why_stopped().unwrap_or(&self.stopped))
+    }
+}
+
+/// Shrinking stopped because no smaller candidate failed the same way.
+pub const SHRINK_MINIMAL: &str = "minimal";
+/// Shrinking stopped at its limit of candidate runs.
+pub const SHRINK_RUNS: &str = "runs";
+/// Shrinking stopped at its time budget (`--shrink-budget`, live runs).
+pub const SHRINK_BUDGET: &str = "budget";
 
 /// Counts of outcomes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,12 +379,16 @@ pub struct Totals {
     pub passed: usize,
     pub violated: usize,
     pub executor_errors: usize,
+    /// Hazards over every scenario (see [`Hazard`]).
+    #[serde(default)]
+    pub hazards: usize,
 }
 
 impl Totals {
     pub fn of(results: &[ScenarioResult]) -> Totals {
         let mut totals = Totals { scenarios: results.len(), ..Totals::default() };
         for r in results {
+            totals.hazards += r.hazards.len();
             match r.outcome {
                 Outcome::Passed => totals.passed += 1,
                 Outcome::Violated => totals.violated += 1,
@@ -258,12 +410,16 @@ pub struct RunResults {
     pub executor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
+    /// `--strict`: hazards fail the run as violations do.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict: bool,
     pub totals: Totals,
     pub results: Vec<ScenarioResult>,
 }
 
 impl RunResults {
+    /// Whether the run fails: a violation or an executor error, or under `--strict` a hazard.
     pub fn failed(&self) -> bool {
-        self.totals.violated + self.totals.executor_errors > 0
+        self.totals.violated + self.totals.executor_errors > 0 || self.strict && self.totals.hazards > 0
     }
 }

@@ -3,12 +3,20 @@
 //! Everything an executor sent (evidence, ids, error texts) goes into code spans, whose text
 //! Markdown renders literally (no emphasis, no links, no HTML), with table pipes escaped and
 //! cut to one line, so a hostile or merely chatty executor can neither break the table nor
-//! inject markup. The failure table is capped
-//! at [`FAILURE_ROWS_MAX`] rows so the comment stays within what code hosts accept.
+//! inject markup. The failure table is capped at [`FAILURE_ROWS_MAX`] rows so the comment
+//! stays within what code hosts accept.
+//!
+//! A verdict that was not judged is never shown as held: the failure table lists violations
+//! only (not-judged rows there would crowd the harm out of a capped table), and a line under the
+//! totals counts the verdicts not judged over the whole run and points at `report.html`, which
+//! gives each reason.
+//! Hazards are grouped by kind, one item each, so that a run with thousands of scenarios
+//! still gives a few lines.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::model::{Outcome, RunResults};
+use crate::model::{Hazard, Outcome, RunResults, ScenarioResult};
 
 /// Rows of the failure table; the rest are counted and left to `report.html`.
 pub const FAILURE_ROWS_MAX: usize = 50;
@@ -20,35 +28,88 @@ pub fn render(run: &RunResults) -> String {
     let t = &run.totals;
     let mut out = String::new();
     let failed = t.violated + t.executor_errors;
-    let headline = if failed == 0 {
-        format!("all {} scenarios passed", t.scenarios)
-    } else {
+    let headline = if failed > 0 {
         format!("{failed} of {} scenarios failed", t.scenarios)
+    } else if t.hazards > 0 && run.strict {
+        let verb = if t.hazards == 1 { "fails" } else { "fail" };
+        format!(
+            "all {} scenarios passed, but {} {verb} the run (`--strict`)",
+            t.scenarios,
+            hazards(t.hazards)
+        )
+    } else if t.hazards > 0 {
+        format!("all {} scenarios passed, with {}", t.scenarios, hazards(t.hazards))
+    } else {
+        format!("all {} scenarios passed", t.scenarios)
     };
     let _ = writeln!(out, "# twice: {headline}\n");
     let shard = run.shard.map(|s| format!(" · shard {s}")).unwrap_or_default();
+    let strict = if run.strict { " · `--strict`" } else { "" };
     let _ = writeln!(
         out,
-        "Executor {} · driver {} · seed {} · twice {}{shard}\n",
+        "Executor {} · driver {} · seed {} · twice {}{shard}{strict}\n",
         code_span(&run.executor),
         run.driver,
         run.seed,
         run.tool_version
     );
-    let _ = writeln!(out, "| passed | violated | executor errors | total |\n|---:|---:|---:|---:|");
-    let _ = writeln!(out, "| {} | {} | {} | {} |", t.passed, t.violated, t.executor_errors, t.scenarios);
-    if failed == 0 {
-        return out;
+    let _ = writeln!(
+        out,
+        "| passed | violated | executor errors | hazards | total |\n|---:|---:|---:|---:|---:|"
+    );
+    let _ = writeln!(
+        out,
+        "| {} | {} | {} | {} | {} |",
+        t.passed, t.violated, t.executor_errors, t.hazards, t.scenarios
+    );
+    if run.strict {
+        let _ = writeln!(out, "\nWith `--strict`, hazards fail the run as violations do.");
     }
+    not_judged(&mut out, run);
+    if failed > 0 {
+        failures(&mut out, run);
+    }
+    if t.hazards > 0 {
+        hazard_kinds(&mut out, run);
+    }
+    out
+}
 
+fn hazards(count: usize) -> String {
+    if count == 1 { "1 hazard".to_string() } else { format!("{count} hazards") }
+}
+
+/// One line counting the verdicts the run could not judge, so that a passing run does not
+/// read as if every invariant had held; the reasons are in `report.html`.
+fn not_judged(out: &mut String, run: &RunResults) {
+    let mut verdicts = 0;
+    let mut scenarios = 0;
+    for r in &run.results {
+        let n = r.verdicts.iter().filter(|v| !v.judged()).count();
+        verdicts += n;
+        scenarios += usize::from(n > 0);
+    }
+    if verdicts > 0 {
+        let _ = writeln!(
+            out,
+            "\n{verdicts} {} not judged (the run gave the checker nothing to judge them on), in {scenarios} {}: `report.html` gives each reason.",
+            if verdicts == 1 { "verdict" } else { "verdicts" },
+            if scenarios == 1 { "scenario" } else { "scenarios" }
+        );
+    }
+}
+
+/// The failure table, the replay commands and how far shrinking got.
+fn failures(out: &mut String, run: &RunResults) {
     let _ = writeln!(out, "\n## Failures\n\n| scenario | invariant | evidence |\n|---|---|---|");
-    let failures: Vec<_> = run.results.iter().filter(|r| r.outcome != Outcome::Passed).collect();
+    let failures: Vec<&ScenarioResult> =
+        run.results.iter().filter(|r| r.outcome != Outcome::Passed).collect();
     let mut rows = 0;
-    let mut rows_left = 0;
+    let mut violations_left = 0;
     for r in &failures {
         for v in r.violations() {
             if rows == FAILURE_ROWS_MAX {
-                rows_left += 1;
+                violations_left += 1;
                 continue;
             }
             rows += 1;
@@ -66,8 +127,8 @@ pub fn render(run: &RunResults) -> String {
             );
         }
     }
-    if rows_left > 0 {
-        let _ = writeln!(out, "\n{rows_left} more violations: see `report.html`.");
+    if violations_left > 0 {
+        let _ = writeln!(out, "\n{violations_left} more violations: see `report.html`.");
     }
 
     let _ = writeln!(out, "\n## Replay\n");
@@ -80,15 +141,82 @@ pub fn render(run: &RunResults) -> String {
             failures.len() - FAILURE_ROWS_MAX
         );
     }
-    let shrunk: Vec<&str> = failures.iter().filter_map(|r| r.shrunk.as_deref()).collect();
-    if !shrunk.is_empty() {
+
+    let shrunk: Vec<&&ScenarioResult> =
+        failures.iter().filter(|r| r.shrunk.is_some() || r.shrink.is_some()).collect();
+    if shrunk.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n## Minimal scenarios\n");
+    for r in shrunk.iter().take(FAILURE_ROWS_MAX) {
+        let mut parts = Vec::new();
+        if let Some(path) = &r.shrunk {
+            parts.push(code_span(path));
+        }
+        if let Some(shrink) = &r.shrink {
+            // Every part of the line is a number or a word of ours, unless `stopped` is a
+            // value this version does not know: that one is data.
+            let line = shrink.line();
+            parts.push(if shrink.why_stopped().is_some() { line } else { code_span(&line) });
+        }
+        let _ = writeln!(out, "- {}: {}", code_span(&r.name), parts.join("; "));
+    }
+    if shrunk.len() > FAILURE_ROWS_MAX {
+        let _ = writeln!(out, "\n{} more: see `results.json`.", shrunk.len() - FAILURE_ROWS_MAX);
+    }
+}
+
+/// The run's hazards, one item per kind: how many scenarios have it, one example, and the
+/// catalog scenario that would turn it into a violation, with the command that runs it.
+fn hazard_kinds(out: &mut String, run: &RunResults) {
+    struct Kind<'a> {
+        scenarios: usize,
+        example: &'a Hazard,
+        /// Distinct (scenario, command) pairs that would exploit it, in run order.
+        exploited_by: Vec<(&'a str, &'a str)>,
+    }
+    let mut kinds: BTreeMap<&str, Kind<'_>> = BTreeMap::new();
+    for r in &run.results {
+        let mut counted: Vec<&str> = Vec::new();
+        for h in &r.hazards {
+            let kind = kinds.entry(h.kind.as_str()).or_insert(Kind {
+                scenarios: 0,
+                example: h,
+                exploited_by: vec![],
+            });
+            if !counted.contains(&h.kind.as_str()) {
+                counted.push(h.kind.as_str());
+                kind.scenarios += 1;
+            }
+            let exploit = (h.exploited_by.as_str(), h.command.as_str());
+            if !kind.exploited_by.contains(&exploit) {
+                kind.exploited_by.push(exploit);
+            }
+        }
+    }
+    let consequence = if run.strict {
+        "they fail this run because of `--strict`"
+    } else {
+        "they do not fail the run (`--strict` would make them)"
+    };
+    let _ = writeln!(
+        out,
+        "\n## Hazards\n\nSafeguards a service's contract offered that the executor did not use. Nothing in this run exploited them, so no invariant broke; {consequence}.\n"
+    );
+    for (name, kind) in &kinds {
         let _ = writeln!(
             out,
-            "\nMinimal scenarios: {}",
-            shrunk.iter().map(|s| code_span(s)).collect::<Vec<_>>().join(", ")
+            "- {} in {} {}, e.g. on {}: {}",
+            code_span(name),
+            kind.scenarios,
+            if kind.scenarios == 1 { "scenario" } else { "scenarios" },
+            code_span(&kind.example.service),
+            code_span(&one_line(&kind.example.detail, EVIDENCE_CHARS_MAX))
         );
+        for (scenario, command) in &kind.exploited_by {
+            let _ = writeln!(out, "  - {} would exploit it: {}", code_span(scenario), code_span(command));
+        }
     }
-    out
 }
 
 /// The first line of `text`, at most `chars_max` characters, with an ellipsis when cut.

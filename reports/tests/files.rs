@@ -41,7 +41,9 @@ fn result(position: u64, name: &str, violated: &[(&str, &str)], attempts: u64) -
         faults_applied: vec![],
         events: vec![],
         replay: format!("twice run --generated {position} --seed 1"),
+        hazards: vec![],
         shrunk: None,
+        shrink: None,
         observed: Observed::default(),
     }
 }
@@ -54,6 +56,7 @@ fn run(results: Vec<ScenarioResult>) -> RunResults {
         driver: "sim".into(),
         executor: "test executor".into(),
         shard: None,
+        strict: false,
         totals: Totals::of(&results),
         results,
     }
@@ -159,4 +162,226 @@ fn merging_refuses_mixed_runs_and_incomplete_shards() {
     let other_seed = RunResults { seed: 9, ..b.clone() };
     assert!(err(vec![a.clone(), other_seed, c.clone()]).contains("seed"));
     assert!(err(vec![]).contains("at least one"));
+    let strict = RunResults { strict: true, ..b.clone() };
+    assert!(err(vec![a.clone(), strict, c.clone()]).contains("strict"));
+}
+
+fn hazard(kind: &str, service: &str, detail: &str, exploited_by: &str) -> Hazard {
+    Hazard {
+        kind: kind.into(),
+        service: service.into(),
+        intent: Some("refund-1".into()),
+        detail: detail.into(),
+        exploited_by: exploited_by.into(),
+        command: format!("twice run --executor ./exec --scenario {exploited_by}"),
+    }
+}
+
+/// A failing scenario with a not-judged verdict and a shrink record, a passing one with a
+/// not-judged verdict, and hazards of two kinds over two scenarios.
+fn mixed(strict: bool) -> RunResults {
+    let mut broken = result(1, "broken", &[("nothing-lost", "refund-1 vanished")], 1);
+    broken.verdicts.push(Verdict::not_judged("no-stale-write", "no second writer in this run"));
+    broken.shrunk = Some("twice-report/failures/0001-broken.toml".into());
+    broken.shrink = Some(Shrink { steps_before: 9, steps_after: 3, runs: 41, stopped: SHRINK_BUDGET.into() });
+    broken.hazards =
+        vec![hazard("no-fencing-token", "payments", "POST /v1/refunds without a token", "zombie")];
+    let mut fine = result(0, "fine", &[], 1);
+    fine.verdicts.push(Verdict::not_judged("no-stale-write", "no takeover happened"));
+    fine.hazards = vec![
+        hazard("no-fencing-token", "payments", "second refund without a token", "zombie"),
+        hazard("no-precondition", "files", &format!("PUT /f/a {SCRIPT}|x"), "lost_update"),
+    ];
+    RunResults { strict, ..run(vec![fine, broken]) }
+}
+
+#[test]
+fn the_summary_shows_hazards_not_judged_verdicts_and_shrinking() {
+    let md = reports::summary::render(&mixed(false));
+    let expect = [
+        "# twice: 1 of 2 scenarios failed",
+        "| passed | violated | executor errors | hazards | total |",
+        "| 1 | 1 | 0 | 3 | 2 |",
+        "2 verdicts not judged (the run gave the checker nothing to judge them on), in 2 scenarios: `report.html` gives each reason.",
+        "| `broken` | `nothing-lost` | `refund-1 vanished` |",
+        "- `broken`: `twice-report/failures/0001-broken.toml`; shrunk from 9 to 3 steps in 41 runs; stopped: time budget",
+        "- `no-fencing-token` in 2 scenarios, e.g. on `payments`: `second refund without a token`",
+        "  - `zombie` would exploit it: `twice run --executor ./exec --scenario zombie`",
+        // Executor text stays in a code span; outside a table, pipes need no escaping.
+        &format!("- `no-precondition` in 1 scenario, e.g. on `files`: `PUT /f/a {SCRIPT}|x`"),
+        "  - `lost_update` would exploit it: `twice run --executor ./exec --scenario lost_update`",
+    ];
+    for line in expect {
+        assert!(md.lines().any(|l| l == line), "no line {line:?} in:\n{md}");
+    }
+    // The failure table is for harm: verdicts not judged are counted above it, not listed in it.
+    assert!(!md.contains("not judged: `no second writer in this run`"), "{md}");
+    assert!(md.contains("; they do not fail the run (`--strict` would make them)."), "{md}");
+    assert!(!md.contains("With `--strict`"), "{md}");
+    // Hazards come after the failures, kinds in order.
+    let at = |s: &str| md.find(s).unwrap_or_else(|| panic!("{s} missing:\n{md}"));
+    assert!(at("## Failures") < at("## Hazards"));
+    assert!(at("`no-fencing-token` in") < at("`no-precondition` in"));
+
+    // Every stop reason has its words; one this version does not know is shown as data.
+    for (stopped, words) in [
+        (SHRINK_MINIMAL, "stopped: minimal"),
+        (SHRINK_RUNS, "stopped: run limit"),
+        (SHRINK_BUDGET, "stopped: time budget"),
+        ("<b>later</b>", "`shrunk from 9 to 3 steps in 41 runs; stopped: <b>later</b>`"),
+    ] {
+        let mut run = mixed(false);
+        if let Some(shrink) = run.results[1].shrink.as_mut() {
+            shrink.stopped = stopped.into();
+        }
+        let md = reports::summary::render(&run);
+        assert!(md.contains(words), "{stopped}: {md}");
+    }
+}
+
+#[test]
+fn the_summary_headline_says_what_hazards_do_to_the_run() {
+    // (strict, hazards, headline, says that strict fails the run)
+    let cases = [
+        (false, 0, "# twice: all 1 scenarios passed", false),
+        (false, 2, "# twice: all 1 scenarios passed, with 2 hazards", false),
+        (true, 0, "# twice: all 1 scenarios passed", true),
+        (true, 1, "# twice: all 1 scenarios passed, but 1 hazard fails the run (`--strict`)", true),
+        (true, 2, "# twice: all 1 scenarios passed, but 2 hazards fail the run (`--strict`)", true),
+    ];
+    for (strict, count, headline, says_strict) in cases {
+        let mut fine = result(0, "fine", &[], 1);
+        fine.hazards = (0..count)
+            .map(|i| hazard("no-precondition", "files", &format!("PUT {i}"), "lost_update"))
+            .collect();
+        let run = RunResults { strict, ..run(vec![fine]) };
+        assert_eq!(run.failed(), strict && count > 0);
+        let md = reports::summary::render(&run);
+        assert_eq!(md.lines().next(), Some(headline), "{md}");
+        assert_eq!(
+            md.contains("With `--strict`, hazards fail the run as violations do."),
+            says_strict,
+            "{md}"
+        );
+        assert_eq!(md.contains("## Hazards"), count > 0, "{md}");
+        if count > 0 && strict {
+            assert!(md.contains("they fail this run because of `--strict`"), "{md}");
+        }
+        if count == 0 {
+            // A clean pass stays a headline, the facts and the totals.
+            assert!(!md.contains("##") && md.lines().count() <= 10, "{md}");
+        }
+    }
+}
+
+#[test]
+fn junit_skips_what_was_not_judged_and_never_fails_a_hazard() {
+    for strict in [false, true] {
+        let run = mixed(strict);
+        let xml = reports::junit::render(&run).unwrap();
+        assert_eq!(xml, reports::junit::render(&run.clone()).unwrap(), "same results, same bytes");
+        assert!(!xml.contains(SCRIPT), "{xml}");
+        let report = quick_junit::Report::deserialize_from_str(&xml).unwrap();
+        // Ten verdicts: one violated, two not judged, whatever `--strict` says.
+        assert_eq!((report.tests, report.failures, report.errors), (10, 1, 0), "{xml}");
+        let fine = &report.test_suites[0];
+        assert_eq!((fine.name.as_str(), fine.skipped, fine.failures, fine.errors), ("fine", 1, 0, 0));
+        let skipped: Vec<_> = report
+            .test_suites
+            .iter()
+            .flat_map(|s| &s.test_cases)
+            .filter_map(|c| match &c.status {
+                quick_junit::TestCaseStatus::Skipped { message, ty, .. } => Some((
+                    c.name.as_str(),
+                    message.as_ref().map(|m| m.as_str()),
+                    ty.as_ref().map(|t| t.as_str()),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            skipped,
+            [
+                ("no-stale-write", Some("not judged: no takeover happened"), Some("not-judged")),
+                ("no-stale-write", Some("not judged: no second writer in this run"), Some("not-judged")),
+            ]
+        );
+        let properties: Vec<(&str, &str)> =
+            fine.properties.iter().map(|p| (p.name.as_str(), p.value.as_str())).collect();
+        assert_eq!(
+            properties,
+            [
+                ("hazard", "no-fencing-token: second refund without a token"),
+                ("hazard", &*format!("no-precondition: PUT /f/a {SCRIPT}|x")),
+            ]
+        );
+        let out = fine.system_out.as_ref().map(|o| o.as_str()).unwrap_or_default();
+        assert!(
+            out.contains("- no-fencing-token on payments (intent refund-1): second refund without a token")
+        );
+        assert!(out.contains("  would be exploited by: lost_update\n  run it: twice run --executor ./exec --scenario lost_update"));
+        assert_eq!(out.contains("--strict makes hazards fail the run"), strict, "{out}");
+
+        // The failure names the shrinking too.
+        let broken = &report.test_suites[1];
+        let failure = broken.test_cases.iter().find_map(|c| match &c.status {
+            quick_junit::TestCaseStatus::NonSuccess { description, .. } => description.as_ref(),
+            _ => None,
+        });
+        let failure = failure.map(|d| d.as_str()).unwrap_or_default();
+        assert!(failure.contains("shrunk from 9 to 3 steps in 41 runs; stopped: time budget"), "{failure}");
+    }
+}
+
+#[test]
+fn results_json_keeps_the_new_fields_and_reads_old_verdicts() {
+    let dir = std::env::temp_dir().join(format!("twice-results-json-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("results.json");
+
+    let run = mixed(true);
+    let text = reports::json::render(&run).unwrap();
+    for field in [
+        "\"strict\":true",
+        "\"status\":\"not-judged\"",
+        "\"reason\":\"no second writer in this run\"",
+        "\"status\":\"violated\"",
+        "\"hazards\":[{\"kind\":\"no-fencing-token\"",
+        "\"shrink\":{\"steps_before\":9,\"steps_after\":3,\"runs\":41,\"stopped\":\"budget\"}",
+        "\"totals\":{\"scenarios\":2,\"passed\":1,\"violated\":1,\"executor_errors\":0,\"hazards\":3}",
+    ] {
+        assert!(text.contains(field), "{field} missing: {text}");
+    }
+    std::fs::write(&path, &text).unwrap();
+    assert_eq!(reports::json::read(&path).unwrap(), run);
+
+    // A file written before verdicts had a status (nor a reason, hazards, shrink or strict).
+    let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+    old.as_object_mut().unwrap().remove("strict");
+    for r in old["results"].as_array_mut().unwrap() {
+        let r = r.as_object_mut().unwrap();
+        r.remove("hazards");
+        r.remove("shrink");
+        r["verdicts"].as_array_mut().unwrap().retain(|v| v["status"] != "not-judged");
+        for v in r["verdicts"].as_array_mut().unwrap() {
+            v.as_object_mut().unwrap().remove("status");
+        }
+    }
+    std::fs::write(&path, old.to_string()).unwrap();
+    let read = reports::json::read(&path).unwrap();
+    let statuses: Vec<Vec<(&str, Status)>> = read
+        .results
+        .iter()
+        .map(|r| r.verdicts.iter().map(|v| (v.invariant.as_str(), v.status)).collect())
+        .collect();
+    let all = |violated: Option<&'static str>| -> Vec<(&str, Status)> {
+        ["no-duplicate-effect", "honest-terminal-states", "nothing-lost", "expected-states"]
+            .into_iter()
+            .map(|i| (i, if Some(i) == violated { Status::Violated } else { Status::Held }))
+            .collect()
+    };
+    assert_eq!(statuses, vec![all(None), all(Some("nothing-lost"))]);
+    assert!(!read.strict && read.results.iter().all(|r| r.hazards.is_empty() && r.shrink.is_none()));
+    let _ = std::fs::remove_dir_all(&dir);
 }

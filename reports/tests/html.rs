@@ -8,8 +8,8 @@ use fake_services::engine::Applied;
 use fake_services::{Effect, JournalEntry};
 use reports::html::{TIMELINES_PASSING_MAX, render};
 use reports::model::{
-    Claim, EffectRef, FaultApplied, IntentResult, Moment, Observed, Outcome, RESULTS_SCHEMA, RunResults,
-    ScenarioResult, Shard, Source, Totals, Verdict,
+    Claim, EffectRef, FaultApplied, Hazard, IntentResult, Moment, Observed, Outcome, RESULTS_SCHEMA,
+    RunResults, SHRINK_RUNS, ScenarioResult, Shard, Shrink, Source, Totals, Verdict,
 };
 use scraper::{ElementRef, Html, Selector};
 use serde_json::json;
@@ -48,6 +48,7 @@ fn request(
         path: path.into(),
         idempotency_key: key.map(str::to_string),
         request_id: request_id.into(),
+        origin: None,
         faults: faults.iter().map(|f| Applied { rule: "rule-1".into(), fault: f.to_string() }).collect(),
         outcome: outcome.into(),
         status: Some(status),
@@ -151,7 +152,9 @@ fn failing(position: u64) -> ScenarioResult {
         }],
         events: timeline.into_iter().filter(|m| m.kind != "proposed" && m.kind != "state").collect(),
         replay: "twice run --scenario lost_refund_reply --seed 7".into(),
+        hazards: vec![],
         shrunk: Some("report/failures/lost_refund_reply.toml".into()),
+        shrink: None,
         observed,
     }
 }
@@ -202,7 +205,9 @@ fn passing(position: u64, name: &str) -> ScenarioResult {
         faults_applied: vec![],
         events: vec![],
         replay: format!("twice run --generated {position} --seed 7"),
+        hazards: vec![],
         shrunk: None,
+        shrink: None,
         observed,
     }
 }
@@ -215,6 +220,7 @@ fn run_of(results: Vec<ScenarioResult>) -> RunResults {
         driver: "sim".into(),
         executor: "naive-retry".into(),
         shard: Some(Shard { index: 1, count: 2 }),
+        strict: false,
         totals: Totals::of(&results),
         results,
     }
@@ -285,7 +291,8 @@ fn every_scenario_has_a_section_failures_open_with_their_evidence() {
     );
     let meta = text(within(failed, ".meta")[0]);
     assert!(meta.contains("catalog") && meta.contains("42"), "{meta}");
-    assert!(text(within(failed, ".held")[0]).contains("nothing-lost"));
+    let verdicts: Vec<_> = within(failed, "ul.verdicts li").into_iter().map(text).collect();
+    assert_eq!(verdicts, vec!["✘ no-duplicate-effect", "✘ honest-terminal-states", "✔ nothing-lost"]);
 
     // The failure box comes before the timeline.
     let html = failed.html();
@@ -452,6 +459,15 @@ fn nothing_from_the_results_can_become_markup() {
     }
     r.name = format!("name{XSS}");
     r.replay = format!("twice run {XSS}");
+    r.verdicts.push(Verdict::not_judged(XSS, XSS));
+    r.hazards = vec![Hazard {
+        kind: XSS.into(),
+        service: XSS.into(),
+        intent: Some(XSS.into()),
+        detail: XSS.into(),
+        exploited_by: XSS.into(),
+        command: XSS.into(),
+    }];
     let mut run = run_of(vec![r]);
     run.executor = XSS.into();
     let (html, doc) = page(&run);
@@ -469,6 +485,12 @@ fn nothing_from_the_results_can_become_markup() {
     assert!(
         doc.select(&sel(".timeline .fault-tag")).any(|f| f.attr("title") == Some(&format!("rule {XSS}")))
     );
+    assert!(doc.select(&sel("ul.verdicts li.not-judged .reason")).any(|r| text(r) == XSS));
+    for cell in
+        ["td.kind", "td.service", "td.intent", "td.detail", "td.exploit .scenario", "td.exploit code.command"]
+    {
+        assert_eq!(text(one(&doc, &format!("table.hazards {cell}"))), XSS, "{cell}");
+    }
 
     // Belt and braces: a policy that forbids scripts and fetches, and nothing to fetch.
     let csp = one(&doc, "meta[http-equiv=\"Content-Security-Policy\"]");
@@ -501,4 +523,135 @@ fn an_executor_error_is_shown_as_a_failure() {
     assert!(text(within(section, ".failure")[0]).contains("worker w1 did not answer"));
     assert_eq!(text(within(section, ".no-events")[0]), "No events were observed.");
     assert_eq!(doc.select(&sel(".toc-failures a")).count(), 1);
+}
+
+fn hazard(kind: &str, detail: &str, intent: Option<&str>) -> Hazard {
+    Hazard {
+        kind: kind.into(),
+        service: "payments".into(),
+        intent: intent.map(str::to_string),
+        detail: detail.into(),
+        exploited_by: "zombie_worker".into(),
+        command: "twice run --executor ./exec --scenario zombie_worker".into(),
+    }
+}
+
+/// A failure with a not-judged verdict and a shrink record, and a pass with two hazards and a
+/// not-judged verdict.
+fn with_hazards_and_not_judged(strict: bool) -> RunResults {
+    let mut failed = failing(0);
+    failed.verdicts.push(Verdict::not_judged("no-stale-write", "no second writer in this run"));
+    failed.shrink = Some(Shrink { steps_before: 9, steps_after: 3, runs: 41, stopped: SHRINK_RUNS.into() });
+    let mut passed = passing(1, "happy");
+    passed.verdicts.push(Verdict::not_judged("lease-expiry", "no lease ran out"));
+    passed.hazards = vec![
+        hazard("no-fencing-token", "POST /v1/refunds (req_ok) carried no fencing token", Some("refund-1")),
+        hazard("key-past-retention", "key w1.1.1 reused after the retention window", None),
+    ];
+    RunResults { strict, ..run_of(vec![failed, passed]) }
+}
+
+#[test]
+fn verdicts_show_held_violated_and_not_judged_with_the_reason() {
+    let (_, doc) = page(&with_hazards_and_not_judged(false));
+    // (section, every verdict in order as (class, text))
+    let expect: [(&str, &[(&str, &str)]); 2] = [
+        (
+            "section#s-0",
+            &[
+                ("violated", "✘ no-duplicate-effect"),
+                ("violated", "✘ honest-terminal-states"),
+                ("held", "✔ nothing-lost"),
+                ("not-judged", "○ no-stale-write not judged: no second writer in this run"),
+            ],
+        ),
+        (
+            "section#s-1",
+            &[
+                ("held", "✔ no-duplicate-effect"),
+                ("not-judged", "○ lease-expiry not judged: no lease ran out"),
+            ],
+        ),
+    ];
+    for (section, verdicts) in expect {
+        let got: Vec<(String, String)> = within(one(&doc, section), "ul.verdicts li")
+            .into_iter()
+            .map(|li| (li.attr("class").unwrap_or_default().to_string(), text(li)))
+            .collect();
+        let want: Vec<(String, String)> =
+            verdicts.iter().map(|(c, t)| (c.to_string(), t.to_string())).collect();
+        assert_eq!(got, want, "{section}");
+    }
+    // Not judged is never drawn as held, nor as a violation.
+    assert!(doc.select(&sel("li.held")).all(|li| !text(li).contains("no-stale-write")));
+    assert!(doc.select(&sel(".violation h3")).all(|h| !text(h).contains("no-stale-write")));
+    assert!(text(one(&doc, ".legend")).contains("not judged"));
+}
+
+#[test]
+fn hazards_get_a_block_per_scenario_and_a_count_in_the_header() {
+    for strict in [false, true] {
+        let (html, doc) = page(&with_hazards_and_not_judged(strict));
+        let totals = text(one(&doc, "header .totals"));
+        assert!(totals.contains("2 hazards"), "{totals}");
+        assert_eq!(totals.contains("--strict: hazards fail the run"), strict, "{totals}");
+        assert!(one(&doc, "title").text().collect::<String>().contains("2 hazards"));
+
+        let happy = one(&doc, "section#s-1");
+        assert_eq!(text(within(happy, "summary .badge.hazard")[0]), "⚠ 2 hazards");
+        assert_eq!(text(within(happy, ".hazards h3")[0]), "⚠ 2 hazards");
+        let rows: Vec<Vec<String>> = within(happy, "table.hazards tbody tr")
+            .into_iter()
+            .map(|tr| within(tr, "td").into_iter().map(|td| text(td).trim().to_string()).collect())
+            .collect();
+        let command = "twice run --executor ./exec --scenario zombie_worker";
+        assert_eq!(
+            rows,
+            vec![
+                vec![
+                    "no-fencing-token".to_string(),
+                    "payments".into(),
+                    "refund-1".into(),
+                    "POST /v1/refunds (req_ok) carried no fencing token".into(),
+                    format!("zombie_worker{command}"),
+                ],
+                vec![
+                    "key-past-retention".to_string(),
+                    "payments".into(),
+                    "-".into(),
+                    "key w1.1.1 reused after the retention window".into(),
+                    format!("zombie_worker{command}"),
+                ],
+            ]
+        );
+        assert_eq!(within(happy, "td.exploit code.command").len(), 2);
+        // A hazard is not a failure: the passing scenario stays passed and collapsed.
+        assert_eq!(within(happy, ":scope > details[open]").len(), 0);
+        assert_eq!(within(happy, ".failure").len(), 0);
+        assert_eq!(doc.select(&sel(".toc-failures a")).count(), 1);
+        assert_eq!(within(one(&doc, "section#s-0"), ".hazards").len(), 0, "no hazards, no block");
+        assert_eq!(html, render(&with_hazards_and_not_judged(strict)), "same results, same bytes");
+    }
+
+    // Under --strict a run whose scenarios all passed still says that hazards fail it.
+    let mut run = with_hazards_and_not_judged(true);
+    run.results.remove(0);
+    run.totals = Totals::of(&run.results);
+    let (_, doc) = page(&run);
+    let none = text(one(&doc, ".toc-failures p.none"));
+    assert!(none.contains("with --strict the 2 hazards below fail the run"), "{none}");
+}
+
+#[test]
+fn a_shrunk_failure_says_how_far_shrinking_got() {
+    let (_, doc) = page(&with_hazards_and_not_judged(false));
+    let failed = one(&doc, "section#s-0");
+    let shrink = within(failed, ".failure .shrink")[0];
+    assert_eq!(text(within(shrink, ".label")[0]), "shrinking");
+    assert!(
+        text(shrink).ends_with("shrunk from 9 to 3 steps in 41 runs; stopped: run limit"),
+        "{}",
+        text(shrink)
+    );
+    assert_eq!(doc.select(&sel(".shrink")).count(), 1, "only the shrunk failure has one");
 }

@@ -300,32 +300,55 @@ pub fn case(seed: u64, index: u64) -> Result<Scenario, String> {
     case_tree(seed, index).map(|t| t.current())
 }
 
-/// Shrinks a failing case: `fails` says whether a candidate still fails. Bounded by
-/// `steps_max` candidate runs. Returns the smallest failing scenario found.
+/// Why shrinking stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShrinkStop {
+    /// No simpler candidate failed the same way: the scenario is as small as the search gets.
+    Minimal,
+    /// The limit of candidate runs was reached.
+    Runs,
+    /// The caller's `fails` gave up (a time budget ran out).
+    Budget,
+}
+
+/// What shrinking found.
+#[derive(Debug, Clone)]
+pub struct Shrunk {
+    /// The smallest failing scenario found.
+    pub scenario: Scenario,
+    /// Candidates run.
+    pub runs: usize,
+    pub stopped: ShrinkStop,
+}
+
+/// Shrinks a failing case: `fails` says whether a candidate still fails, or `None` to stop
+/// (its budget is spent). Bounded by `runs_max` candidate runs.
 pub fn shrink(
     mut tree: Box<dyn ValueTree<Value = Scenario>>,
-    steps_max: usize,
-    mut fails: impl FnMut(&Scenario) -> bool,
-) -> Scenario {
+    runs_max: usize,
+    mut fails: impl FnMut(&Scenario) -> Option<bool>,
+) -> Shrunk {
     // proptest's own order: after every simplify and every complicate, test the current value;
     // a failing one is kept and simplified further, a passing one is complicated back.
     let mut smallest = tree.current();
     if !tree.simplify() {
-        return smallest;
+        return Shrunk { scenario: smallest, runs: 0, stopped: ShrinkStop::Minimal };
     }
-    for _ in 0..steps_max {
+    for runs in 0..runs_max {
         let candidate = tree.current();
-        let more = if fails(&candidate) {
-            smallest = candidate;
-            tree.simplify()
-        } else {
-            tree.complicate()
+        let more = match fails(&candidate) {
+            None => return Shrunk { scenario: smallest, runs, stopped: ShrinkStop::Budget },
+            Some(true) => {
+                smallest = candidate;
+                tree.simplify()
+            }
+            Some(false) => tree.complicate(),
         };
         if !more {
-            break;
+            return Shrunk { scenario: smallest, runs: runs + 1, stopped: ShrinkStop::Minimal };
         }
     }
-    smallest
+    Shrunk { scenario: smallest, runs: runs_max, stopped: ShrinkStop::Runs }
 }
 
 /// How many steps a scenario has: intents, faults and events.
@@ -369,9 +392,30 @@ mod tests {
             .map(|i| (i, case_tree(3, i).unwrap()))
             .find(|(_, t)| fails(&t.current()) && steps(&t.current()) > 3)
             .expect("some generated case fails the stand-in property");
-        let small = shrink(tree, 500, fails);
+        let shrunk = shrink(tree, 500, |s| Some(fails(s)));
+        assert_eq!(shrunk.stopped, ShrinkStop::Minimal, "case {index}");
+        let small = shrunk.scenario;
         assert!(fails(&small), "case {index}");
         assert_eq!(small.intents.len(), 1, "{small:#?}");
         assert!(steps(&small) <= 2, "{small:#?}");
+    }
+
+    #[test]
+    fn shrinking_says_why_it_stopped() {
+        let fails = |s: &Scenario| s.intents.iter().any(|i| i.action == "workspaces.create");
+        let tree = || {
+            (0..200)
+                .map(|i| case_tree(3, i).unwrap())
+                .find(|t| fails(&t.current()) && steps(&t.current()) > 3)
+        };
+        let shrunk = shrink(tree().unwrap(), 2, |s| Some(fails(s)));
+        assert_eq!((shrunk.stopped, shrunk.runs), (ShrinkStop::Runs, 2));
+        let mut left = 3;
+        let shrunk = shrink(tree().unwrap(), 500, |s| {
+            left -= 1;
+            (left > 0).then(|| fails(s))
+        });
+        assert_eq!((shrunk.stopped, shrunk.runs), (ShrinkStop::Budget, 2));
+        assert!(fails(&shrunk.scenario), "what it found so far still fails");
     }
 }

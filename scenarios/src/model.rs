@@ -82,6 +82,17 @@ impl Scenario {
         self.limits.request_timeout_ms.unwrap_or(DEFAULT_REQUEST_TIMEOUT_MS)
     }
 
+    /// How long the scenario's pauses stop workers, all of them together.
+    pub fn pauses_ms(&self) -> u64 {
+        self.events
+            .iter()
+            .map(|e| match e.action {
+                EventAction::Pause { for_ms, .. } => for_ms,
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// The lease to announce: the scenario's, or [`DEFAULT_LEASE_MS`].
     pub fn lease_ms(&self) -> u64 {
         self.limits.lease_ms.unwrap_or(DEFAULT_LEASE_MS)

@@ -156,9 +156,13 @@ pub const MUTANTS: &[Mutant] = &[
         style: Style::KeyRetry,
         bug: Bug::NoLease,
         failure_modes: &["stale_worker"],
-        catalog: &[("stale_worker_overwrite", NO_STALE_WRITE)],
-        also: &[("fault_reject", NO_STALE_WRITE)],
-        generated: Some(NO_STALE_WRITE),
+        catalog: &[("stale_worker_overwrite", NO_STALE_WRITE), ("stale_worker_after_lookup", NO_STALE_WRITE)],
+        also: &[],
+        // Judged by what happened, not by the missing header: the generator's takeovers
+        // rarely leave the paused worker a send still due on a fenced service, so what the
+        // search finds first (seed 20, case 975) is a refund the woken worker made after its
+        // successor had given up on it: `failed` beside a refund.
+        generated: Some(HONEST),
     },
     Mutant {
         name: "unique-ids-assumed",
@@ -193,7 +197,7 @@ pub const MUTANTS: &[Mutant] = &[
         bug: Bug::Unfenced,
         failure_modes: &["blind_overwrite"],
         catalog: &[("files_stale_worker_overwrite", NO_STALE_WRITE)],
-        also: &[("files_put_drop_after_commit", NO_STALE_WRITE)],
+        also: &[("files_put_drop_after_commit", NO_DUPLICATE)],
         generated: None,
     },
 ];

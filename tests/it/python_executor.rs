@@ -1,29 +1,35 @@
 //! The conformance kit: the Python executor of `examples/executors/python`, built on the real
-//! SDKs (stripe-python, boto3, web3.py, requests), run live against the whole catalog; each of
-//! its classic bugs (`--bug NAME`) caught by its scenarios with the invariant it breaks; and an
-//! executor that announces only some actions judged on those alone.
+//! SDKs (stripe-python, boto3, web3.py, requests), run live against the whole catalog; its
+//! single-worker variant (no leases, no fencing tokens) passing the catalog and generated cases
+//! with only hazards to show for what it skips; each of its classic bugs (`--bug NAME`) caught
+//! by its scenarios with the invariant it breaks (or, for a safeguard skipped where nothing
+//! exploits it, listed as a hazard that `--strict` fails); and an executor that announces only
+//! some actions judged on those alone.
 //!
 //! The interpreter is the venv's, from `TWICE_PYTHON` (set by `cargo xtask test`). Every wait
-//! is bounded by the live driver itself (each request to a worker, each phase). The three
-//! tests take turns on the machine ([`MACHINE`]): each runs two cases at a time, as
-//! `twice run --threads 2` does, and a live case's timing is what it rehearses.
+//! is bounded by the live driver itself (each request to a worker, each phase). The tests take
+//! turns on the machine ([`MACHINE`]): each runs [`JOBS`] cases at a time, as `twice run` does
+//! live by default, and a live case's timing is what it rehearses.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use harness::check::{
-    self, HONEST_TERMINAL_STATES, LINEAGE, NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST,
+    self, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES, LINEAGE,
+    NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST,
 };
 use harness::live::ExecutorCommand;
 use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
 
 /// The run seed of every case here (`twice run`'s default).
 const SEED: u64 = 1;
-/// Cases run at the same time, as on the 2-core machine `twice run` is measured on.
-const THREADS: usize = 2;
+/// Cases run at the same time, as `twice run` runs live scenarios by default.
+const JOBS: usize = harness::cli::LIVE_JOBS_DEFAULT;
+/// Generated cases the single-worker variant must pass, after the catalog.
+const SINGLE_WORKER_CASES: u64 = 40;
 
-/// Live runs of these tests take turns: two at a time already fill two cores.
+/// Live runs of these tests take turns: each already runs [`JOBS`] cases at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
 
 fn machine() -> MutexGuard<'static, ()> {
@@ -102,7 +108,7 @@ fn the_python_executor_passes_the_whole_catalog_live() {
         .map(|scenario| Case { scenario, source: Source::Catalog })
         .collect();
     let driver = Driver::Live(python_executor(&[]));
-    let results = run::run_cases(&cases, SEED, &driver, &dir, THREADS, &Quiet, "twice run");
+    let results = run::run_cases(&cases, SEED, &driver, &dir, JOBS, &Quiet, "twice run");
     clean(&dir);
     assert_eq!(results.len(), cases.len());
     let failed: Vec<String> = results.iter().filter(|r| r.outcome != Outcome::Passed).map(describe).collect();
@@ -113,6 +119,75 @@ fn the_python_executor_passes_the_whole_catalog_live() {
         cases.len(),
         failed.join("\n")
     );
+    // It uses every safeguard the contracts offer, so it has no hazards either.
+    let hazards: Vec<String> = results
+        .iter()
+        .flat_map(|r| r.hazards.iter().map(move |h| format!("{}: {}", r.name, h.detail)))
+        .collect();
+    assert!(hazards.is_empty(), "hazards of the full executor:\n{}", hazards.join("\n"));
+}
+
+/// An executor that only ever runs as one process needs no leases and no fencing tokens. Where
+/// a scenario starts a second worker and nothing exploits what it skips, the verdict must say
+/// so: no violation, a hazard (with the scenario that would exploit it); its row versions in
+/// the shared log keep a woken worker's stale decisions from being written, which is why it
+/// passes the whole catalog. A generated takeover can still stop the first worker between
+/// recording a send and making it, and then both workers send: a failure there is real (the
+/// ledger holds the effect twice), and it is the only kind of failure this executor may have.
+#[test]
+fn the_single_worker_variant_fails_only_where_a_second_worker_did_harm() {
+    let _turn = machine();
+    let dir = work_dir("single-worker");
+    let mut cases: Vec<Case> = scenarios::catalog()
+        .expect("the catalog loads")
+        .into_iter()
+        .map(|scenario| Case { scenario, source: Source::Catalog })
+        .collect();
+    for index in 0..SINGLE_WORKER_CASES {
+        let scenario = scenarios::generate::case(SEED, index).expect("the generator works");
+        cases.push(Case { scenario, source: Source::Generated { index } });
+    }
+    let driver = Driver::Live(python_executor(&["--single-worker"]));
+    let results = run::run_cases(&cases, SEED, &driver, &dir, JOBS, &Quiet, "twice run");
+    clean(&dir);
+    let mut problems = Vec::new();
+    for (case, result) in cases.iter().zip(&results).filter(|(_, r)| r.outcome != Outcome::Passed) {
+        let takeover = case
+            .scenario
+            .events
+            .iter()
+            .any(|e| matches!(e.action, scenarios::EventAction::StartWorker { .. }));
+        let doubled = check::violations(&result.verdicts)
+            .any(|v| v.invariant == NO_DUPLICATE_EFFECT || v.invariant == NO_STALE_WRITE);
+        let generated = matches!(case.source, Source::Generated { .. });
+        if !(generated && takeover && doubled && result.outcome == Outcome::Violated) {
+            problems.push(describe(result));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the single-worker variant failed where no second worker did harm:\n{}",
+        problems.join("\n")
+    );
+    let with = |kind: &str| -> Vec<&str> {
+        results.iter().filter(|r| r.hazards.iter().any(|h| h.kind == kind)).map(|r| r.name.as_str()).collect()
+    };
+    let unfenced = with(HAZARD_NO_FENCING_TOKEN);
+    for scenario in ["stale_worker_overwrite", "stale_worker_after_lookup", "fault_reject"] {
+        assert!(
+            unfenced.contains(&scenario),
+            "{scenario} lists no {HAZARD_NO_FENCING_TOKEN} hazard: {unfenced:?}"
+        );
+    }
+    let hazard = results
+        .iter()
+        .flat_map(|r| &r.hazards)
+        .find(|h| h.kind == HAZARD_NO_FENCING_TOKEN)
+        .expect("a hazard");
+    assert_eq!(hazard.exploited_by, "stale_worker_overwrite");
+    assert!(hazard.command.ends_with("--scenario stale_worker_overwrite"), "{hazard:?}");
+    let preconditions = with(HAZARD_NO_PRECONDITION);
+    assert!(preconditions.is_empty(), "it keeps its preconditions: {preconditions:?}");
 }
 
 /// Each classic bug of the Python executor (`--bug NAME`, one `if bugs.BUG == ...` each), the
@@ -136,8 +211,22 @@ const VARIANTS: &[(&str, &str, &str)] = &[
     // is believed: failed beside the first refund.
     ("resend-after-key-expiry", "key_expired_before_reconciliation", HONEST_TERMINAL_STATES),
     ("replacement-while-unknown", "amount_changed_while_unknown", LINEAGE),
-    ("no-fencing", "stale_worker_overwrite", NO_STALE_WRITE),
-    ("no-fencing", "files_stale_worker_overwrite", NO_STALE_WRITE),
+    // No leases, no row versions, a token that never changes: the woken worker's create (or
+    // put with `If-Match: *`) lands on top of its successor's.
+    ("constant-fencing-token", "stale_worker_overwrite", NO_STALE_WRITE),
+    ("constant-fencing-token", "stale_worker_after_lookup", NO_STALE_WRITE),
+    ("constant-fencing-token", "files_stale_worker_after_read", NO_STALE_WRITE),
+];
+
+/// Bugs whose skipped safeguard no catalog scenario can exploit against this executor, because
+/// something else it does right stands in for it: with its leases checked right before every
+/// send and its row versions, `no-fencing` leaves no gap a stopped worker can use. Each scenario
+/// here must pass, list the hazard, and fail under `--strict`.
+const HAZARD_VARIANTS: &[(&str, &str, &str)] = &[
+    ("no-fencing", "stale_worker_overwrite", HAZARD_NO_FENCING_TOKEN),
+    ("no-fencing", "stale_worker_after_lookup", HAZARD_NO_FENCING_TOKEN),
+    ("no-fencing", "files_stale_worker_overwrite", HAZARD_NO_PRECONDITION),
+    ("no-fencing", "files_stale_worker_after_read", HAZARD_NO_PRECONDITION),
 ];
 
 #[test]
@@ -146,18 +235,36 @@ fn every_python_bug_is_caught_by_its_scenarios_naming_its_invariant() {
     let dir = work_dir("variants");
     let next = AtomicUsize::new(0);
     let problems = Mutex::new(Vec::new());
-    // Two cases at a time, each with its own variant's command line.
+    // Several cases at a time, each with its own variant's command line.
+    let all: Vec<(&str, &str, &str, bool)> = VARIANTS
+        .iter()
+        .map(|(b, s, i)| (*b, *s, *i, false))
+        .chain(HAZARD_VARIANTS.iter().map(|(b, s, h)| (*b, *s, *h, true)))
+        .collect();
     std::thread::scope(|scope| {
-        for _ in 0..THREADS {
+        for _ in 0..JOBS {
             scope.spawn(|| {
-                while let Some((bug, scenario, invariant)) = VARIANTS.get(next.fetch_add(1, Ordering::SeqCst))
+                while let Some((bug, scenario, expected, hazard)) =
+                    all.get(next.fetch_add(1, Ordering::SeqCst))
                 {
                     let driver = Driver::Live(python_executor(&["--bug", bug]));
                     let result = run::run_case(&catalog_case(scenario), SEED, &driver, &dir, "twice run");
-                    let caught = result.outcome == Outcome::Violated
-                        && check::violations(&result.verdicts).any(|v| v.invariant == *invariant);
+                    let caught = if *hazard {
+                        let strict = run::results(SEED, &driver, None, vec![result.clone()]);
+                        let strict = run::RunResults { strict: true, ..strict };
+                        result.outcome == Outcome::Passed
+                            && result.hazards.iter().any(|h| h.kind == *expected)
+                            && strict.failed()
+                    } else {
+                        result.outcome == Outcome::Violated
+                            && check::violations(&result.verdicts).any(|v| v.invariant == *expected)
+                    };
                     if !caught {
-                        let problem = format!("--bug {bug}: expected {invariant}, got {}", describe(&result));
+                        let hazards: Vec<&str> = result.hazards.iter().map(|h| h.kind.as_str()).collect();
+                        let problem = format!(
+                            "--bug {bug} in {scenario}: expected {expected}, got {} (hazards {hazards:?})",
+                            describe(&result)
+                        );
                         problems.lock().unwrap_or_else(|p| p.into_inner()).push(problem);
                     }
                 }
@@ -256,4 +363,78 @@ fn an_executor_with_fewer_actions_is_judged_on_those_and_the_rest_are_unsupporte
         unsupported.contains(&"files.put".to_string()) && unsupported.contains(&"chain.transfer".to_string()),
         "{unsupported:?}"
     );
+}
+
+/// `twice run` as a user runs it, with `args`, in `dir`: the exit code, and stderr.
+fn twice_run(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(crate::executor_process::bin("twice"))
+        .arg("run")
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("twice runs");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A live run's failing generated case shrinks within `--shrink-budget`: the progress says
+/// which failure, how many steps and how much time is left, and results.json (and the
+/// summary) says how far shrinking got and why it stopped; `--shrink-budget 0` does not shrink.
+#[test]
+fn live_shrinking_stops_at_its_budget_and_says_how_far_it_got() {
+    let _turn = machine();
+    let dir = work_dir("shrink-budget");
+    // Seed 1, case 18: two refunds, one resent under a new key after an uncertain answer; it
+    // takes dozens of candidate runs to shrink, far more than a few seconds allow.
+    let executor = python_executor(&["--bug", "key-per-attempt"]).to_string();
+    let (code, stderr) = twice_run(
+        &dir,
+        &["--executor", &executor, "--generated", "18", "--shrink-budget", "3s", "--report-dir", "budget"],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("shrinking 1 failing generated case"), "{stderr}");
+    assert!(stderr.contains("generated-18:") && stderr.contains("stopped: time budget"), "{stderr}");
+    let results = reports::json::read(&dir.join("budget")).expect("results.json reads back");
+    let failed = &results.results[0];
+    let shrink = failed.shrink.as_ref().unwrap_or_else(|| panic!("no shrink report: {}", describe(failed)));
+    assert_eq!(shrink.stopped, run::SHRINK_BUDGET, "{shrink:?}");
+    assert!(shrink.steps_after <= shrink.steps_before, "{shrink:?}");
+    let minimal = failed.shrunk.as_deref().expect("the smallest failing scenario found so far is written");
+    assert!(dir.join(minimal).is_file(), "{minimal}");
+    let summary = std::fs::read_to_string(dir.join("budget").join("summary.md")).expect("summary.md");
+    assert!(summary.contains("stopped: time budget"), "{summary}");
+
+    let (code, stderr) = twice_run(
+        &dir,
+        &["--executor", &executor, "--generated", "18", "--shrink-budget", "0", "--report-dir", "off"],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(!stderr.contains("shrinking"), "{stderr}");
+    let results = reports::json::read(&dir.join("off")).expect("results.json reads back");
+    assert_eq!((&results.results[0].shrink, &results.results[0].shrunk), (&None, &None));
+    clean(&dir);
+}
+
+/// Hazards never change the exit code, except with `--strict`.
+#[test]
+fn hazards_fail_a_run_only_when_it_is_strict() {
+    let _turn = machine();
+    let dir = work_dir("strict");
+    let executor = python_executor(&["--single-worker"]).to_string();
+    let run = |strict: bool| {
+        let mut args = vec!["--executor", executor.as_str(), "--scenario", "fault_reject", "--report-dir"];
+        args.extend(if strict { ["strict", "--strict"].as_slice() } else { ["lenient"].as_slice() });
+        twice_run(&dir, &args)
+    };
+    let (code, stderr) = run(false);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stderr) = run(true);
+    assert_eq!(code, Some(1), "{stderr}");
+    let results = reports::json::read(&dir.join("strict")).expect("results.json reads back");
+    assert!(
+        results.strict && results.totals.hazards > 0 && results.totals.violated == 0,
+        "{:?}",
+        results.totals
+    );
+    clean(&dir);
 }

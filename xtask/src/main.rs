@@ -115,7 +115,7 @@ const BENCHES: &[Bench] = &[
                 refunds (a tenth of the sends lose their reply after committing, so the share reconciled is \
                 the same at every size), its wall time on one thread and the peak memory of a process that \
                 runs it. With the size of the scenario set a run covers: 100, 1,000 and 10,000 generated \
-                cases on 2 threads (the catalog has 37), cases per \
+                cases on 2 threads (the catalog has 39), cases per \
                 second and the peak memory of a process that runs them and keeps their results. The \
                 complexity is stated as the exponent b in cost ~ size^b.",
     },
@@ -133,10 +133,15 @@ const BENCHES: &[Bench] = &[
     Bench {
         package: "harness",
         target: "python",
-        about: "The whole catalog live against the Python executor of `examples/executors/python` (the \
-                conformance kit's example: stripe-python, requests, boto3 and web3.py against the fakes, a \
-                SQLite intent log, a Python process per worker), on 2 threads as `twice run --executor` \
-                does: in total and per scenario. Target: under 60 s.",
+        about: "Live runs against the Python executor of `examples/executors/python` (the conformance \
+                kit's example: stripe-python, requests, boto3 and web3.py against the fakes, a SQLite intent \
+                log, a Python process per worker), as a team meets them: the catalog and 20 generated cases at \
+                `twice run`'s default of 8 scenarios at a time (target: at most 30 s on two cores); the same at \
+                2, 8 and 16 at a time beside the `constant-fencing-token` variant on the stale-worker \
+                scenarios, and whether every verdict held under that load; a run whose executor has a bug \
+                (`--bug memory-only`) that generated cases expose, failures shrunk within the default 60 s \
+                budget (target: at most 120 s from start to the last shrink); and the whole catalog alone on 2 \
+                at a time, in total and per scenario (target: under 60 s).",
     },
 ];
 
@@ -514,6 +519,21 @@ const HEADLINES: &[Headline] = &[
         name: "simulated over wall time, 2 threads",
         sentence: "Simulated time runs {} faster than the wall clock.",
         target: Some(Target { at_most: false, limit: 1_000.0, text: "1,000x" }),
+    },
+    Headline {
+        bench: "harness/python",
+        name: "live, catalog + 20 generated (59 scenarios), Python executor, 8 jobs",
+        sentence: "The catalog and 20 generated cases run live against the Python example executor (a \
+                   process per worker, the real SDKs) in {}, 8 scenarios at a time on 2 cores, as `twice run \
+                   --executor` runs them by default; at 2, 8 and 16 at a time every timing-sensitive verdict held.",
+        target: Some(Target { at_most: true, limit: 30.0, text: "at most 30 s" }),
+    },
+    Headline {
+        bench: "harness/python",
+        name: "live, a buggy executor: catalog + 30 generated, shrinking included",
+        sentence: "A live run whose executor has a bug that a dozen generated cases expose ends in {}, every \
+                   failure shrunk (or marked as stopped by the 60 s budget) side by side.",
+        target: Some(Target { at_most: true, limit: 120.0, text: "at most 120 s" }),
     },
     Headline {
         bench: "executor/intents",

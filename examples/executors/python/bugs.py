@@ -9,6 +9,11 @@ executor. The README says which catalog scenario catches each one, and with whic
 # The bug that is switched on (set once at start-up by executor.py), or None.
 BUG = None
 
+# `--single-worker` (not a bug): the executor runs as the only worker, so it takes no leases
+# and sends no fencing token. Correct where it is the only worker; where a second worker
+# takes over from a stopped one, the stale-worker scenarios show what that costs.
+SINGLE_WORKER = False
+
 # Every bug, with the wrong belief it stands for.
 BUGS = {
     "naive-retry": "any error is retried at once (tenacity), without the intent's idempotency key",
@@ -20,4 +25,5 @@ BUGS = {
     "resend-after-key-expiry": "the key is believed to protect for ever: resent without a lookup",
     "replacement-while-unknown": "a replacement runs while the intent it replaces is unknown",
     "no-fencing": "no fencing token on creates and no precondition on puts",
+    "constant-fencing-token": "a constant Fencing-Token: 1 and If-Match: * keep a stale worker out, so leases and row versions are not needed",
 }

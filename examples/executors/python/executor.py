@@ -19,10 +19,11 @@ It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the refere
 
 Usage:
 
-    executor.py [--bug NAME] [--actions ACTION,ACTION,...]
+    executor.py [--bug NAME] [--actions ACTION,ACTION,...] [--single-worker]
 
 `--bug NAME` switches on one classic bug (bugs.py); `--actions` announces fewer actions in
-`init_ok` (the harness then reports the others' intents as unsupported).
+`init_ok` (the harness then reports the others' intents as unsupported); `--single-worker`
+runs without leases or fencing tokens, as an executor that is only ever one process would.
 """
 
 import argparse
@@ -62,6 +63,8 @@ LOG_FILE = "intents.sqlite"
 # Added to every bound waited out before a negative answer is believed: our clock and the
 # service's may disagree a little.
 SAFETY_MARGIN_MS = 100
+# The lease of an intent when there are no leases (`--single-worker`): never runs out.
+UNLEASED_UNTIL_MS = 2**62
 # Longest drain a caller may ask for, and longest request line read.
 DRAIN_MS_MAX = 600_000
 LINE_BYTES_MAX = 1024 * 1024
@@ -300,6 +303,11 @@ class Executor:
         """The intent with our lease on it (in memory: it is written with the next change), or
         None while another live worker holds it. A new owner bumps the epoch, which is the
         fencing token the services see."""
+        if bugs.SINGLE_WORKER or bugs.BUG == "constant-fencing-token":
+            # The only worker needs no lease: the intent is ours for as long as we act on it.
+            leased = intent.copy()
+            leased.lease_until_ms = UNLEASED_UNTIL_MS
+            return leased
         mine = intent.lease_owner == self.owner
         owner = intent.lease_owner
         earlier_life = owner is not None and owner.rsplit("#", 1)[0] == self.worker_id
@@ -763,8 +771,12 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bug", choices=sorted(bugs.BUGS), help="switch on one classic bug (see bugs.py)")
     parser.add_argument("--actions", help="announce only these actions, comma-separated")
+    parser.add_argument(
+        "--single-worker", action="store_true", help="take no leases and send no fencing tokens (one worker only)"
+    )
     args = parser.parse_args(argv)
     bugs.BUG = args.bug
+    bugs.SINGLE_WORKER = args.single_worker
     announced = actions.ACTIONS
     if args.actions is not None:
         announced = tuple(a for a in args.actions.split(",") if a)

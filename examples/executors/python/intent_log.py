@@ -245,6 +245,11 @@ class IntentLog:
                 return False
             assignments = ", ".join(f"{c} = ?" for c in _COLUMNS if c not in ("id", "version"))
             values = [v for c, v in zip(_COLUMNS, _row_values(new)) if c not in ("id", "version")]
+            if bugs.BUG == "constant-fencing-token":
+                # The bug: with a fencing token on every write, the row's version seems not to
+                # matter, so whoever writes last wins, whatever changed the row meanwhile.
+                row = db.execute("SELECT version FROM intents WHERE id = ?", (new.id,)).fetchone()
+                expect_version = row[0] if row else expect_version
             written = db.execute(
                 f"UPDATE intents SET {assignments}, version = version + 1 WHERE id = ? AND version = ?",
                 (*values, new.id, expect_version),

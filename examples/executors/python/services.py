@@ -285,7 +285,11 @@ class Workspaces(Service):
         if key:
             headers["Idempotency-Key"] = key
         fencing, _ = self.guards_offered()
-        if fencing:
+        if bugs.BUG == "constant-fencing-token":
+            # The bug: a token that never changes looks like fencing, and the service takes it,
+            # but it cannot tell a stale worker from its successor.
+            headers["Fencing-Token"] = "1"
+        elif fencing and not bugs.SINGLE_WORKER:
             # The lease epoch: the service refuses a token lower than one it has seen for this
             # external id, so a worker paused past its lease cannot win against its successor.
             headers["Fencing-Token"] = str(fencing_token)
@@ -406,7 +410,12 @@ class Files(Service):
         # S3 has no idempotency key; the precondition is what makes a resend land once.
         call = {"Bucket": params["bucket"], "Key": params["key"], "Body": params["body"].encode("utf-8")}
         _, conditional = self.guards_offered()
-        if conditional:
+        if bugs.BUG == "constant-fencing-token" and conditional:
+            # The bug: "only if it exists" looks like a precondition, but any version matches,
+            # so a stale worker's put lands on whatever its successor wrote.
+            precondition = intent.evidence.get("precondition")
+            call["IfNoneMatch" if precondition == "if_none_match" else "IfMatch"] = "*"
+        elif conditional:
             precondition = intent.evidence.get("precondition")
             if precondition == "if_none_match":
                 call["IfNoneMatch"] = "*"

@@ -377,3 +377,77 @@ for line in sys.stdin:
     assert!(error.contains("worker w2 exited with status 4 during drain"), "{error}");
     assert!(error.contains("w2: cannot open the state"), "{error}");
 }
+
+/// The catalog scenarios whose live timing is tightest: lost and late replies, pauses past the
+/// lease with a takeover, crashes at request points, a replacement behind an unknown intent.
+const TIMING_SENSITIVE: [&str; 12] = [
+    "lost_refund_reply",
+    "fault_commit_after_timeout",
+    "unknown_state_required",
+    "stale_worker_overwrite",
+    "stale_worker_after_lookup",
+    "files_stale_worker_overwrite",
+    "files_stale_worker_after_read",
+    "second_worker_same_state",
+    "crash_while_refund_in_flight",
+    "crash_during_reconciliation",
+    "chain_nonce_trap",
+    "amount_changed_while_unknown",
+];
+/// Live runs compared with the live baseline recorded by the first one.
+const BASELINE_RERUNS: usize = 5;
+
+/// A live baseline holds live: five more live runs of the reference executor on the timing-
+/// sensitive scenarios, each compared with the baseline the first recorded, report no change at
+/// all (a live comparison leaves attempt counts out; verdicts, final states and effects are
+/// what must not move).
+#[test]
+fn a_live_baseline_reports_no_regression_over_five_reruns() {
+    use harness::run::{self, Case, Driver, Source};
+    use reports::baseline;
+
+    struct Quiet;
+    impl run::Progress for Quiet {
+        fn started(&self, _: usize) {}
+        fn finished(&self, _: &run::ScenarioResult) {}
+        fn done(&self) {}
+    }
+    let dir = fresh_dir("live-baseline");
+    let cases: Vec<Case> = TIMING_SENSITIVE
+        .iter()
+        .map(|name| Case {
+            scenario: scenarios::catalog::find(name).expect("in the catalog").expect("valid"),
+            source: Source::Catalog,
+        })
+        .collect();
+    let driver = Driver::Live(reference());
+    let jobs = harness::cli::LIVE_JOBS_DEFAULT;
+    let live_run = |n: usize| {
+        let results = run::run_cases(
+            &cases,
+            1,
+            &driver,
+            &dir.join(format!("run-{n}")),
+            jobs,
+            &Quiet,
+            "twice run --live",
+        );
+        run::results(1, &driver, None, results)
+    };
+    let first = live_run(0);
+    assert_eq!(first.totals.passed, cases.len(), "{}", run::summary(&first));
+    let saved_dir = dir.join("baseline");
+    baseline::write(&saved_dir, &first).expect("the baseline is written");
+    let saved = baseline::read(&saved_dir).expect("the baseline reads back");
+    for n in 1..=BASELINE_RERUNS {
+        let again = live_run(n);
+        let comparison = baseline::compare(&saved, &again).expect("comparable runs");
+        assert_eq!(
+            (comparison.regressions(), comparison.changed.len()),
+            (0, 0),
+            "rerun {n}:\n{}",
+            comparison.render("the live baseline")
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
