@@ -56,7 +56,7 @@ pub fn render(run: &RunResults) -> String {
         t.violated, t.executor_errors, t.passed, t.scenarios
     );
     if t.hazards > 0 {
-        title.push_str(&format!(", {} hazards", t.hazards));
+        title.push_str(&format!(", {}", count(t.hazards, "hazard")));
     }
     let page = html! {
         (DOCTYPE)
@@ -153,7 +153,7 @@ fn header(run: &RunResults, ids: &[String], failures: &[usize]) -> Markup {
                 span.badge.violated { (t.violated) " violated" }
                 span.badge.executor-error { (t.executor_errors) " executor errors" }
                 span.badge.passed { (t.passed) " passed" }
-                span.badge.hazard { (t.hazards) " hazards" }
+                span.badge.hazard { (count(t.hazards, "hazard")) }
                 span.of { "of " (t.scenarios) " scenarios" }
                 @if run.strict {
                     " " span.strict { "--strict: hazards fail the run" }
@@ -267,7 +267,7 @@ fn scenario(r: &ScenarioResult, id: &str, draw_timeline: bool) -> Markup {
                         " " span.inv-chip { (inv) }
                     }
                     @if !r.hazards.is_empty() {
-                        " " span.badge.small.hazard { "⚠ " (r.hazards.len()) " hazards" }
+                        " " span.badge.small.hazard { "⚠ " (count(r.hazards.len(), "hazard")) }
                     }
                 }
                 div.body {
@@ -362,7 +362,7 @@ fn verdicts(r: &ScenarioResult) -> Markup {
 fn hazards(hazards: &[Hazard]) -> Markup {
     html! {
         div.hazards {
-            h3 { "⚠ " (hazards.len()) " hazards" }
+            h3 { "⚠ " (count(hazards.len(), "hazard")) }
             p.hazard-note {
                 "Safeguards the service's contract offered and the executor did not use. Nothing in \
                  this run exploited them, so no invariant broke."
@@ -1028,3 +1028,8 @@ table.intents td.evidence code { font-size: 11px; color: var(--muted); overflow-
 .muted { color: var(--muted); }
 .unacked, .unsupported { font-size: 12.5px; color: var(--amber); }
 "#;
+
+/// `1 hazard`, `2 hazards`.
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
