@@ -319,6 +319,15 @@ fn rule_for_effect(service: &str, kind: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.service == service && r.kind == kind)
 }
 
+/// What a contract offers against a stale write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Guard {
+    /// `fencing`: the service refuses a token lower than the newest it has seen.
+    Fencing,
+    /// `conditional_writes`: `If-Match` and `If-None-Match`.
+    ConditionalWrites,
+}
+
 /// A business key: the action (which names the rule) and the key.
 type BusinessKey<'a> = (&'static str, &'a str);
 
@@ -871,16 +880,16 @@ impl<'a> Run<'a> {
         Verdict::from_evidence(LINEAGE, lines)
     }
 
-    /// The rules whose writes this scenario's contracts guard, with the guard's name.
-    fn guarded(&self) -> Vec<(&'static Rule, &'static str)> {
+    /// The rules whose writes this scenario's contracts guard, with the guard.
+    fn guarded(&self) -> Vec<(&'static Rule, Guard)> {
         RULES
             .iter()
             .filter_map(|rule| {
                 let contract = rule.contract(self.scenario);
                 if rule.fenced && contract.fencing {
-                    Some((rule, "fencing"))
+                    Some((rule, Guard::Fencing))
                 } else if rule.conditional && contract.conditional_writes {
-                    Some((rule, "conditional writes"))
+                    Some((rule, Guard::ConditionalWrites))
                 } else {
                     None
                 }
@@ -967,7 +976,7 @@ impl<'a> Run<'a> {
                 let owner = effect.owner.map(|o| self.intents[o].id());
                 let once = owner.map_or_else(|| effect.label(), str::to_string);
                 let params = &effect.effect.params;
-                if guard == "fencing" && effect.effect.fencing_token.is_none() {
+                if guard == Guard::Fencing && effect.effect.fencing_token.is_none() {
                     push(
                         HAZARD_NO_FENCING_TOKEN,
                         rule.service,
@@ -980,7 +989,7 @@ impl<'a> Run<'a> {
                         ),
                         once,
                     );
-                } else if guard == "conditional writes"
+                } else if guard == Guard::ConditionalWrites
                     && params.get("if_match").is_none_or(Value::is_null)
                     && params.get("if_none_match").and_then(Value::as_bool) != Some(true)
                 {

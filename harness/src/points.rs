@@ -67,11 +67,6 @@ impl RequestPoints {
         RequestPoints { armed: Mutex::new(armed) }
     }
 
-    /// Whether the run has any request point.
-    pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
-    }
-
     /// Counts a request arriving at `service`; the events due at the points it reaches (the
     /// n-th match of each), in scenario order. Empty for most requests.
     pub fn reached(&self, service: &str, method: &str, path: &str) -> Vec<usize> {
