@@ -117,3 +117,52 @@ fn the_same_seed_gives_byte_identical_results_json_whatever_the_threads() {
     let all = cases(9, 60).len();
     assert!(one.contains(&format!("\"passed\": {all}")), "the catalog and the search pass");
 }
+
+/// The digests in `data/sim-digests.txt`: `(seed, sha256)`.
+fn recorded_digests() -> Vec<(u64, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/data/sim-digests.txt");
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (seed, digest) = l.split_once(' ').expect("seed and digest");
+            (seed.parse().expect("a seed"), digest.trim().to_string())
+        })
+        .collect()
+}
+
+/// Whole sim runs, as `twice run` writes them, are byte-identical to the ones recorded: what
+/// the catalog and 1,000 generated cases produce at two seeds does not change when the code
+/// under the run does.
+#[test]
+fn sim_digests_of_whole_runs_are_unchanged() {
+    use sha2::Digest;
+    let recorded = recorded_digests();
+    assert_eq!(recorded.len(), 2, "two seeds are recorded");
+    let mut now = Vec::new();
+    for (seed, _) in &recorded {
+        let dir = work_dir().join(format!("digest-{seed}"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_twice"))
+            .args(["run", "--cases", "1000", "--seed", &seed.to_string(), "--report-dir"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let bytes = std::fs::read(dir.join("results.json")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let hex: String = sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        now.push((*seed, hex));
+    }
+    if std::env::var_os("UPDATE_SIM_DIGESTS").is_some() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/data/sim-digests.txt");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut out: Vec<String> = text.lines().filter(|l| l.starts_with('#')).map(String::from).collect();
+        out.extend(now.iter().map(|(seed, digest)| format!("{seed} {digest}")));
+        std::fs::write(path, out.join("\n") + "\n").unwrap();
+        return;
+    }
+    assert_eq!(
+        now, recorded,
+        "sim results changed; if that is meant, run `UPDATE_SIM_DIGESTS=1 cargo test -p harness --test it sim_digests` and say why"
+    );
+}
