@@ -5,59 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Whether a service honours idempotency keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KeyPolicy {
-    Honored,
-    Ignored,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Reads {
-    Strong,
-    Eventual,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Acks {
-    Reliable,
-    MayLie,
-}
-
-/// What a service promises (design §4). Absent terms take the cautious reading where one
-/// exists: keys are not assumed to be honoured, reads are strong, acks reliable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Contract {
-    pub idempotency_keys: KeyPolicy,
-    pub key_retention_ms: u64,
-    pub reads: Reads,
-    pub read_lag_ms_max: u64,
-    pub acks: Acks,
-    pub settle_ms_max: u64,
-    pub unique_business_key: bool,
-    pub fencing: bool,
-    pub conditional_writes: bool,
-}
-
-impl Default for Contract {
-    fn default() -> Self {
-        Contract {
-            idempotency_keys: KeyPolicy::Ignored,
-            key_retention_ms: 0,
-            reads: Reads::Strong,
-            read_lag_ms_max: 0,
-            acks: Acks::Reliable,
-            settle_ms_max: 30_000,
-            unique_business_key: false,
-            fencing: false,
-            conditional_writes: false,
-        }
-    }
-}
+/// What a service promises (design §4): the one contract type the fakes and the scenarios
+/// use too. Absent terms take the cautious reading (`Contract::default`): keys are not assumed
+/// to be honoured, reads are strong, acks reliable.
+pub use vocabulary::contract::{Acks, Contract, KeyPolicy, Reads};
 
 /// A service the executor may call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,74 +1,13 @@
 //! Intents, their states and the actions they carry.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+use vocabulary::action::{self, ActionSpec};
 
-/// Where an intent is in its life. See `docs/protocol.md` for the transitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum State {
-    /// Durable, not sent.
-    Recorded,
-    /// Waiting for the intent it replaces to be resolved.
-    Blocked,
-    /// May have been sent; no answer recorded yet.
-    Submitted,
-    /// The effect exists, with the authorised parameters.
-    Confirmed,
-    /// No effect exists and none can appear later.
-    Failed,
-    /// The outcome cannot be told yet; reconciliation will find out.
-    Unknown,
-    /// A person must decide; the evidence says what is known.
-    Escalated,
-}
-
-impl State {
-    pub const ALL: [State; 7] = [
-        State::Recorded,
-        State::Blocked,
-        State::Submitted,
-        State::Confirmed,
-        State::Failed,
-        State::Unknown,
-        State::Escalated,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Recorded => "recorded",
-            State::Blocked => "blocked",
-            State::Submitted => "submitted",
-            State::Confirmed => "confirmed",
-            State::Failed => "failed",
-            State::Unknown => "unknown",
-            State::Escalated => "escalated",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<State> {
-        State::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
-    /// Confirmed, failed or escalated: the executor will not act on it again by itself.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, State::Confirmed | State::Failed | State::Escalated)
-    }
-
-    /// Not yet known to have or not to have taken effect.
-    pub fn is_unresolved(self) -> bool {
-        matches!(self, State::Recorded | State::Blocked | State::Submitted | State::Unknown)
-    }
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Where an intent is in its life (`docs/protocol.md` §7): the one state type the harness,
+/// the scenarios and the reports read too.
+pub use vocabulary::State;
 
 /// What the executor knows about an intent's effect, for people and checkers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -144,8 +83,8 @@ pub enum Action {
     Transfer { to: String, value_wei: u128 },
 }
 
-/// Every action name the executor supports.
-pub const ACTIONS: &[&str] = &["payments.refund", "workspaces.create", "files.put", "chain.transfer"];
+/// Every action name the executor supports: every row of the action table, in its order.
+pub const ACTIONS: &[&str] = &vocabulary::action::ACTION_NAMES;
 
 /// Why an action was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -157,11 +96,15 @@ pub enum ActionError {
 }
 
 impl Action {
-    /// Checks `params` for `action`.
+    /// Checks `params` for `action`: only the parameters its row of the action table names,
+    /// each of the value this executor can carry out.
     pub fn parse(action: &str, params: &Value) -> Result<Action, ActionError> {
         let malformed = |problem: String| ActionError::Malformed { action: action.to_string(), problem };
         let Value::Object(map) = params else {
             return Err(malformed("params must be a JSON object".into()));
+        };
+        let Some(spec) = vocabulary::action(action) else {
+            return Err(ActionError::Unsupported(action.to_string()));
         };
         let text = |name: &str| -> Result<String, ActionError> {
             match map.get(name) {
@@ -169,15 +112,13 @@ impl Action {
                 _ => Err(malformed(format!("\"{name}\" must be a non-empty string"))),
             }
         };
-        let only = |names: &[&str]| -> Result<(), ActionError> {
-            match map.keys().find(|k| !names.contains(&k.as_str())) {
-                Some(extra) => Err(malformed(format!("unknown parameter \"{extra}\""))),
-                None => Ok(()),
-            }
-        };
-        match action {
+        if let Some(extra) = map.keys().find(|k| spec.param(k).is_none()) {
+            return Err(malformed(format!("unknown parameter \"{extra}\"")));
+        }
+        // One arm per action this executor carries out (each a module of `services`); a row
+        // of the table without one is unsupported here.
+        match spec.name {
             "payments.refund" => {
-                only(&["payment_intent", "amount"])?;
                 let amount = match map.get("amount") {
                     Some(Value::Number(n)) => n.as_u64().filter(|a| *a > 0),
                     _ => None,
@@ -186,11 +127,9 @@ impl Action {
                 Ok(Action::Refund { payment_intent: text("payment_intent")?, amount })
             }
             "workspaces.create" => {
-                only(&["external_id", "name"])?;
                 Ok(Action::CreateWorkspace { external_id: text("external_id")?, name: text("name")? })
             }
             "files.put" => {
-                only(&["bucket", "key", "body"])?;
                 let bucket = text("bucket")?;
                 let key = text("key")?;
                 // Both go into the request's path as they are: refuse what would need
@@ -208,7 +147,6 @@ impl Action {
                 Ok(Action::PutObject { bucket, key, body: text("body")? })
             }
             "chain.transfer" => {
-                only(&["to", "value"])?;
                 let to = text("to")?;
                 let address = to.len() == 42
                     && to.starts_with("0x")
@@ -227,31 +165,28 @@ impl Action {
         }
     }
 
-    pub fn name(&self) -> &'static str {
+    /// The action's row of the action table.
+    pub fn spec(&self) -> &'static ActionSpec {
         match self {
-            Action::Refund { .. } => "payments.refund",
-            Action::CreateWorkspace { .. } => "workspaces.create",
-            Action::PutObject { .. } => "files.put",
-            Action::Transfer { .. } => "chain.transfer",
+            Action::Refund { .. } => &action::PAYMENTS_REFUND,
+            Action::CreateWorkspace { .. } => &action::WORKSPACES_CREATE,
+            Action::PutObject { .. } => &action::FILES_PUT,
+            Action::Transfer { .. } => &action::CHAIN_TRANSFER,
         }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.spec().name
     }
 
     /// The service the action is carried out by.
     pub fn service(&self) -> &'static str {
-        match self {
-            Action::Refund { .. } => "payments",
-            Action::CreateWorkspace { .. } => "workspaces",
-            Action::PutObject { .. } => "files",
-            Action::Transfer { .. } => "chain",
-        }
+        self.spec().service
     }
 
     /// A secret the action needs from `init`, if any.
     pub fn secret(&self) -> Option<&'static str> {
-        match self {
-            Action::Transfer { .. } => Some(CHAIN_PRIVATE_KEY_SECRET),
-            _ => None,
-        }
+        self.spec().secret
     }
 
     /// The parameters as JSON, in canonical form.
@@ -271,7 +206,7 @@ impl Action {
 }
 
 /// The secret (`init.secrets`) with the chain account's private key: `0x` and 64 hex digits.
-pub const CHAIN_PRIVATE_KEY_SECRET: &str = "chain_private_key";
+pub use vocabulary::action::CHAIN_PRIVATE_KEY_SECRET;
 
 /// Canonical JSON (RFC 8785) for the values intents carry: objects with sorted keys, no
 /// insignificant white space, strings escaped as RFC 8785 says, integers only. Floats are
@@ -434,6 +369,16 @@ mod tests {
     fn states_round_trip_through_text() {
         for s in State::ALL {
             assert_eq!(State::parse(s.as_str()), Some(s));
+        }
+    }
+
+    #[test]
+    fn every_row_of_the_action_table_is_carried_out_and_names_itself() {
+        for spec in vocabulary::ACTIONS {
+            let params: Map<String, Value> =
+                spec.params.iter().map(|p| (p.name.to_string(), p.kind.example())).collect();
+            let parsed = Action::parse(spec.name, &Value::Object(params)).unwrap();
+            assert_eq!(parsed.spec(), spec);
         }
     }
 }

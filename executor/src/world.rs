@@ -7,45 +7,15 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
-/// Milliseconds since the Unix epoch.
-pub trait Clock: Send + Sync {
-    fn now_ms(&self) -> u64;
-}
-
-/// The system's wall clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-    }
-}
-
-/// Tokio's clock from a fixed epoch: virtual under a paused runtime.
-#[derive(Debug, Clone)]
-pub struct TokioClock {
-    start: tokio::time::Instant,
-    epoch_ms: u64,
-}
-
-impl TokioClock {
-    pub fn starting_at(epoch_ms: u64) -> Self {
-        TokioClock { start: tokio::time::Instant::now(), epoch_ms }
-    }
-}
-
-impl Clock for TokioClock {
-    fn now_ms(&self) -> u64 {
-        self.epoch_ms + self.start.elapsed().as_millis() as u64
-    }
-}
+/// Milliseconds since the Unix epoch: the one clock trait the fakes use too, with the system
+/// clock and tokio's (virtual under a paused runtime).
+pub use vocabulary::clock::{Clock, SystemClock, TokioClock};
 
 /// Named points in the executor's work where a test may stop the process, to prove that a
 /// crash at exactly that point loses nothing and doubles nothing.

@@ -1,70 +1,15 @@
 //! Service time.
 //!
-//! Every fake reads time through a [`Clock`], so the same code runs on wall time (behind
-//! `twice serve`) and on tokio's paused, virtual time (the sim driver). On top of the base
-//! clock each service keeps its own forward offset, which the control API can jump: that is
-//! how a test makes 25 hours pass for idempotency-key retention without waiting for them.
+//! Every fake reads time through a [`Clock`] (the one trait of [`vocabulary::clock`], which the
+//! executor reads too), so the same code runs on wall time (behind `twice serve`) and on
+//! tokio's paused, virtual time (the sim driver). On top of the base clock each service keeps
+//! its own forward offset, which the control API can jump: that is how a test makes 25 hours
+//! pass for idempotency-key retention without waiting for them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A source of milliseconds since the Unix epoch.
-pub trait Clock: Send + Sync + 'static {
-    fn now_ms(&self) -> u64;
-}
-
-/// Time measured by tokio from a fixed epoch.
-///
-/// Under a paused runtime this is virtual time, advanced only by sleeps, which makes a run
-/// reproducible; under a normal runtime it tracks the wall clock.
-#[derive(Debug, Clone)]
-pub struct TokioClock {
-    start: tokio::time::Instant,
-    epoch_ms: u64,
-}
-
-impl TokioClock {
-    /// A clock that reads `epoch_ms` now and moves with tokio's time.
-    pub fn starting_at(epoch_ms: u64) -> Self {
-        TokioClock { start: tokio::time::Instant::now(), epoch_ms }
-    }
-
-    /// A clock that starts at the current wall-clock time.
-    pub fn from_wall_clock() -> Self {
-        let epoch_ms =
-            SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-        Self::starting_at(epoch_ms)
-    }
-}
-
-impl Clock for TokioClock {
-    fn now_ms(&self) -> u64 {
-        self.epoch_ms + self.start.elapsed().as_millis() as u64
-    }
-}
-
-/// A clock that moves only when told to; for unit tests of one function.
-#[derive(Debug, Default)]
-pub struct ManualClock {
-    now_ms: AtomicU64,
-}
-
-impl ManualClock {
-    pub fn new(now_ms: u64) -> Self {
-        ManualClock { now_ms: AtomicU64::new(now_ms) }
-    }
-
-    pub fn advance_ms(&self, by_ms: u64) {
-        self.now_ms.fetch_add(by_ms, Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_ms(&self) -> u64 {
-        self.now_ms.load(Ordering::SeqCst)
-    }
-}
+pub use vocabulary::clock::{Clock, ManualClock, SystemClock, TokioClock};
 
 /// One service's view of time: a base clock plus the jumps applied to this service.
 #[derive(Clone)]

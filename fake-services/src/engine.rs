@@ -8,7 +8,7 @@
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::rule::{FaultRule, FaultSpec, RequestView};
 
@@ -40,12 +40,8 @@ pub enum AfterCommit {
     },
 }
 
-/// A fault that fired on a request, as journals name it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Applied {
-    pub rule: String,
-    pub fault: String,
-}
+/// A fault that fired on a request, as journals name it (a shared shape).
+pub use vocabulary::record::Applied;
 
 /// Everything the fired rules ask of one request.
 #[derive(Debug, Clone, Default, PartialEq)]

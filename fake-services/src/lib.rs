@@ -20,6 +20,11 @@
 //!   ([`record::JournalEntry`]). A checker reads the ledger, never the caller's word.
 //! - The control API under `/__twice/` (documented in `docs/faults.md`) exposes all of it
 //!   over HTTP.
+//!
+//! The shapes the fakes share with the executor, the scenarios and the reports (contracts,
+//! rules, effects, journal entries, the clock) live in the `vocabulary` crate; the modules
+//! [`contract`], [`rule`], [`record`] and [`clock`] re-export them, so every path above still
+//! names the one type.
 
 pub mod chain;
 pub mod clock;

@@ -1,33 +1,12 @@
 //! What a fake remembers: the ledger of effects, the journal of requests, and the
-//! idempotency keys it has seen.
+//! idempotency keys it has seen. The shapes of a ledger's [`Effect`] and a journal's
+//! [`JournalEntry`] are shared ([`vocabulary::record`]); this module keeps them.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde::{Deserialize, Serialize};
+pub use vocabulary::record::{Effect, JournalEntry};
 
-use crate::engine::Applied;
 use crate::wire::FakeResponse;
-
-/// One effect that really happened: the ground truth a checker reads.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Effect {
-    /// Position in this service's ledger, from 1.
-    pub seq: u64,
-    /// Service time of the commit.
-    pub at_ms: u64,
-    /// What happened, e.g. `refund.created`.
-    pub kind: String,
-    /// The id of the object the effect created or changed.
-    pub object_id: String,
-    /// The parameters the effect was executed with.
-    pub params: serde_json::Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fencing_token: Option<u64>,
-    /// The request that caused it.
-    pub request_id: String,
-}
 
 /// The append-only ledger of one service. It is never trimmed: it is the truth.
 #[derive(Debug, Default)]
@@ -47,33 +26,6 @@ impl Ledger {
     pub fn effects(&self) -> &[Effect] {
         &self.effects
     }
-}
-
-/// One request as the fake saw it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JournalEntry {
-    pub seq: u64,
-    pub at_ms: u64,
-    pub method: String,
-    pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
-    pub request_id: String,
-    /// Who sent it ([`crate::FakeRequest::origin`]): the worker life whose connection
-    /// carried it, when the transport labels requests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<String>,
-    /// Faults that fired on this request.
-    pub faults: Vec<Applied>,
-    /// `pending` until the request ends, then `answered`, `reset`, `closed` or `held`.
-    pub outcome: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    /// The answer was a stored idempotent result.
-    pub replayed: bool,
-    /// Service time at which the request ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_ms: Option<u64>,
 }
 
 /// A bounded journal: the newest `capacity` requests, and a count of those let go.

@@ -30,8 +30,8 @@ use common::{
     Live, Quiet, Result, SEED, WorkDir, catalog, failures, live_figures, load_average, record, summary,
 };
 use harness::check;
-use harness::cli::{LIVE_JOBS_DEFAULT, LIVE_SHRINK_BUDGET_S, SHRINK_RUNS_MAX};
 use harness::live::ExecutorCommand;
+use harness::pipeline::{LIVE_JOBS_DEFAULT, LIVE_SHRINK_BUDGET_S, SHRINK_RUNS_MAX};
 use harness::run::{self, Case, Driver, Outcome, Source};
 use serde_json::Value;
 
@@ -258,11 +258,11 @@ fn buggy_run(command: &ExecutorCommand, work: &Path, records: &mut Vec<Value>) -
     let started = Instant::now();
     let results = run::run_cases(&cases, SEED, &driver, work, LIVE_JOBS_DEFAULT, &Quiet, "twice run");
     let ran = started.elapsed().as_secs_f64();
-    let limits = run::ShrinkLimits {
+    let limits = harness::shrink::ShrinkLimits {
         runs_max: SHRINK_RUNS_MAX,
         deadline: Some(Instant::now() + Duration::from_secs(LIVE_SHRINK_BUDGET_S)),
     };
-    let shrunk = run::shrink_failures(
+    let shrunk = harness::shrink::shrink_failures(
         &cases,
         &results,
         SEED,
@@ -270,7 +270,7 @@ fn buggy_run(command: &ExecutorCommand, work: &Path, records: &mut Vec<Value>) -
         work,
         LIVE_JOBS_DEFAULT,
         limits,
-        &run::QuietShrink,
+        &harness::shrink::QuietShrink,
     );
     let wall = started.elapsed().as_secs_f64();
     let mut stops: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();

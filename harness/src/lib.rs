@@ -1,13 +1,52 @@
 //! The harness: drives executors through scenarios against the fakes, and checks what they
-//! claim against what the ledgers show.
+//! claim against what the ledgers show. The `twice` binary is a thin shell over this library.
+//!
+//! # The front door
+//!
+//! [`pipeline`] runs what `twice run` runs: pick an [`Executor`] (the reference executor in
+//! sim or live, or any command speaking `twice/1`) and a [`Selection`] of scenarios, put them
+//! in a [`RunPlan`], [`execute`] it (cases run side by side, failures shrunk), then write the
+//! [`report`]:
+//!
+//! ```no_run
+//! use harness::{Executor, RunPlan, Selection};
+//!
+//! let plan = RunPlan::new(Executor::Command("python3 my_executor.py".into()), Selection::Default { generated: Some(5) });
+//! let ran = harness::execute(&plan, &harness::run::Quiet, &harness::shrink::QuietShrink)?;
+//! harness::report(&ran.results, &plan.report_dir)?;
+//! println!("{}", harness::run::summary(&ran.results));
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! [`conformance`] is `twice check-executor`: the protocol's rules, then the catalog live and
+//! the action x failure-mode table.
+//!
+//! # Underneath
+//!
+//! - [`run`]: one case run and checked ([`run::run_case`]), many side by side
+//!   ([`run::run_cases`]), their results and summary; [`shrink`]: failing generated cases
+//!   made small.
+//! - [`engine`]: the phases of one scenario run (act, drain, heal, reconcile, finish), written
+//!   once over a [`engine::Backend`]; [`sim`] (in process, virtual time) and [`live`] (real
+//!   processes, loopback HTTP, signals) are the two backends.
+//! - [`process`]: the stdio client of `twice/1`, shared by [`live`] and [`conformance`].
+//! - [`setup`]: what every backend does to the fakes; [`points`]: request points.
+//! - [`check`]: the invariants, judged from [`observe::Observed`] alone.
 
 pub mod check;
 pub mod cli;
 pub mod conformance;
+pub mod engine;
 pub mod exit;
 pub mod live;
 pub mod observe;
+pub mod pipeline;
 pub mod points;
+pub mod process;
 pub mod run;
 pub mod setup;
+pub mod shrink;
 pub mod sim;
+
+pub use pipeline::{Executor, Ran, RunPlan, Selection, execute, report};
+pub use run::{Case, Driver, RunResults, ScenarioResult};

@@ -2,9 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use fake_services::{Contract, Fakes};
+use fake_services::Fakes;
 use scenarios::Scenario;
 use scenarios::model::CHAIN_ACCOUNT_BALANCE_WEI;
+use vocabulary::Contract;
 
 /// The start of time in simulations: 2026-01-01T00:00:00Z.
 pub const EPOCH_MS: u64 = 1_767_225_600_000;
@@ -160,15 +161,6 @@ pub fn settle_ms(scenario: &Scenario, contracts: &BTreeMap<String, Contract>) ->
         .map(|(_, c)| c.settle_ms_max + c.read_lag_ms_max)
         .max()
         .unwrap_or(0)
-}
-
-/// The contract as the executor protocol spells it (the same terms, field for field).
-pub fn announce(contract: &Contract) -> executor::Contract {
-    // The two types are the two ends of one JSON shape; going through JSON keeps them from
-    // drifting apart silently (a new term on one side fails here, in every test).
-    serde_json::to_value(contract)
-        .and_then(serde_json::from_value)
-        .expect("fake and executor contracts share one JSON shape")
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use fake_services::{Effect, JournalEntry};
 use serde::{Deserialize, Serialize};
+use vocabulary::{Effect, JournalEntry};
 
 /// The results file format; bumped when a field changes meaning or goes away (new fields may
 /// appear within a version, and readers ignore fields they do not know).

@@ -4,8 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fake_services::engine::Applied;
-use fake_services::{Effect, JournalEntry};
 use reports::html::{TIMELINES_PASSING_MAX, render};
 use reports::model::{
     Claim, EffectRef, FaultApplied, Hazard, IntentResult, Moment, Observed, Outcome, RESULTS_SCHEMA,
@@ -13,6 +11,7 @@ use reports::model::{
 };
 use scraper::{ElementRef, Html, Selector};
 use serde_json::json;
+use vocabulary::{Applied, Effect, JournalEntry};
 
 /// Service time of every scenario's first event (2026-01-01, as the sim driver starts).
 const BASE_MS: u64 = 1_767_225_600_000;

@@ -1,18 +1,18 @@
 //! Generated scenarios: contracts × intents × faults × process events, with shrinking.
 //!
 //! Every generated scenario stays inside the contracts it announces (only faults that
-//! [`fake_services::Contract::admits`] accepts), so a correct executor exists for each one and
+//! [`vocabulary::Contract::admits`] accepts), so a correct executor exists for each one and
 //! a violation is always the executor's fault. Shrinking (proptest's) drops intents, faults
 //! and events and moves numbers towards the simplest values, so a failure comes back as a
 //! small scenario that replays by itself.
 
 use std::collections::BTreeMap;
 
-use fake_services::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::json;
+use vocabulary::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
 
 use crate::model::{Event, EventAction, IntentSpec, LimitOverrides, Point, Scenario, ServiceFault};
 
@@ -185,11 +185,11 @@ fn build(
         };
         intents.push(IntentSpec { id, action: action_of(draw).to_string(), params, replaces });
     }
-    let contracts: Vec<fake_services::Contract> = SERVICES
+    let contracts: Vec<vocabulary::Contract> = SERVICES
         .iter()
         .map(|s| {
             let mut c =
-                crate::model::default_contract(s).unwrap_or_else(fake_services::Contract::payments_default);
+                crate::model::default_contract(s).unwrap_or_else(vocabulary::Contract::payments_default);
             if let Some(p) = services.get(*s) {
                 c.apply(p.clone());
             }
@@ -264,7 +264,7 @@ fn action_of(draw: &IntentDraw) -> &'static str {
 
 /// The fault a draw names, with parameters sized to the contract (whether the contract admits
 /// it at all is checked by the caller).
-fn fault_for(d: &FaultDraw, c: &fake_services::Contract) -> FaultSpec {
+fn fault_for(d: &FaultDraw, c: &vocabulary::Contract) -> FaultSpec {
     match d.kind {
         0 => FaultSpec::Refuse,
         1 => FaultSpec::Reject { status: [503, 429, 402][d.param as usize % 3], body: None },

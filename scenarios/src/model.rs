@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fake_services::{Contract, ContractPatch, FaultRule};
 use serde::{Deserialize, Serialize};
+use vocabulary::{Contract, ContractPatch, FaultRule};
 
 /// The worker every scenario starts with.
 pub const FIRST_WORKER: &str = "w1";
@@ -150,13 +150,7 @@ impl Scenario {
 
 /// The contract a service announces by default (before a scenario's changes).
 pub fn default_contract(service: &str) -> Option<Contract> {
-    match service {
-        "payments" => Some(Contract::payments_default()),
-        "workspaces" => Some(Contract::workspaces_default()),
-        "files" => Some(Contract::files_default()),
-        "chain" => Some(Contract::chain_default()),
-        _ => None,
-    }
+    Contract::default_for(service)
 }
 
 /// An object the files service holds before the run: `[[objects]]`.

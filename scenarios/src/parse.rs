@@ -17,11 +17,11 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
 
-use fake_services::rule::FAULT_KINDS;
-use fake_services::{ContractPatch, FaultRule, FaultSpec};
 use serde_json::{Map, Value};
 use toml::Spanned;
 use toml::de::{DeString, DeTable, DeValue};
+use vocabulary::rule::FAULT_KINDS;
+use vocabulary::{ContractPatch, FaultRule, FaultSpec};
 
 use crate::model::{
     Event, EventAction, FIRST_WORKER, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario,
@@ -563,7 +563,7 @@ fn fault_spec(value: &Val<'_>) -> Res<FaultSpec> {
                     let hint = if params.is_empty() {
                         format!("{kind} takes no parameters")
                     } else {
-                        match fake_services::rule::closest(name, params) {
+                        match vocabulary::rule::closest(name, params) {
                             Some(near) => format!("did you mean \"{near}\"?"),
                             None => format!("{kind} takes {}", params.join(", ")),
                         }

@@ -8,99 +8,28 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use fake_services::contract::DAY_MS;
-use fake_services::rule::{HOLD_MS_MAX, closest};
-use fake_services::{Contract, FaultRule, FaultSpec, KeyPolicy};
 use serde_json::Value;
+use vocabulary::action::{CHAIN_TRANSFER, FILES_PUT, PAYMENTS_REFUND};
+use vocabulary::rule::{HOLD_MS_MAX, closest};
+use vocabulary::{Contract, DAY_MS, FaultRule, FaultSpec, KeyPolicy, State};
+
+mod values;
+
+use values::*;
 
 use crate::model::{CHAIN_ACCOUNT_BALANCE_WEI, ETHER_WEI, EventAction, FIRST_WORKER, Point, Scenario};
 
 /// Every service a scenario can name.
-pub const SERVICES: &[&str] = &["payments", "workspaces", "files", "chain"];
+pub use vocabulary::SERVICES;
 
 /// Every state an executor can report (design §5b), as `expect` values name them.
-pub const STATES: &[&str] =
-    &["recorded", "blocked", "submitted", "confirmed", "failed", "unknown", "escalated"];
+pub const STATES: &[&str] = &State::NAMES;
 
-/// The kind of value an action parameter takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParamKind {
-    /// A non-empty string of at most [`TEXT_MAX`] characters.
-    Text,
-    /// An integer from 1 to [`AMOUNT_MAX`].
-    PositiveInteger,
-    /// An S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-', starting and
-    /// ending with a letter or digit.
-    Bucket,
-    /// An object key: 1 to [`TEXT_MAX`] of S3's safe characters (letters, digits and
-    /// `! - _ . * ' ( ) /`), not starting with '/', so that it goes into a URL path as it is.
-    ObjectKey,
-    /// An Ethereum address: `0x` and 40 lowercase hex digits, as the chain's ledger writes it.
-    Address,
-    /// An amount of wei as a decimal string (it does not fit a TOML integer), from 1 to
-    /// [`TRANSFER_WEI_MAX`].
-    Wei,
-}
-
-impl ParamKind {
-    /// A valid value of this kind, for tests and examples.
-    pub fn example(self) -> Value {
-        match self {
-            ParamKind::Text => Value::from("x"),
-            ParamKind::PositiveInteger => Value::from(1),
-            ParamKind::Bucket => Value::from("reports"),
-            ParamKind::ObjectKey => Value::from("q3/summary.csv"),
-            ParamKind::Address => Value::from("0x00000000000000000000000000000000000000b0"),
-            ParamKind::Wei => Value::from("1000000000000000000"),
-        }
-    }
-}
-
-/// An action an agent can propose (design §6), with its parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ActionSpec {
-    pub name: &'static str,
-    /// The service that carries it out.
-    pub service: &'static str,
-    /// Every parameter, all required.
-    pub params: &'static [(&'static str, ParamKind)],
-    /// The parameter the checker attributes ledger effects by: equal along a lineage, unique
-    /// across lineages.
-    pub lineage_key: &'static str,
-}
-
-/// Every action a scenario can propose.
-pub const ACTIONS: &[ActionSpec] = &[
-    ActionSpec {
-        name: "payments.refund",
-        service: "payments",
-        params: &[("payment_intent", ParamKind::Text), ("amount", ParamKind::PositiveInteger)],
-        lineage_key: "payment_intent",
-    },
-    ActionSpec {
-        name: "workspaces.create",
-        service: "workspaces",
-        params: &[("external_id", ParamKind::Text), ("name", ParamKind::Text)],
-        lineage_key: "external_id",
-    },
-    ActionSpec {
-        name: "files.put",
-        service: "files",
-        params: &[("bucket", ParamKind::Bucket), ("key", ParamKind::ObjectKey), ("body", ParamKind::Text)],
-        lineage_key: "key",
-    },
-    ActionSpec {
-        name: "chain.transfer",
-        service: "chain",
-        params: &[("to", ParamKind::Address), ("value", ParamKind::Wei)],
-        lineage_key: "to",
-    },
-];
-
-/// The action called `name`.
-pub fn action(name: &str) -> Option<&'static ActionSpec> {
-    ACTIONS.iter().find(|a| a.name == name)
-}
+/// Every action a scenario can propose (design §6), with its parameters: the one action
+/// table. A parameter of kind [`ParamKind::Text`] or [`ParamKind::ObjectKey`] has at most
+/// [`TEXT_MAX`] characters here, a [`ParamKind::PositiveInteger`] is at most [`AMOUNT_MAX`]
+/// and a [`ParamKind::Wei`] at most [`TRANSFER_WEI_MAX`].
+pub use vocabulary::action::{ACTIONS, ActionSpec, Param, ParamKind, action};
 
 /// Most intents in one scenario.
 pub const INTENTS_MAX: usize = 1_000;
@@ -384,7 +313,7 @@ impl Scenario {
                 return Err(Invalid::unknown(here.key("action"), "action", &intent.action, &names));
             };
             check_params(spec, &intent.params, &here.key("params"))?;
-            if spec.name == "payments.refund"
+            if spec.name == PAYMENTS_REFUND.name
                 && let (Some(pi), Some(amount)) = (
                     intent.params.get("payment_intent").and_then(Value::as_str),
                     intent.params.get("amount").and_then(Value::as_u64),
@@ -401,7 +330,7 @@ impl Scenario {
                     ));
                 }
             }
-            if spec.name == "files.put"
+            if spec.name == FILES_PUT.name
                 && let (Some(bucket), Some(key), Some(body)) = (
                     intent.params.get("bucket").and_then(Value::as_str),
                     intent.params.get("key").and_then(Value::as_str),
@@ -415,7 +344,7 @@ impl Scenario {
                 )
                 .hint("a put that changes nothing leaves no trace a read could find; write another body"));
             }
-            if spec.name == "chain.transfer"
+            if spec.name == CHAIN_TRANSFER.name
                 && let Some(value) =
                     intent.params.get("value").and_then(Value::as_str).and_then(|v| v.parse::<u128>().ok())
             {
@@ -471,7 +400,7 @@ impl Scenario {
                 }
             };
             roots.push(root);
-            let key = spec.lineage_key;
+            let key = spec.business_key;
             let value = lineage_value(&intent.params, key);
             let root_value = lineage_value(&self.intents[root].params, key);
             if root != i && value != root_value {
@@ -646,250 +575,4 @@ impl Scenario {
         }
         Ok(())
     }
-}
-
-/// The lineage key's value as text (a missing one was refused by `check_params` already).
-fn lineage_value(params: &Value, key: &str) -> String {
-    match params.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-        None => String::new(),
-    }
-}
-
-fn check_params(spec: &ActionSpec, params: &Value, at: &FieldPath) -> Check {
-    let Value::Object(map) = params else {
-        return Err(Invalid::new(at.clone(), format!("params of {} must be a table", spec.name)));
-    };
-    let names: Vec<&str> = spec.params.iter().map(|(n, _)| *n).collect();
-    for key in map.keys() {
-        if !names.contains(&key.as_str()) {
-            return Err(Invalid::new(
-                at.key(key).name_of_key(),
-                format!("{} has no parameter \"{key}\"", spec.name),
-            )
-            .hint(suggest(key, &names)));
-        }
-    }
-    for (name, kind) in spec.params {
-        let Some(value) = map.get(*name) else {
-            return Err(Invalid::new(at.clone(), format!("{} needs parameter \"{name}\"", spec.name))
-                .hint(format!("it takes {}", names.join(", "))));
-        };
-        param_value(*kind, name, value, at.key(name))?;
-    }
-    Ok(())
-}
-
-/// One parameter's value, checked against its kind.
-fn param_value(kind: ParamKind, name: &str, value: &Value, here: FieldPath) -> Check {
-    let text = value.as_str().unwrap_or_default();
-    match kind {
-        ParamKind::Text => match value {
-            Value::String(s) if !s.is_empty() && s.chars().count() <= TEXT_MAX => Ok(()),
-            _ => Err(Invalid::new(here, format!("{name} must be a string of 1 to {TEXT_MAX} characters"))),
-        },
-        ParamKind::PositiveInteger => match value.as_u64() {
-            Some(n) if (1..=AMOUNT_MAX).contains(&n) => Ok(()),
-            _ => Err(Invalid::new(
-                here,
-                format!("{name} must be an integer from 1 to {AMOUNT_MAX}, found {value}"),
-            )),
-        },
-        ParamKind::Bucket => {
-            let edges = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-            let ok = value.is_string()
-                && (3..=63).contains(&text.len())
-                && text
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
-                && edges(text.chars().next())
-                && edges(text.chars().last());
-            if ok {
-                return Ok(());
-            }
-            Err(Invalid::new(here, format!("{name} {value} is not a bucket name"))
-                .hint("use 3 to 63 lowercase letters, digits, '.' and '-', starting and ending with a letter or digit"))
-        }
-        ParamKind::ObjectKey => {
-            let ok = value.is_string()
-                && !text.is_empty()
-                && text.chars().count() <= TEXT_MAX
-                && !text.starts_with('/')
-                && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"!-_.*'()/".contains(&b));
-            if ok {
-                return Ok(());
-            }
-            Err(Invalid::new(here, format!("{name} {value} is not an object key the harness can use")).hint(
-                format!("use 1 to {TEXT_MAX} letters, digits and ! - _ . * ' ( ) /, not starting with '/'"),
-            ))
-        }
-        ParamKind::Address => {
-            let ok = value.is_string()
-                && text.len() == 42
-                && text.starts_with("0x")
-                && text[2..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-            if ok {
-                return Ok(());
-            }
-            let hint = if value.is_string()
-                && text.len() == 42
-                && text[2..].bytes().all(|b| b.is_ascii_hexdigit())
-            {
-                "write it in lowercase: the chain's ledger does, and effects are matched by it as text"
-            } else {
-                "an address is 0x and 40 hex digits, e.g. \"0x00000000000000000000000000000000000000b0\""
-            };
-            Err(Invalid::new(here, format!("{name} {value} is not a lowercase 0x address")).hint(hint))
-        }
-        ParamKind::Wei => {
-            let parsed = value
-                .as_str()
-                .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && !t.starts_with('0'))
-                .and_then(|t| t.parse::<u128>().ok())
-                .filter(|n| (1..=TRANSFER_WEI_MAX).contains(n));
-            if parsed.is_some() {
-                return Ok(());
-            }
-            let hint = if value.is_number() {
-                "write wei as a decimal string, e.g. \"1000000000000000000\" for one ether: it outgrows TOML's integers"
-            } else {
-                "a decimal string of digits without leading zeros"
-            };
-            Err(Invalid::new(here, format!("{name} must be 1 to {TRANSFER_WEI_MAX} wei, found {value}"))
-                .hint(hint))
-        }
-    }
-}
-
-/// A rule's fields, each checked on its own so that the error points at the field.
-fn check_rule(rule: &FaultRule, at: &FieldPath) -> Check {
-    let alone = || FaultRule::always(FaultSpec::Refuse);
-    let field = |name: &str, probe: FaultRule| {
-        probe.validate().map_err(|message| Invalid::new(at.key(name), message))
-    };
-    if let Some(m) = &rule.method {
-        field("method", alone().method(m))?;
-    }
-    if let Some(p) = &rule.path {
-        http_path(p, at.key("path"))?;
-    }
-    for key in rule.fields.keys() {
-        if key.is_empty() {
-            return Err(Invalid::new(at.key("where"), "a `where` field needs a name"));
-        }
-    }
-    if let Some(n) = rule.nth {
-        field("nth", alone().nth(n))?;
-    }
-    if rule.times == Some(0) {
-        return Err(Invalid::new(at.key("times"), "times = 0 never fires").hint("remove the rule instead"));
-    }
-    if let Some(p) = rule.probability {
-        let mut probe = alone();
-        probe.probability = Some(p);
-        field("probability", probe)?;
-    }
-    rule.fault.validate().map_err(|message| Invalid::new(at.key("fault"), message))?;
-    rule.validate().map_err(|message| Invalid::new(at.clone(), message))
-}
-
-/// Fairness: the fault stays inside the contract `service` announces.
-fn fair(contract: &Contract, service: &str, fault: &FaultSpec, at: FieldPath) -> Check {
-    let Err(reason) = contract.admits(fault) else { return Ok(()) };
-    let table = format!("[services.{service}]");
-    let hint = match fault {
-        FaultSpec::IgnoreKeys => format!("announce it: idempotency_keys = \"ignored\" under {table}"),
-        FaultSpec::SilentNoop => format!("announce it: acks = \"may_lie\" under {table}"),
-        FaultSpec::StaleRead { lag_ms } => {
-            format!(
-                "announce it: reads = \"eventual\" and read_lag_ms_max = {lag_ms} (or more) under {table}"
-            )
-        }
-        FaultSpec::CommitAfterTimeout { delay_ms } => format!(
-            "announce settle_ms_max = {} (or more) under {table}, or shorten delay_ms",
-            delay_ms.unwrap_or(0)
-        ),
-        FaultSpec::ForgetKeys { .. } => format!(
-            "set older_than_ms to at least key_retention_ms ({}), or shorten key_retention_ms under {table}",
-            contract.key_retention_ms
-        ),
-        _ => "only faults inside the announced contract are fair".to_string(),
-    };
-    Err(Invalid::new(at, format!("unfair fault on {service}: {reason}")).hint(hint))
-}
-
-fn slug(value: &str, at: FieldPath, what: &str) -> Check {
-    let ok = !value.is_empty()
-        && value.len() <= ID_MAX
-        && value.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-    if ok {
-        return Ok(());
-    }
-    Err(Invalid::new(at, format!("{what} \"{value}\" is not a slug")).hint(format!(
-        "use 1 to {ID_MAX} lowercase letters, digits, '_' and '-', starting with a letter or digit"
-    )))
-}
-
-/// An id: 1 to [`ID_MAX`] characters, none of them white space or control characters.
-fn identifier(value: &str, at: FieldPath, what: &str) -> Check {
-    if value.is_empty() || value.chars().count() > ID_MAX {
-        return Err(Invalid::new(at, format!("{what} must be 1 to {ID_MAX} characters")));
-    }
-    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(Invalid::new(at, format!("{what} must not contain spaces or control characters")));
-    }
-    Ok(())
-}
-
-fn text(value: &str, at: FieldPath, what: &str) -> Check {
-    if value.is_empty() || value.chars().count() > TEXT_MAX {
-        return Err(Invalid::new(at, format!("{what} must be 1 to {TEXT_MAX} characters")));
-    }
-    Ok(())
-}
-
-fn within(value: Option<u64>, (low, high): (u64, u64), at: FieldPath, name: &str) -> Check {
-    match value {
-        Some(v) if v < low || v > high => {
-            Err(Invalid::new(at, format!("{name} is {v}; it must be {low} to {high}")))
-        }
-        _ => Ok(()),
-    }
-}
-
-fn at_most(value: u64, high: u64, at: FieldPath, name: &str) -> Check {
-    if value > high {
-        return Err(Invalid::new(at, format!("{name} is {value}, above the limit of {high}")));
-    }
-    Ok(())
-}
-
-fn http_method(method: &str, at: FieldPath) -> Check {
-    FaultRule::always(FaultSpec::Refuse)
-        .method(method)
-        .validate()
-        .map_err(|message| Invalid::new(at, message))
-}
-
-fn http_path(path: &str, at: FieldPath) -> Check {
-    if !path.starts_with('/') {
-        return Err(Invalid::new(at, format!("path \"{path}\" must start with '/'"))
-            .hint("e.g. \"/v1/refunds\", or \"/v1/*\" for a prefix"));
-    }
-    Ok(())
-}
-
-fn known_worker(worker: &str, started: &[&str], at: FieldPath) -> Check {
-    if started.contains(&worker) {
-        return Ok(());
-    }
-    Err(Invalid::new(at, format!("worker \"{worker}\" is not running here")).hint(format!(
-        "only {FIRST_WORKER} runs from the start; a start_worker event listed earlier starts another{}",
-        match closest(worker, started) {
-            Some(near) => format!("; did you mean \"{near}\"?"),
-            None => String::new(),
-        }
-    )))
 }

@@ -7,8 +7,8 @@
 
 use std::fmt::Write as _;
 
-use fake_services::FaultSpec;
 use serde_json::Value;
+use vocabulary::FaultSpec;
 
 use crate::model::{Event, EventAction, FIRST_WORKER, IntentSpec, Point, Scenario, ServiceFault};
 use crate::validate::{Invalid, is_bare_key};

@@ -5,6 +5,7 @@
 //! ledger and journal. They need the interpreter of the venv that `cargo xtask test` builds
 //! from `tests/requirements.txt`, passed in `TWICE_PYTHON`.
 
+mod boundaries;
 mod executor_crash;
 mod executor_faults;
 mod executor_fencing;

@@ -36,7 +36,7 @@ const GENERATOR_SEED: u64 = 20;
 /// Generated cases searched, at most, per mutant.
 const GENERATED_CASES: u64 = 2_000;
 /// Candidate runs a shrink may spend: what `twice run` spends.
-const SHRINK_RUNS_MAX: usize = harness::cli::SHRINK_RUNS_MAX;
+const SHRINK_RUNS_MAX: usize = harness::pipeline::SHRINK_RUNS_MAX;
 /// Steps (intents + faults + events) a shrunk failure may keep: a takeover alone is two
 /// events (the pause and the second worker).
 const SHRUNK_STEPS_MAX: usize = 5;
@@ -144,8 +144,15 @@ fn the_generator_finds_and_shrinks_every_mutant() {
             )];
         };
         let mut problems: Vec<String> = missing(&found, invariant).into_iter().collect();
-        let limits = run::ShrinkLimits { runs_max: SHRINK_RUNS_MAX, deadline: None };
-        let shrunk = match run::shrink_case(GENERATOR_SEED, index, &driver, &dir, limits, &run::QuietShrink) {
+        let limits = harness::shrink::ShrinkLimits { runs_max: SHRINK_RUNS_MAX, deadline: None };
+        let shrunk = match harness::shrink::shrink_case(
+            GENERATOR_SEED,
+            index,
+            &driver,
+            &dir,
+            limits,
+            &harness::shrink::QuietShrink,
+        ) {
             Ok((s, _)) => s,
             Err(e) => return vec![format!("case {index} does not shrink: {e}")],
         };

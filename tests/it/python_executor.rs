@@ -25,7 +25,7 @@ use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source
 /// The run seed of every case here (`twice run`'s default).
 const SEED: u64 = 1;
 /// Cases run at the same time, as `twice run` runs live scenarios by default.
-const JOBS: usize = harness::cli::LIVE_JOBS_DEFAULT;
+const JOBS: usize = harness::pipeline::LIVE_JOBS_DEFAULT;
 /// Generated cases the single-worker variant must pass, after the catalog.
 const SINGLE_WORKER_CASES: u64 = 40;
 

@@ -3,7 +3,7 @@
 workspaces, S3 objects and chain transfers, and never does anything twice.
 
 It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the reference executor
-(executor/src/engine.rs, docs/executor.md):
+(executor/src/engine.rs and engine/, docs/executor.md):
 
 - every intent is written to a SQLite log (intent_log.py) with one idempotency key before
   `propose_ok`, and marked `submitted` before the first byte of its request leaves;
@@ -497,7 +497,7 @@ class Executor:
         self.decide(before, params, service, found, tally)
 
     def decide(self, before, params, service, found, tally):
-        """What a lookup proves (executor/src/engine.rs, `decide`)."""
+        """What a lookup proves (executor/src/engine/reconcile.rs, `decide`)."""
         now = now_ms()
         leased = self.lease(before, now)  # again: the lookup took time
         if leased is None:

@@ -403,25 +403,13 @@ const BASELINE_RERUNS: usize = 5;
 /// what must not move).
 #[test]
 fn a_live_baseline_reports_no_regression_over_five_reruns() {
-    use harness::run::{self, Case, Driver, Source};
+    use harness::run::{self, Driver, Quiet};
     use reports::baseline;
 
-    struct Quiet;
-    impl run::Progress for Quiet {
-        fn started(&self, _: usize) {}
-        fn finished(&self, _: &run::ScenarioResult) {}
-        fn done(&self) {}
-    }
     let dir = fresh_dir("live-baseline");
-    let cases: Vec<Case> = TIMING_SENSITIVE
-        .iter()
-        .map(|name| Case {
-            scenario: scenarios::catalog::find(name).expect("in the catalog").expect("valid"),
-            source: Source::Catalog,
-        })
-        .collect();
+    let cases = catalog_cases(&TIMING_SENSITIVE);
     let driver = Driver::Live(reference());
-    let jobs = harness::cli::LIVE_JOBS_DEFAULT;
+    let jobs = harness::pipeline::LIVE_JOBS_DEFAULT;
     let live_run = |n: usize| {
         let results = run::run_cases(
             &cases,
@@ -450,4 +438,52 @@ fn a_live_baseline_reports_no_regression_over_five_reruns() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The catalog scenarios that use each event, for comparing what the two backends say.
+const EVENTFUL: [&str; 7] = [
+    "crash_while_refund_in_flight",
+    "crash_during_reconciliation",
+    "second_worker_same_state",
+    "stale_worker_overwrite",
+    "clock_jump_inside_terms",
+    "reconciliation_required",
+    "chain_stale_nonce",
+];
+
+/// Sim and live are two backends of one engine: on scenarios that crash, pause, start a second
+/// worker, jump a clock, heal and ask for a pass, the reference executor gets the same verdict
+/// from each (invariant by invariant, status and all) and the same hazards.
+#[test]
+fn sim_and_live_give_the_same_verdicts_on_scenarios_with_every_event() {
+    use harness::run::{self, Driver, Quiet};
+
+    let dir = fresh_dir("sim-and-live");
+    let cases = catalog_cases(&EVENTFUL);
+    let verdicts = |driver: Driver<'_>| -> Vec<(String, Vec<String>, Vec<String>)> {
+        let jobs = harness::pipeline::LIVE_JOBS_DEFAULT;
+        run::run_cases(&cases, 1, &driver, &dir, jobs, &Quiet, "twice run")
+            .into_iter()
+            .map(|r| {
+                let verdicts = r.verdicts.iter().map(|v| format!("{} {:?}", v.invariant, v.status)).collect();
+                let hazards = r.hazards.iter().map(|h| h.kind.clone()).collect();
+                (r.name, verdicts, hazards)
+            })
+            .collect()
+    };
+    let sim = verdicts(Driver::Sim(&harness::sim::Reference));
+    let live = verdicts(Driver::Live(reference()));
+    assert_eq!(sim, live);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Catalog scenarios by name, as cases.
+fn catalog_cases(names: &[&str]) -> Vec<harness::run::Case> {
+    names
+        .iter()
+        .map(|name| harness::run::Case {
+            scenario: scenarios::catalog::find(name).expect("in the catalog").expect("valid"),
+            source: harness::run::Source::Catalog,
+        })
+        .collect()
 }

@@ -2,12 +2,12 @@
 
 use std::collections::BTreeSet;
 
-use fake_services::rule::FAULT_KINDS;
-use fake_services::{FaultSpec, KeyPolicy, Reads};
 use scenarios::catalog::{self, CATALOG};
 use scenarios::parse::EVENT_ACTIONS;
 use scenarios::validate::action;
 use scenarios::{EventAction, Point, Scenario};
+use vocabulary::rule::FAULT_KINDS;
+use vocabulary::{FaultSpec, KeyPolicy, Reads};
 
 fn all() -> Vec<Scenario> {
     match catalog::catalog() {

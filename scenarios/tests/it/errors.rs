@@ -440,7 +440,7 @@ fn every_mistake_gets_a_precise_error() {
 #[test]
 fn unknown_fault_reads_like_the_fakes() {
     let got = error_of("[[faults]]\nservice = \"payments\"\nfault = \"drop_after_comit\"\n");
-    assert!(got.ends_with(&fake_services::rule::unknown_fault("drop_after_comit")), "{got}");
+    assert!(got.ends_with(&vocabulary::rule::unknown_fault("drop_after_comit")), "{got}");
 }
 
 /// Columns count characters, not bytes; CRLF files get the same lines as LF ones.

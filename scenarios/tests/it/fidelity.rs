@@ -3,8 +3,6 @@
 
 use std::collections::BTreeSet;
 
-use fake_services::rule::FAULT_KINDS;
-use fake_services::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
 use scenarios::parse::OBJECT_KEYS;
 use scenarios::parse::{
     CONTRACT_TERMS, EVENT_ACTIONS, FAULT_PARAMS, INTENT_KEYS, LIMIT_KEYS, PHASES, POINT_KEYS, RULE_KEYS,
@@ -15,6 +13,8 @@ use scenarios::{
     Event, EventAction, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario, ServiceFault,
 };
 use serde_json::{Value, json};
+use vocabulary::rule::FAULT_KINDS;
+use vocabulary::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
 
 fn keys(value: impl serde::Serialize) -> BTreeSet<String> {
     match serde_json::to_value(value).unwrap() {
@@ -169,7 +169,7 @@ fn actions_and_states_are_the_reference_executors() {
     assert_eq!(states, STATES);
     for spec in ACTIONS {
         let params: serde_json::Map<String, Value> =
-            spec.params.iter().map(|(name, kind)| (name.to_string(), kind.example())).collect();
+            spec.params.iter().map(|p| (p.name.to_string(), p.kind.example())).collect();
         let parsed = executor::Action::parse(spec.name, &Value::Object(params)).unwrap();
         assert_eq!(parsed.service(), spec.service);
     }

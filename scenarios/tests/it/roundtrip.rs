@@ -1,8 +1,6 @@
 //! Writing a scenario and reading it back gives the same scenario, for any valid scenario:
 //! the generator relies on it to write shrunk failures that replay.
 
-use fake_services::rule::HOLD_MS_MAX;
-use fake_services::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
 use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;
@@ -13,6 +11,8 @@ use scenarios::{
     catalog, parse_scenario, to_toml,
 };
 use serde_json::{Value, json};
+use vocabulary::rule::HOLD_MS_MAX;
+use vocabulary::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
 
 const SERVICES: [&str; 2] = ["payments", "workspaces"];
 

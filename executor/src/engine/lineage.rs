@@ -1,0 +1,81 @@
+//! Lineage: a replacement (`replaces`) waits while anything in the chain of intents it
+//! replaces is unresolved, is cancelled once one of them took effect, runs once all of them
+//! failed, and is escalated when one of them needs a person.
+
+use super::Executor;
+use crate::log::LogError;
+use crate::model::{Intent, State};
+
+/// What a lineage established, from the newest predecessor back to its root.
+pub(super) enum Lineage {
+    /// This intent took effect: a replacement is cancelled.
+    Executed(String),
+    /// Every intent in it failed: a replacement may run.
+    NothingExecuted,
+    /// Some intent is not resolved yet: a replacement waits.
+    Unresolved,
+    /// This intent needs a person: so does a replacement.
+    Escalated(String),
+}
+
+pub(super) fn cancelled(old: &str, by: &str) -> String {
+    if old == by {
+        format!("cancelled: the intent it replaces ({old}) is confirmed")
+    } else {
+        format!("cancelled: {by}, in the lineage of the intent it replaces ({old}), is confirmed")
+    }
+}
+
+impl Executor {
+    /// A blocked intent whose predecessor is now resolved, or `None` while it is not.
+    pub(super) fn unblock(&self, intent: &Intent, mut leased: Intent) -> Result<Option<Intent>, LogError> {
+        let old = intent.replaces.clone().unwrap_or_default();
+        let (state, reason) = match self.lineage(&old)? {
+            Lineage::Executed(by) => (State::Failed, cancelled(&old, &by)),
+            Lineage::NothingExecuted => {
+                (State::Recorded, format!("unblocked: nothing in the lineage of {old} took effect"))
+            }
+            Lineage::Escalated(by) => (
+                State::Escalated,
+                format!("{by}, in the lineage of {old}, is escalated; executing this one could do it twice"),
+            ),
+            Lineage::Unresolved => return Ok(None),
+        };
+        leased.state = state;
+        leased.evidence.reason = Some(reason);
+        Ok(Some(leased))
+    }
+
+    /// What the chain of intents ending at `id` (following `replaces`) established. Every
+    /// supported action is exclusive (one refund per payment intent, one workspace per
+    /// external id), so a replacement may run only when nothing in its lineage took effect
+    /// and nothing can any more: not just its direct predecessor, which may itself be a
+    /// replacement cancelled because an older intent was confirmed.
+    pub(super) fn lineage(&self, id: &str) -> Result<Lineage, LogError> {
+        let log = self.log();
+        let mut current = id.to_string();
+        let mut escalated: Option<String> = None;
+        // Bounded by the log's size: a chain cannot be longer than the intents recorded.
+        for _ in 0..=log.count()? {
+            let Some(intent) = log.get(&current)? else {
+                return Ok(Lineage::Escalated(format!("{current} (missing from the log)")));
+            };
+            match intent.state {
+                State::Confirmed => return Ok(Lineage::Executed(intent.id)),
+                State::Escalated => {
+                    escalated.get_or_insert(intent.id.clone());
+                }
+                State::Failed => {}
+                _ => return Ok(Lineage::Unresolved),
+            }
+            match intent.replaces {
+                Some(older) => current = older,
+                None => break,
+            }
+        }
+        Ok(match escalated {
+            Some(by) => Lineage::Escalated(by),
+            None => Lineage::NothingExecuted,
+        })
+    }
+}

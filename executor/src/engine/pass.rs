@@ -1,0 +1,191 @@
+//! The pass and its batch loop: one pass decides every unresolved intent in memory, looks up
+//! the uncertain ones, commits every decision and every "submitted" in one transaction, sends
+//! concurrently and commits every outcome in one more (the phases of the parent module's
+//! overview); `drain` runs passes until nothing is recorded or submitted.
+
+use std::time::Duration;
+
+use super::reconcile::Decision;
+use super::send::Send;
+use super::{DrainError, Executor, PassReport, Transition};
+use crate::log::{Change, LogError};
+use crate::model::{Action, Intent, State};
+use crate::services::{self, Lookup};
+
+/// A planned write: the row as it should become, and what it was.
+pub(super) struct Planned {
+    pub(super) new: Intent,
+    pub(super) expect_version: u64,
+    pub(super) from: State,
+    pub(super) note: String,
+}
+
+/// A send decided in a pass, before its commit: the row as it will be sent, and as it was
+/// (leased) before it was marked submitted, for when its first send cannot be prepared.
+pub(super) struct Sending {
+    pub(super) planned: Planned,
+    pub(super) action: Action,
+    pub(super) before: Intent,
+}
+
+impl Executor {
+    /// One pass over the unresolved intents.
+    pub async fn pass(&self) -> Result<PassReport, LogError> {
+        let now = self.now();
+        let active = self.log().active()?;
+        let mut report = PassReport::default();
+        let mut writes: Vec<Planned> = Vec::new();
+        let mut sends: Vec<Sending> = Vec::new();
+        let mut resolves: Vec<(Intent, Action)> = Vec::new();
+
+        // Phase 1: decide in memory.
+        for intent in active.into_iter().take(self.config.limits.batch_max) {
+            let Some(leased) = self.lease(&intent, now) else { continue };
+            let from = intent.state;
+            let planned =
+                |new: Intent, note: String| Planned { new, expect_version: intent.version, from, note };
+            let action = match intent.action() {
+                Ok(a) => a,
+                Err(problem) => {
+                    let mut new = leased;
+                    new.state = State::Escalated;
+                    new.evidence.reason = Some(format!("not executed: {problem}"));
+                    writes.push(planned(new, problem));
+                    continue;
+                }
+            };
+            match from {
+                State::Blocked => {
+                    if let Some(new) = self.unblock(&intent, leased)? {
+                        let note = new.evidence.reason.clone().unwrap_or_default();
+                        writes.push(planned(new, note));
+                    }
+                }
+                State::Recorded => {
+                    // A send that certainly did not execute (never sent, 429) is retried after
+                    // a pause that grows with each attempt, not on the very next pass.
+                    let retry_at = intent
+                        .last_sent_ms
+                        .map(|t| t + self.config.limits.request_timeout_ms * u64::from(intent.attempts));
+                    if retry_at.is_some_and(|t| now < t) {
+                        continue;
+                    }
+                    let new = self.submitted(leased.clone(), now, false);
+                    sends.push(Sending { planned: planned(new, "sent".into()), action, before: leased });
+                }
+                State::Submitted | State::Unknown => resolves.push((intent, action)),
+                _ => {}
+            }
+        }
+
+        // Phase 2: look up what really happened to the uncertain ones.
+        report.looked_up = resolves.len();
+        let lookups = futures_util::future::join_all(resolves.iter().map(|(intent, action)| async move {
+            match self.config.services.get(action.service()) {
+                Some(service) => {
+                    services::lookup(action, intent, &self.config, service, self.world.transport.as_ref())
+                        .await
+                }
+                None => Lookup::Failed { error: format!("service {} is not configured", action.service()) },
+            }
+        }))
+        .await;
+        let now = self.now();
+        for ((intent, action), found) in resolves.into_iter().zip(lookups) {
+            match self.decide(&intent, &action, found, now) {
+                Decision::Write(p) => writes.push(p),
+                Decision::Send(planned, before) => sends.push(Sending { planned, action, before: *before }),
+                Decision::Stay => {}
+            }
+        }
+        let sends = self.prepare(sends, &mut writes).await?;
+
+        // Phase 3: one commit for every decision and every intent about to leave.
+        let mut changes: Vec<&Planned> = writes.iter().collect();
+        changes.extend(sends.iter().map(|s| &s.planned));
+        let applied = self.commit(&changes, &mut report)?;
+        let sends: Vec<Send> = sends
+            .into_iter()
+            .zip(applied[writes.len()..].iter())
+            .filter(|(_, ok)| **ok)
+            .map(|(s, _)| Send { intent: s.planned.new, action: s.action })
+            .collect();
+
+        // Phase 4: send.
+        report.sent = sends.len();
+        let outcomes = futures_util::future::join_all(sends.iter().map(|s| self.attempt(s))).await;
+
+        // Phase 5: one commit for every outcome.
+        let now = self.now();
+        let mut outcome_writes = Vec::new();
+        for (send, (outcome, read_back)) in sends.into_iter().zip(outcomes) {
+            if now > send.intent.lease_until_ms {
+                // The lease ran out while the request was out: another worker may own the
+                // intent now, and this worker's view is stale. Write nothing.
+                continue;
+            }
+            if let Some(p) = self.after_send(send.intent, outcome, read_back, now) {
+                outcome_writes.push(p);
+            }
+        }
+        let changes: Vec<&Planned> = outcome_writes.iter().collect();
+        self.commit(&changes, &mut report)?;
+        Ok(report)
+    }
+
+    /// Passes until nothing is recorded or submitted, within `timeout_ms` (tokio time).
+    pub async fn drain(&self, timeout_ms: u64) -> Result<Vec<Transition>, DrainError> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+        let mut transitions = Vec::new();
+        loop {
+            let report = self.pass().await?;
+            let progressed = report.sent > 0 || !report.transitions.is_empty();
+            transitions.extend(report.transitions);
+            let busy = self
+                .log()
+                .active()?
+                .iter()
+                .filter(|i| matches!(i.state, State::Recorded | State::Submitted))
+                .count();
+            if busy == 0 {
+                return Ok(transitions);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(DrainError::Timeout { busy, timeout_ms, transitions });
+            }
+            // Straight on while passes make progress; pause only when one changed nothing
+            // (waiting for a lease, a backoff or a settle bound to pass).
+            if !progressed {
+                tokio::time::sleep(Duration::from_millis(self.config.limits.pass_pause_ms)).await;
+            }
+        }
+    }
+
+    fn commit(&self, planned: &[&Planned], report: &mut PassReport) -> Result<Vec<bool>, LogError> {
+        if planned.is_empty() {
+            return Ok(vec![]);
+        }
+        let changes: Vec<Change<'_>> = planned
+            .iter()
+            .map(|p| Change {
+                new: &p.new,
+                expect_version: p.expect_version,
+                from_state: p.from,
+                note: Some(&p.note),
+            })
+            .collect();
+        let applied = self.log().update(&changes)?;
+        for (p, ok) in planned.iter().zip(&applied) {
+            if *ok && p.from != p.new.state {
+                report.transitions.push(Transition {
+                    intent_id: p.new.id.clone(),
+                    from: p.from,
+                    to: p.new.state,
+                    note: p.note.clone(),
+                    at_ms: p.new.updated_ms,
+                });
+            }
+        }
+        Ok(applied)
+    }
+}

@@ -1,0 +1,166 @@
+//! Reconciliation: what a lookup of an uncertain intent (sent by a worker that died, or
+//! `unknown`) leads to: confirmed, failed once a negative answer is final (every request sent
+//! could no longer land and every read could no longer lag), sent again where the key or a
+//! guard makes a resend safe, `unknown`, or escalated past its deadline.
+
+use super::pass::Planned;
+use super::{Executor, SAFETY_MARGIN_MS};
+use crate::config::{Acks, KeyPolicy};
+use crate::model::{Action, Intent, State};
+use crate::services::{self, Lookup};
+
+/// What a lookup led to.
+pub(super) enum Decision {
+    Write(Planned),
+    /// The row as it will be sent, and as it was leased before (boxed: the variants differ
+    /// in size by a whole row).
+    Send(Planned, Box<Intent>),
+    Stay,
+}
+
+impl Executor {
+    /// After a lookup: what the intent becomes.
+    pub(super) fn decide(&self, intent: &Intent, action: &Action, found: Lookup, now: u64) -> Decision {
+        let limits = &self.config.limits;
+        let Some(service) = self.config.services.get(action.service()) else {
+            return Decision::Stay;
+        };
+        let contract = &service.contract;
+        let Some(leased) = self.lease(intent, now) else { return Decision::Stay };
+        let write = |mut new: Intent, state: State, note: String| {
+            new.state = state;
+            new.evidence.reason = Some(note.clone());
+            Decision::Write(Planned { new, expect_version: intent.version, from: intent.state, note })
+        };
+        let send = |new: Intent, before: Intent, note: &str| {
+            Decision::Send(
+                Planned { new, expect_version: intent.version, from: intent.state, note: note.to_string() },
+                Box::new(before),
+            )
+        };
+        // A negative answer is final once every request sent could no longer land and every
+        // read could no longer lag.
+        let settled_at = intent.last_sent_ms.map(|t| {
+            t + contract.settle_ms_max
+                + contract.read_lag_ms_max
+                + limits.request_timeout_ms
+                + SAFETY_MARGIN_MS
+        });
+        let settled = settled_at.is_none_or(|t| now >= t);
+        let deadline = intent.evidence.first_sent_ms.map(|t| {
+            t + limits
+                .escalate_after_ms
+                .max(settled_at.unwrap_or(0).saturating_sub(intent.last_sent_ms.unwrap_or(0)) * 2)
+        });
+        let overdue = deadline.is_some_and(|d| now >= d);
+        match found {
+            Lookup::Found { external_id, params_match: true } => {
+                let mut new = leased;
+                new.evidence.external_id = Some(external_id);
+                new.evidence.last_error = None;
+                write(new, State::Confirmed, "confirmed by lookup".into())
+            }
+            Lookup::Found { external_id, params_match: false } => {
+                let mut new = leased;
+                new.evidence.external_id = Some(external_id);
+                write(
+                    new,
+                    State::Escalated,
+                    "an effect exists with parameters other than the authorised ones".into(),
+                )
+            }
+            Lookup::Absent if settled => {
+                if intent.attempts >= limits.attempts_max {
+                    let mut new = leased;
+                    new.maybe_executed = false;
+                    return write(
+                        new,
+                        State::Failed,
+                        format!("no effect after {} attempts, and none can appear any more", intent.attempts),
+                    );
+                }
+                // Nothing landed and nothing can land: a new attempt is safe. Where acks may
+                // lie, with a fresh key: the service may have saved a silent no-op's success
+                // under the old one, which a resend would only replay. Elsewhere the same key,
+                // so that a late request of a stale worker still carrying it is a replay.
+                let mut new = leased;
+                new.maybe_executed = false;
+                let rotate = contract.acks == Acks::MayLie && intent.last_sent_ms.is_some();
+                let before = new.clone();
+                let new = self.submitted(new, now, rotate);
+                send(new, before, "absent for good: sent again")
+            }
+            Lookup::Superseded { what } if settled => {
+                let mut new = leased;
+                new.maybe_executed = false;
+                write(new, State::Failed, format!("it can no longer take effect: {what}"))
+            }
+            Lookup::Superseded { .. } if intent.state == State::Submitted => {
+                let mut new = leased;
+                new.maybe_executed = true;
+                write(
+                    new,
+                    State::Unknown,
+                    "the worker that sent it stopped before recording the answer".into(),
+                )
+            }
+            Lookup::Superseded { .. } => Decision::Stay,
+            Lookup::Absent => {
+                let key_safe = contract.idempotency_keys == KeyPolicy::Honored
+                    && contract.acks == Acks::Reliable
+                    && intent.key_first_sent_ms.is_some_and(|t| {
+                        now + limits.request_timeout_ms + SAFETY_MARGIN_MS < t + contract.key_retention_ms
+                    });
+                // A conditional put or a signed transaction can land at most once however
+                // often it is sent, so it need not wait for the settle bound either.
+                let guarded = services::resend_is_guarded(action, contract);
+                let paused_enough = intent
+                    .last_sent_ms
+                    .is_none_or(|t| now >= t + limits.request_timeout_ms * u64::from(intent.attempts.max(1)));
+                if (key_safe || guarded) && paused_enough && intent.attempts < limits.attempts_max {
+                    let before = leased.clone();
+                    let new = self.submitted(leased, now, false);
+                    let note = match action {
+                        Action::PutObject { .. } => "sent again under its precondition",
+                        Action::Transfer { .. } => "broadcast again: the same signed bytes",
+                        _ => "sent again with the same key",
+                    };
+                    send(new, before, note)
+                } else if intent.state == State::Submitted {
+                    // A send whose worker died: nothing is known yet.
+                    let mut new = leased;
+                    new.maybe_executed = true;
+                    write(
+                        new,
+                        State::Unknown,
+                        "the worker that sent it stopped before recording the answer".into(),
+                    )
+                } else {
+                    Decision::Stay
+                }
+            }
+            Lookup::Failed { error } => {
+                if overdue {
+                    let mut new = leased;
+                    new.evidence.last_error = Some(error.clone());
+                    write(
+                        new,
+                        State::Escalated,
+                        format!("unresolved past its deadline; the lookup failed: {error}"),
+                    )
+                } else if intent.state == State::Submitted {
+                    let mut new = leased;
+                    new.maybe_executed = true;
+                    new.evidence.last_error = Some(error);
+                    write(
+                        new,
+                        State::Unknown,
+                        "the worker that sent it stopped before recording the answer".into(),
+                    )
+                } else {
+                    Decision::Stay
+                }
+            }
+        }
+    }
+}

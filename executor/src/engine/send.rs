@@ -1,0 +1,165 @@
+//! Sending one attempt and reading its outcome: the row as it is written just before a send
+//! (submitted, counted, its key kept or rotated), the send itself (refused once the lease has
+//! run out: the fencing on this side of the wire), the read-back of a success where acks may
+//! lie, and the row an outcome leads to. A timeout is never a "no".
+
+use super::Executor;
+use super::pass::Planned;
+use crate::config::Reads;
+use crate::model::{Action, Intent, State};
+use crate::services::{self, Lookup, WriteOutcome};
+
+/// An intent about to be sent.
+pub(super) struct Send {
+    pub(super) intent: Intent,
+    pub(super) action: Action,
+}
+
+/// The service of a row's action (empty for an unreadable one, which is never sent).
+fn action_service(intent: &Intent) -> &'static str {
+    intent.action().map(|a| a.service()).unwrap_or_default()
+}
+
+impl Executor {
+    /// The row as it is written just before a send: submitted, counted, key and times kept.
+    pub(super) fn submitted(&self, mut intent: Intent, now: u64, rotate_key: bool) -> Intent {
+        if rotate_key {
+            let old = std::mem::replace(&mut intent.key, self.world.ids.next_id());
+            intent.evidence.previous_keys.push(old);
+            intent.key_first_sent_ms = None;
+        }
+        intent.state = State::Submitted;
+        intent.attempts += 1;
+        intent.key_first_sent_ms.get_or_insert(now);
+        intent.last_sent_ms = Some(now);
+        intent.evidence.key = Some(intent.key.clone());
+        intent.evidence.first_sent_ms.get_or_insert(now);
+        intent.evidence.last_sent_ms = Some(now);
+        intent.updated_ms = now;
+        intent
+    }
+
+    /// One send, and for a service whose acks may lie, the read-back of a success.
+    pub(super) async fn attempt(&self, send: &Send) -> (WriteOutcome, Option<Lookup>) {
+        let Some(service) = self.config.services.get(send.action.service()) else {
+            return (WriteOutcome::NotExecuted { error: "service not configured".into() }, None);
+        };
+        let request = match services::write_request(
+            &send.action,
+            &send.intent,
+            &self.config,
+            service,
+            send.intent.lease_epoch,
+        ) {
+            Ok(r) => r,
+            Err(error) => return (WriteOutcome::NotExecuted { error }, None),
+        };
+        self.world.hooks.at("before_send");
+        if self.now() >= send.intent.lease_until_ms {
+            // Paused or slow past the lease between the commit and the send: another worker
+            // may own the intent now, so this one must not send.
+            return (WriteOutcome::Fenced { error: "the lease ran out before the send".into() }, None);
+        }
+        let answer = self.world.transport.send(request).await;
+        self.world.hooks.at("after_reply");
+        let outcome = services::classify_write(&send.action, &send.intent, answer);
+        let read_back = match &outcome {
+            WriteOutcome::Done { .. } if !services::read_back_success(&send.action, &service.contract) => {
+                None
+            }
+            WriteOutcome::Done { .. } | WriteOutcome::Conflict { .. } => Some(
+                services::lookup(
+                    &send.action,
+                    &send.intent,
+                    &self.config,
+                    service,
+                    self.world.transport.as_ref(),
+                )
+                .await,
+            ),
+            _ => None,
+        };
+        (outcome, read_back)
+    }
+
+    /// The row after a send's outcome, or `None` when nothing must be written.
+    pub(super) fn after_send(
+        &self,
+        sent: Intent,
+        outcome: WriteOutcome,
+        read_back: Option<Lookup>,
+        now: u64,
+    ) -> Option<Planned> {
+        let mut new = sent.clone();
+        new.updated_ms = now;
+        let from = sent.state;
+        let expect_version = sent.version + 1;
+        let limits = &self.config.limits;
+        let (state, note) = match outcome {
+            WriteOutcome::Done { external_id } => match read_back {
+                None | Some(Lookup::Found { params_match: true, .. }) => {
+                    new.evidence.external_id = Some(external_id);
+                    new.evidence.last_error = None;
+                    (State::Confirmed, "confirmed by the service".to_string())
+                }
+                Some(other) => {
+                    new.maybe_executed = true;
+                    new.evidence.last_error =
+                        Some(format!("success not confirmed by a read-back: {other:?}"));
+                    (State::Unknown, "a success the read-back did not show".into())
+                }
+            },
+            WriteOutcome::Rejected { error } => {
+                new.evidence.last_error = Some(error.clone());
+                if sent.maybe_executed {
+                    (State::Unknown, format!("rejected, but an earlier attempt may have landed: {error}"))
+                } else {
+                    (State::Failed, format!("rejected: {error}"))
+                }
+            }
+            WriteOutcome::NotExecuted { error } => {
+                new.evidence.last_error = Some(error.clone());
+                if sent.maybe_executed {
+                    (State::Unknown, format!("not executed, but an earlier attempt may have landed: {error}"))
+                } else if sent.attempts >= limits.attempts_max {
+                    (State::Failed, format!("never executed in {} attempts: {error}", sent.attempts))
+                } else {
+                    (State::Recorded, format!("not executed, will retry: {error}"))
+                }
+            }
+            WriteOutcome::Ambiguous { error } => {
+                new.maybe_executed = true;
+                new.evidence.last_error = Some(error.clone());
+                (State::Unknown, format!("no definite answer: {error}"))
+            }
+            WriteOutcome::Conflict { error, definite } => {
+                new.evidence.last_error = Some(error.clone());
+                // Reads that may lag cannot prove whose version (or transaction) is there.
+                let strong = self
+                    .config
+                    .services
+                    .get(action_service(&sent))
+                    .is_some_and(|s| s.contract.reads == Reads::Strong);
+                match read_back {
+                    Some(Lookup::Found { external_id, params_match: true }) => {
+                        new.evidence.external_id = Some(external_id);
+                        new.evidence.last_error = None;
+                        (
+                            State::Confirmed,
+                            format!("confirmed by a read-back: an earlier send of it landed ({error})"),
+                        )
+                    }
+                    Some(Lookup::Superseded { what }) if definite && strong && !sent.maybe_executed => {
+                        (State::Failed, format!("refused: {error}; {what}"))
+                    }
+                    _ => (State::Unknown, format!("refused, and the read-back cannot tell why yet: {error}")),
+                }
+            }
+            // A newer worker holds the intent; its decision stands.
+            WriteOutcome::Fenced { .. } => return None,
+        };
+        new.state = state;
+        new.evidence.reason = Some(note.clone());
+        Some(Planned { new, expect_version, from, note })
+    }
+}

@@ -1,0 +1,275 @@
+//! The read methods of JSON-RPC ([`ChainState::answer`]): chain id, blocks, balances and
+//! nonces at a block or pending, gas estimates, fee history, transactions and receipts.
+//!
+//! Separate from admission and mining because it only reads, through a [`View`] that may be
+//! stale; `eth_sendRawTransaction` is the caller's business (`pool.rs`).
+
+use alloy_consensus::Transaction;
+use alloy_primitives::{Address, U256};
+use serde_json::{Map, Value, json};
+
+use super::super::rpc::{self, BlockId, CallArgs, Params, RpcError};
+use super::gas::{floor_data_gas, intrinsic_gas};
+use super::json::{qty, qty_big, qty_u128};
+use super::state::{Block, ChainState, View};
+use super::{BASE_FEE_WEI, BLOCK_GAS_LIMIT, GAS_PRICE_WEI, PRIORITY_FEE_WEI};
+
+const FEE_HISTORY_BLOCKS_MAX: u64 = 1024;
+
+/// Where a state read looks.
+enum StateAt {
+    Block(u64),
+    Pending,
+}
+
+impl ChainState {
+    fn state_at(&self, id: BlockId, view: View) -> Result<StateAt, RpcError> {
+        match id {
+            BlockId::Latest | BlockId::Finalized => Ok(StateAt::Block(view.head)),
+            BlockId::Pending => Ok(StateAt::Pending),
+            BlockId::Earliest => Ok(StateAt::Block(0)),
+            BlockId::Number(n) if n <= view.head => Ok(StateAt::Block(n)),
+            BlockId::Number(_) => Err(RpcError::server("header not found")),
+            BlockId::Hash(hash) => match self.block_numbers.get(&hash) {
+                Some(n) if *n <= view.head => Ok(StateAt::Block(*n)),
+                _ => Err(RpcError::server("header for hash not found")),
+            },
+        }
+    }
+
+    fn account_at(&self, address: &Address, block: u64) -> (U256, u64) {
+        self.accounts.get(address).map_or((U256::ZERO, 0), |a| a.at(block))
+    }
+
+    /// Answers one read method; `eth_sendRawTransaction` is the caller's business.
+    pub fn answer(
+        &self,
+        method: &str,
+        raw_params: &Value,
+        view: View,
+        now_ms: u64,
+    ) -> Result<Value, RpcError> {
+        match method {
+            "eth_chainId" => {
+                Params::read(raw_params, 0)?;
+                Ok(qty(self.chain_id))
+            }
+            "net_version" => {
+                Params::read(raw_params, 0)?;
+                Ok(Value::String(self.chain_id.to_string()))
+            }
+            "web3_clientVersion" => {
+                Params::read(raw_params, 0)?;
+                Ok(json!(concat!("twice/chain-fake/v", env!("CARGO_PKG_VERSION"))))
+            }
+            "net_listening" => {
+                Params::read(raw_params, 0)?;
+                Ok(json!(true))
+            }
+            "eth_syncing" => {
+                Params::read(raw_params, 0)?;
+                Ok(json!(false))
+            }
+            "eth_accounts" => {
+                Params::read(raw_params, 0)?;
+                Ok(json!([]))
+            }
+            "eth_blockNumber" => {
+                Params::read(raw_params, 0)?;
+                Ok(qty(view.head))
+            }
+            "eth_gasPrice" => {
+                Params::read(raw_params, 0)?;
+                Ok(qty_u128(GAS_PRICE_WEI))
+            }
+            "eth_maxPriorityFeePerGas" => {
+                Params::read(raw_params, 0)?;
+                Ok(qty_u128(PRIORITY_FEE_WEI))
+            }
+            "eth_getBlockByNumber" => {
+                let params = Params::read(raw_params, 2)?;
+                let id = params.arg(0, rpc::block_number)?;
+                let full = params.arg(1, rpc::boolean)?;
+                Ok(match id {
+                    BlockId::Pending => self.pending_block_json(full, view, now_ms),
+                    BlockId::Latest | BlockId::Finalized => self.block_json(view.head, full, view),
+                    BlockId::Earliest => self.block_json(0, full, view),
+                    BlockId::Number(n) if n <= view.head => self.block_json(n, full, view),
+                    _ => Value::Null,
+                })
+            }
+            "eth_getBlockByHash" => {
+                let params = Params::read(raw_params, 2)?;
+                let hash = params.arg(0, rpc::hash)?;
+                let full = params.arg(1, rpc::boolean)?;
+                Ok(match self.block_numbers.get(&hash) {
+                    Some(n) if *n <= view.head => self.block_json(*n, full, view),
+                    _ => Value::Null,
+                })
+            }
+            "eth_getBalance" => {
+                let params = Params::read(raw_params, 2)?;
+                let address = params.arg(0, rpc::address)?;
+                let at = self.state_at(params.arg(1, rpc::block_number_or_hash)?, view)?;
+                let block = match at {
+                    StateAt::Block(n) => n,
+                    StateAt::Pending => view.head,
+                };
+                Ok(qty_big(self.account_at(&address, block).0))
+            }
+            "eth_getTransactionCount" => {
+                let params = Params::read(raw_params, 2)?;
+                let address = params.arg(0, rpc::address)?;
+                Ok(qty(match self.state_at(params.arg(1, rpc::block_number_or_hash)?, view)? {
+                    StateAt::Block(n) => self.account_at(&address, n).1,
+                    StateAt::Pending => self.pending_nonce(&address, view),
+                }))
+            }
+            "eth_getCode" => {
+                let params = Params::read(raw_params, 2)?;
+                params.arg(0, rpc::address)?;
+                self.state_at(params.arg(1, rpc::block_number_or_hash)?, view)?;
+                Ok(json!("0x"))
+            }
+            "eth_feeHistory" => {
+                let params = Params::read(raw_params, 3)?;
+                let count = params.arg(0, rpc::hex_or_decimal)?;
+                let newest = params.arg(1, rpc::block_number)?;
+                let percentiles = params.optional_arg(2, rpc::floats)?;
+                self.fee_history(count, newest, percentiles.as_deref(), view)
+            }
+            "eth_estimateGas" => {
+                let params = Params::read(raw_params, 4)?;
+                let args = params.arg(0, rpc::call_args)?;
+                let at = match params.optional_arg(1, rpc::block_number_or_hash)? {
+                    Some(id) => self.state_at(id, view)?,
+                    None => StateAt::Pending,
+                };
+                self.estimate_gas(&args, at, view)
+            }
+            "eth_call" => {
+                let params = Params::read(raw_params, 4)?;
+                params.arg(0, rpc::call_args)?;
+                if let Some(id) = params.optional_arg(1, rpc::block_number_or_hash)? {
+                    self.state_at(id, view)?;
+                }
+                Ok(json!("0x"))
+            }
+            "eth_getTransactionByHash" => {
+                let params = Params::read(raw_params, 1)?;
+                let hash = params.arg(0, rpc::hash)?;
+                Ok(match self.txs.get(&hash) {
+                    Some(tx) if tx.pooled_ms <= view.until_ms => self.tx_json(&hash, tx, view),
+                    _ => Value::Null,
+                })
+            }
+            "eth_getTransactionReceipt" => {
+                let params = Params::read(raw_params, 1)?;
+                let hash = params.arg(0, rpc::hash)?;
+                Ok(match self.txs.get(&hash) {
+                    Some(tx) if tx.mined.is_some_and(|m| m.block <= view.head) => {
+                        self.receipt_json(&hash, tx)
+                    }
+                    _ => Value::Null,
+                })
+            }
+            _ => Err(RpcError::method_not_found(method)),
+        }
+    }
+
+    fn estimate_gas(&self, args: &CallArgs, at: StateAt, view: View) -> Result<Value, RpcError> {
+        if let Some(from) = &args.from
+            && !args.value.is_zero()
+        {
+            let block = match at {
+                StateAt::Block(n) => n,
+                StateAt::Pending => view.head,
+            };
+            if self.account_at(from, block).0 < args.value {
+                return Err(RpcError::server("insufficient funds for transfer"));
+            }
+        }
+        let gas = intrinsic_gas(&args.input, args.to.is_none(), args.access_list_items, 0);
+        Ok(qty(gas.max(floor_data_gas(&args.input))))
+    }
+
+    fn fee_history(
+        &self,
+        count: u64,
+        newest: BlockId,
+        percentiles: Option<&[f64]>,
+        view: View,
+    ) -> Result<Value, RpcError> {
+        if let Some(percentiles) = percentiles {
+            for (i, p) in percentiles.iter().enumerate() {
+                if !(0.0..=100.0).contains(p) {
+                    return Err(RpcError::server(format!("invalid reward percentile: {p:.6}")));
+                }
+                if i > 0 && *p <= percentiles[i - 1] {
+                    return Err(RpcError::server(format!(
+                        "invalid reward percentile: #{}:{:.6} >= #{i}:{p:.6}",
+                        i - 1,
+                        percentiles[i - 1]
+                    )));
+                }
+            }
+        }
+        if count == 0 {
+            return Ok(json!({"oldestBlock": "0x0", "gasUsedRatio": null}));
+        }
+        let newest = match newest {
+            BlockId::Latest | BlockId::Finalized | BlockId::Pending => view.head,
+            BlockId::Earliest => 0,
+            BlockId::Number(n) if n <= view.head => n,
+            BlockId::Number(n) => {
+                return Err(RpcError::server(format!(
+                    "request beyond head block: requested {n}, head {}",
+                    view.head
+                )));
+            }
+            BlockId::Hash(_) => view.head,
+        };
+        let count = count.min(FEE_HISTORY_BLOCKS_MAX).min(newest + 1);
+        let oldest = newest + 1 - count;
+        let blocks = &self.blocks[oldest as usize..=newest as usize];
+        let mut result = Map::new();
+        result.insert("oldestBlock".into(), qty(oldest));
+        result.insert("baseFeePerGas".into(), Value::Array(vec![qty(BASE_FEE_WEI); count as usize + 1]));
+        result.insert(
+            "gasUsedRatio".into(),
+            Value::Array(blocks.iter().map(|b| json!(b.gas_used as f64 / BLOCK_GAS_LIMIT as f64)).collect()),
+        );
+        if let Some(percentiles) = percentiles {
+            let rewards = blocks.iter().map(|b| Value::Array(self.rewards(b, percentiles))).collect();
+            result.insert("reward".into(), Value::Array(rewards));
+        }
+        Ok(Value::Object(result))
+    }
+
+    /// geth's percentile walk over a block's effective tips, weighted by gas used.
+    fn rewards(&self, block: &Block, percentiles: &[f64]) -> Vec<Value> {
+        let mut sorted: Vec<(u128, u64)> = block
+            .txs
+            .iter()
+            .filter_map(|h| self.txs.get(h))
+            .map(|tx| (tx.envelope.effective_tip_per_gas(BASE_FEE_WEI).unwrap_or(0), tx.gas_used))
+            .collect();
+        if sorted.is_empty() {
+            return vec![qty(0); percentiles.len()];
+        }
+        sorted.sort_by_key(|(tip, _)| *tip);
+        let mut index = 0;
+        let mut sum = sorted[0].1;
+        percentiles
+            .iter()
+            .map(|p| {
+                let threshold = (block.gas_used as f64 * p / 100.0) as u64;
+                while sum < threshold && index < sorted.len() - 1 {
+                    index += 1;
+                    sum += sorted[index].1;
+                }
+                qty_u128(sorted[index].0)
+            })
+            .collect()
+    }
+}

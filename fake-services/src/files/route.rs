@@ -1,0 +1,122 @@
+//! Routing: which S3 operation a request asks for ([`Op`]), from its method, path and query.
+//!
+//! Kept apart so that the whole surface the fake answers is in one place, with what it
+//! refuses before any state is touched: bad bucket names and URIs, keys over the limit,
+//! subresources it does not implement, versions other than `null`.
+
+use super::answer::not_implemented;
+use super::http::{KEY_BYTES_MAX, check_bucket_name, percent_decode};
+use super::xml::S3Error;
+use crate::wire::FakeRequest;
+
+/// Query parameters that name an S3 subresource the fake does not implement. A request with
+/// one is refused rather than served as if the parameter were absent: `PUT ?tagging` must
+/// not overwrite the object with the tagging document.
+const UNIMPLEMENTED_SUBRESOURCES: &[&str] = &[
+    "accelerate",
+    "acl",
+    "analytics",
+    "attributes",
+    "cors",
+    "encryption",
+    "intelligent-tiering",
+    "inventory",
+    "legal-hold",
+    "lifecycle",
+    "location",
+    "logging",
+    "metrics",
+    "notification",
+    "object-lock",
+    "ownershipControls",
+    "partNumber",
+    "policy",
+    "policyStatus",
+    "publicAccessBlock",
+    "replication",
+    "requestPayment",
+    "restore",
+    "retention",
+    "select",
+    "tagging",
+    "torrent",
+    "uploadId",
+    "uploads",
+    "versioning",
+    "versions",
+    "website",
+];
+
+/// What a request asks for.
+#[derive(Debug)]
+pub(super) enum Op {
+    ListBuckets,
+    CreateBucket { bucket: String },
+    HeadBucket { bucket: String },
+    ListObjects { bucket: String },
+    DeleteBucket { bucket: String },
+    DeleteObjects { bucket: String },
+    PutObject { bucket: String, key: String },
+    GetObject { bucket: String, key: String },
+    DeleteObject { bucket: String, key: String },
+}
+
+pub(super) fn route(req: &FakeRequest) -> Result<Op, S3Error> {
+    let method = req.method.as_str();
+    let path = req.path.strip_prefix('/').unwrap_or(&req.path);
+    let invalid_uri =
+        || S3Error::new(400, "InvalidURI", "Couldn't parse the specified URI.").with("URI", req.path.clone());
+    let query = req.query_pairs();
+    let has = |name: &str| query.iter().any(|(n, _)| n == name);
+    if path.is_empty() {
+        return match method {
+            "GET" => Ok(Op::ListBuckets),
+            _ => Err(method_not_allowed(method, "SERVICE")),
+        };
+    }
+    let (raw_bucket, raw_key) = path.split_once('/').unwrap_or((path, ""));
+    let bucket = percent_decode(raw_bucket).ok_or_else(invalid_uri)?;
+    if check_bucket_name(&bucket).is_err() {
+        return Err(S3Error::new(400, "InvalidBucketName", "The specified bucket is not valid.")
+            .with("BucketName", bucket));
+    }
+    let bucket_level = raw_key.is_empty();
+    for (name, value) in &query {
+        if UNIMPLEMENTED_SUBRESOURCES.contains(&name.as_str()) || (name == "delete" && !bucket_level) {
+            return Err(not_implemented(&format!("the ?{name} subresource")));
+        }
+        if name == "versionId" && value != "null" {
+            return Err(S3Error::new(400, "InvalidArgument", "Invalid version id specified")
+                .with("ArgumentName", "versionId")
+                .with("ArgumentValue", value.clone()));
+        }
+    }
+    if bucket_level {
+        return match method {
+            "PUT" => Ok(Op::CreateBucket { bucket }),
+            "HEAD" => Ok(Op::HeadBucket { bucket }),
+            "GET" => Ok(Op::ListObjects { bucket }),
+            "DELETE" => Ok(Op::DeleteBucket { bucket }),
+            "POST" if has("delete") => Ok(Op::DeleteObjects { bucket }),
+            _ => Err(method_not_allowed(method, "BUCKET")),
+        };
+    }
+    let key = percent_decode(raw_key).ok_or_else(invalid_uri)?;
+    if key.len() > KEY_BYTES_MAX {
+        return Err(S3Error::new(400, "KeyTooLongError", "Your key is too long")
+            .with("Size", key.len().to_string())
+            .with("MaxSizeAllowed", KEY_BYTES_MAX.to_string()));
+    }
+    match method {
+        "PUT" => Ok(Op::PutObject { bucket, key }),
+        "GET" | "HEAD" => Ok(Op::GetObject { bucket, key }),
+        "DELETE" => Ok(Op::DeleteObject { bucket, key }),
+        _ => Err(method_not_allowed(method, "OBJECT")),
+    }
+}
+
+fn method_not_allowed(method: &str, resource: &str) -> S3Error {
+    S3Error::new(405, "MethodNotAllowed", "The specified method is not allowed against this resource.")
+        .with("Method", method)
+        .with("ResourceType", resource)
+}

@@ -1,0 +1,415 @@
+//! Attribution: which ledger effect belongs to which intent, and which intents form a
+//! lineage (see the module documentation of [`super`]). Every check reads the [`Run`] built
+//! here; none of them looks at a ledger any other way.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use scenarios::{IntentSpec, Scenario};
+use serde_json::Value;
+use vocabulary::{ActionSpec, Contract, Effect, JournalEntry, State};
+
+use super::{STATE_MOMENT, parse_state_detail};
+use crate::observe::{Claim, Observed};
+
+/// The contract the scenario announces for `action`'s service: its default with the
+/// scenario's changes.
+pub(super) fn contract_for(action: &ActionSpec, scenario: &Scenario) -> Contract {
+    scenario.contract(action.service).unwrap_or_default()
+}
+
+/// A business key: the action and the key.
+type BusinessKey<'a> = (&'static str, &'a str);
+
+/// A checked intent (not exempt).
+pub(super) struct Intent<'a> {
+    pub(super) spec: &'a IntentSpec,
+    /// The action and business key, when the intent's effects can be attributed.
+    pub(super) attribution: Option<(&'static ActionSpec, &'a str)>,
+    pub(super) claim: Option<&'a Claim>,
+    pub(super) lineage: usize,
+    /// Indices into `Run::effects`, in ledger order.
+    pub(super) effects: Vec<usize>,
+}
+
+impl Intent<'_> {
+    pub(super) fn id(&self) -> &str {
+        &self.spec.id
+    }
+
+    pub(super) fn state(&self) -> Option<String> {
+        self.claim.map(|c| c.state.trim().to_ascii_lowercase())
+    }
+
+    /// Whether the final claim is `state` (whatever its case and surrounding space).
+    pub(super) fn claims(&self, state: State) -> bool {
+        self.state().as_deref() == Some(state.as_str())
+    }
+}
+
+/// An effect of an attributable kind, with where it was attributed.
+pub(super) struct Found<'a> {
+    pub(super) service: &'a str,
+    pub(super) effect: &'a Effect,
+    pub(super) action: &'static ActionSpec,
+    pub(super) key: Option<&'a str>,
+    /// `None`: no intent of the scenario has this business key.
+    pub(super) lineage: Option<usize>,
+    pub(super) owner: Option<usize>,
+    /// How the effect's parameters differ from its owner's authorised ones.
+    pub(super) mismatch: Vec<String>,
+}
+
+impl Found<'_> {
+    pub(super) fn label(&self) -> String {
+        format!("{} {} (seq {})", self.service, self.effect.object_id, self.effect.seq)
+    }
+
+    /// With the time of the effect, in ms from the run's first moment (`start_ms`).
+    pub(super) fn label_at(&self, start_ms: u64) -> String {
+        format!(
+            "{} {} (seq {}, at {} ms)",
+            self.service,
+            self.effect.object_id,
+            self.effect.seq,
+            self.effect.at_ms.saturating_sub(start_ms)
+        )
+    }
+
+    pub(super) fn key_text(&self) -> String {
+        match self.key {
+            Some(key) => format!("{} {key}", self.action.business_key),
+            None => format!("no {}", self.action.business_key),
+        }
+    }
+}
+
+pub(super) struct StateMoment<'a> {
+    pub(super) at_ms: u64,
+    pub(super) state: &'a str,
+    pub(super) lane: &'a str,
+}
+
+pub(super) struct Run<'a> {
+    pub(super) scenario: &'a Scenario,
+    pub(super) observed: &'a Observed,
+    pub(super) intents: Vec<Intent<'a>>,
+    pub(super) by_id: BTreeMap<&'a str, usize>,
+    /// Ids of the intents whose action the executor does not support.
+    pub(super) exempt: BTreeSet<&'a str>,
+    pub(super) claims: BTreeMap<&'a str, &'a Claim>,
+    /// Members of each lineage, in scenario order; lineages in order of their first member.
+    pub(super) lineages: Vec<Vec<usize>>,
+    /// Attributable effects, per service in ledger order.
+    pub(super) effects: Vec<Found<'a>>,
+    pub(super) states: BTreeMap<&'a str, Vec<StateMoment<'a>>>,
+    /// Per service, who sent each request, from the journals.
+    pub(super) senders: BTreeMap<&'a str, Senders<'a>>,
+    /// The run's first moment: evidence gives times from it, which read better than epoch
+    /// milliseconds (0 when the timeline is empty).
+    pub(super) start_ms: u64,
+}
+
+/// Who sent the requests one service saw: the worker lives of the journal's origins.
+#[derive(Default)]
+pub(super) struct Senders<'a> {
+    /// Per request id: its origin and arrival (service time).
+    pub(super) requests: BTreeMap<&'a str, (&'a str, u64)>,
+    /// Per origin: every arrival, in order.
+    pub(super) arrivals: BTreeMap<&'a str, Vec<u64>>,
+    /// Per origin: the journal position of its first request (arrivals in one millisecond
+    /// keep their order there).
+    pub(super) first_seq: BTreeMap<&'a str, u64>,
+}
+
+impl<'a> Senders<'a> {
+    pub(super) fn of(journal: &'a [JournalEntry]) -> Senders<'a> {
+        let mut senders = Senders::default();
+        for entry in journal {
+            let Some(origin) = entry.origin.as_deref() else { continue };
+            senders.requests.insert(entry.request_id.as_str(), (origin, entry.at_ms));
+            senders.arrivals.entry(origin).or_default().push(entry.at_ms);
+            let first = senders.first_seq.entry(origin).or_insert(entry.seq);
+            *first = (*first).min(entry.seq);
+        }
+        for arrivals in senders.arrivals.values_mut() {
+            arrivals.sort_unstable();
+        }
+        senders
+    }
+
+    /// Where `origin`'s first request is in the journal: the smaller, the earlier it came.
+    pub(super) fn first(&self, origin: &str) -> Option<u64> {
+        self.first_seq.get(origin).copied()
+    }
+
+    /// Whether a request of `origin` arrived at or after `from_ms` and before `until_ms`.
+    pub(super) fn any_between(&self, origin: &str, from_ms: u64, until_ms: u64) -> bool {
+        self.arrivals.get(origin).is_some_and(|a| a.iter().any(|t| (from_ms..until_ms).contains(t)))
+    }
+}
+
+impl<'a> Run<'a> {
+    pub(super) fn new(scenario: &'a Scenario, observed: &'a Observed) -> Run<'a> {
+        let unsupported: BTreeSet<&str> = observed.unsupported.iter().map(String::as_str).collect();
+        // The final claim per id: the last one, should an executor repeat itself.
+        let claims: BTreeMap<&str, &Claim> = observed.claims.iter().map(|c| (c.id.as_str(), c)).collect();
+
+        let mut intents = Vec::new();
+        let mut by_id = BTreeMap::new();
+        let mut exempt = BTreeSet::new();
+        let mut exempt_keys: BTreeSet<BusinessKey> = BTreeSet::new();
+        for spec in &scenario.intents {
+            let id = spec.id.as_str();
+            if by_id.contains_key(id) || exempt.contains(id) {
+                continue;
+            }
+            let attribution = vocabulary::action(&spec.action).and_then(|action| {
+                spec.params.get(action.business_key).and_then(Value::as_str).map(|key| (action, key))
+            });
+            if unsupported.contains(spec.action.as_str()) {
+                exempt.insert(id);
+                if let Some((action, key)) = attribution {
+                    exempt_keys.insert((action.name, key));
+                }
+                continue;
+            }
+            by_id.insert(id, intents.len());
+            intents.push(Intent {
+                spec,
+                attribution,
+                claim: claims.get(id).copied(),
+                lineage: 0,
+                effects: vec![],
+            });
+        }
+
+        // Lineages: union-find over `replaces` and shared business keys.
+        let mut groups: BTreeMap<BusinessKey, Vec<usize>> = BTreeMap::new();
+        for (i, intent) in intents.iter().enumerate() {
+            if let Some((action, key)) = intent.attribution {
+                groups.entry((action.name, key)).or_default().push(i);
+            }
+        }
+        let mut parent: Vec<usize> = (0..intents.len()).collect();
+        for (i, intent) in intents.iter().enumerate() {
+            if let Some(p) = intent.spec.replaces.as_deref().and_then(|p| by_id.get(p)) {
+                union(&mut parent, i, *p);
+            }
+        }
+        for members in groups.values() {
+            for m in &members[1..] {
+                union(&mut parent, members[0], *m);
+            }
+        }
+        let mut lineages: Vec<Vec<usize>> = Vec::new();
+        let mut lineage_of_root = BTreeMap::new();
+        for (i, intent) in intents.iter_mut().enumerate() {
+            let root = find(&mut parent, i);
+            let lineage = *lineage_of_root.entry(root).or_insert_with(|| {
+                lineages.push(vec![]);
+                lineages.len() - 1
+            });
+            lineages[lineage].push(i);
+            intent.lineage = lineage;
+        }
+
+        // Effects: first by business key and exact parameters, then the ambiguous ones.
+        let mut effects = Vec::new();
+        let mut ambiguous: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (service, ledger) in &observed.ledgers {
+            let mut ledger: Vec<&Effect> = ledger.iter().collect();
+            ledger.sort_by_key(|e| e.seq);
+            for effect in ledger {
+                let Some(action) = vocabulary::action_for_effect(service, &effect.kind) else { continue };
+                let key = effect.params.get(action.business_key).and_then(Value::as_str);
+                let members = key.and_then(|k| groups.get(&(action.name, k)));
+                let Some(members) = members else {
+                    if key.is_some_and(|k| exempt_keys.contains(&(action.name, k))) {
+                        continue;
+                    }
+                    effects.push(Found {
+                        service,
+                        effect,
+                        action,
+                        key,
+                        lineage: None,
+                        owner: None,
+                        mismatch: vec![],
+                    });
+                    continue;
+                };
+                let exact: Vec<usize> = members
+                    .iter()
+                    .copied()
+                    .filter(|m| param_diff(&intents[*m].spec.params, &effect.params).is_empty())
+                    .collect();
+                let candidates = if exact.is_empty() { members.clone() } else { exact.clone() };
+                let owner = match candidates.as_slice() {
+                    [only] => Some(*only),
+                    _ => by_idempotency_key(&intents, &candidates, effect),
+                };
+                let index = effects.len();
+                if owner.is_none() && !exact.is_empty() {
+                    ambiguous.push((index, candidates));
+                }
+                let mismatch =
+                    owner.map(|o| param_diff(&intents[o].spec.params, &effect.params)).unwrap_or_default();
+                effects.push(Found {
+                    service,
+                    effect,
+                    action,
+                    key,
+                    lineage: Some(intents[members[0]].lineage),
+                    owner,
+                    mismatch,
+                });
+            }
+        }
+        for (index, effect) in effects.iter().enumerate() {
+            if let Some(owner) = effect.owner {
+                intents[owner].effects.push(index);
+            }
+        }
+        // Benefit of the doubt: the member this effect makes no violation for.
+        for (index, candidates) in ambiguous {
+            let rank = |m: &usize| {
+                let intent = &intents[*m];
+                (intent.claims(State::Failed), !intent.effects.is_empty(), !intent.claims(State::Confirmed))
+            };
+            if let Some(owner) = candidates.iter().copied().min_by_key(rank) {
+                effects[index].owner = Some(owner);
+                intents[owner].effects.push(index);
+                intents[owner].effects.sort_unstable();
+            }
+        }
+
+        let mut states: BTreeMap<&str, Vec<StateMoment>> = BTreeMap::new();
+        for moment in &observed.timeline {
+            if !moment.kind.trim().eq_ignore_ascii_case(STATE_MOMENT) {
+                continue;
+            }
+            if let Some((id, state)) = parse_state_detail(&moment.detail) {
+                states.entry(id).or_default().push(StateMoment {
+                    at_ms: moment.at_ms,
+                    state,
+                    lane: &moment.lane,
+                });
+            }
+        }
+
+        let senders = observed
+            .journals
+            .iter()
+            .map(|(service, journal)| (service.as_str(), Senders::of(journal)))
+            .collect();
+
+        let start_ms = observed.timeline.iter().map(|m| m.at_ms).min().unwrap_or(0);
+        Run {
+            scenario,
+            observed,
+            intents,
+            by_id,
+            exempt,
+            claims,
+            lineages,
+            effects,
+            states,
+            senders,
+            start_ms,
+        }
+    }
+
+    /// Whether any intent's effects can be told apart in a ledger.
+    pub(super) fn any_attributable(&self) -> bool {
+        self.intents.iter().any(|i| i.attribution.is_some())
+    }
+
+    pub(super) fn members_text(&self, lineage: usize) -> String {
+        self.lineages[lineage].iter().map(|m| self.intents[*m].id()).collect::<Vec<_>>().join(", ")
+    }
+
+    pub(super) fn effects_text(&self, effects: &[usize]) -> String {
+        effects.iter().map(|e| self.effects[*e].label()).collect::<Vec<_>>().join(", ")
+    }
+
+    pub(super) fn owner_text(&self, effect: &Found) -> String {
+        match effect.owner {
+            Some(o) => format!("{} of {}", effect.label(), self.intents[o].id()),
+            None => format!("{} of no member", effect.label()),
+        }
+    }
+
+    pub(super) fn claim_text(intent: &Intent) -> String {
+        match intent.state() {
+            Some(state) => format!("claims {state}"),
+            None => "no claim".to_string(),
+        }
+    }
+}
+
+/// Whether `claim`'s evidence names `key` as the intent's key or one of its earlier ones.
+pub(super) fn claim_lists_key(claim: Option<&Claim>, key: &str) -> bool {
+    let Some(evidence) = claim.map(|c| &c.evidence) else { return false };
+    evidence.get("key").and_then(Value::as_str) == Some(key)
+        || evidence
+            .get("previous_keys")
+            .and_then(Value::as_array)
+            .is_some_and(|keys| keys.iter().any(|k| k.as_str() == Some(key)))
+}
+
+fn find(parent: &mut [usize], mut i: usize) -> usize {
+    while parent[i] != i {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    i
+}
+
+/// Joins two sets; the lower index becomes the root, so lineages follow scenario order.
+fn union(parent: &mut [usize], a: usize, b: usize) {
+    let (ra, rb) = (find(parent, a), find(parent, b));
+    if ra != rb {
+        parent[ra.max(rb)] = ra.min(rb);
+    }
+}
+
+/// The one candidate whose claim lists the effect's idempotency key, if exactly one does.
+fn by_idempotency_key(intents: &[Intent], candidates: &[usize], effect: &Effect) -> Option<usize> {
+    let key = effect.idempotency_key.as_deref()?;
+    let listed = |m: &&usize| claim_lists_key(intents[**m].claim, key);
+    match candidates.iter().filter(listed).collect::<Vec<_>>().as_slice() {
+        [only] => Some(**only),
+        _ => None,
+    }
+}
+
+/// How `actual` differs from the `authorised` parameters, one entry per differing field.
+pub(super) fn param_diff(authorised: &Value, actual: &Value) -> Vec<String> {
+    let Value::Object(fields) = authorised else {
+        return if authorised == actual {
+            vec![]
+        } else {
+            vec![format!("params {actual} (authorised {authorised})")]
+        };
+    };
+    fields
+        .iter()
+        .filter_map(|(name, want)| match actual.get(name) {
+            Some(got) if same(got, want) => None,
+            Some(got) => Some(format!("{name} {got} (authorised {want})")),
+            None => Some(format!("{name} missing (authorised {want})")),
+        })
+        .collect()
+}
+
+/// JSON equality, with numbers compared by value (`500` equals `500.0`).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
+            (Some(x), Some(y), _, _) => x == y,
+            (_, _, Some(x), Some(y)) => x == y,
+            _ => x.as_f64().zip(y.as_f64()).is_some_and(|(x, y)| x == y),
+        },
+        _ => a == b,
+    }
+}

@@ -1,0 +1,104 @@
+//! Hazards: safeguards a contract offered that a write did not use, whatever the verdicts
+//! (see "Hazards" in the module documentation of [`super`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+use vocabulary::{ACTIONS, Guard, KeyPolicy};
+
+use super::Hazard;
+use super::attribution::{Intent, Run, claim_lists_key, contract_for};
+use super::{HAZARD_KEY_PAST_RETENTION, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, exploited_by};
+
+impl Run<'_> {
+    pub(super) fn hazards(&self) -> Vec<Hazard> {
+        let mut out: Vec<Hazard> = Vec::new();
+        let mut seen = BTreeSet::new();
+        let mut push = |kind: &str, service: &str, intent: Option<&str>, detail: String, once: String| {
+            if seen.insert((kind.to_string(), once)) {
+                out.push(Hazard {
+                    kind: kind.to_string(),
+                    service: service.to_string(),
+                    intent: intent.map(str::to_string),
+                    detail,
+                    exploited_by: exploited_by(kind).to_string(),
+                    command: String::new(),
+                });
+            }
+        };
+        for (action, guard) in self.guarded() {
+            for effect in self.effects.iter().filter(|e| e.action.name == action.name) {
+                let owner = effect.owner.map(|o| self.intents[o].id());
+                let once = owner.map_or_else(|| effect.label(), str::to_string);
+                let params = &effect.effect.params;
+                if guard == Guard::Fencing && effect.effect.fencing_token.is_none() {
+                    push(
+                        HAZARD_NO_FENCING_TOKEN,
+                        action.service,
+                        owner,
+                        format!(
+                            "{} for {} was created without a Fencing-Token, though {} offers fencing",
+                            effect.label(),
+                            effect.key_text(),
+                            action.service
+                        ),
+                        once,
+                    );
+                } else if guard == Guard::ConditionalWrites
+                    && params.get("if_match").is_none_or(Value::is_null)
+                    && params.get("if_none_match").and_then(Value::as_bool) != Some(true)
+                {
+                    push(
+                        HAZARD_NO_PRECONDITION,
+                        action.service,
+                        owner,
+                        format!(
+                            "{} for {} was written without If-Match or If-None-Match, though {} offers \
+                             conditional writes",
+                            effect.label(),
+                            effect.key_text(),
+                            action.service
+                        ),
+                        once,
+                    );
+                }
+            }
+        }
+        for action in ACTIONS {
+            let contract = contract_for(action, self.scenario);
+            if contract.idempotency_keys != KeyPolicy::Honored {
+                continue;
+            }
+            let Some(journal) = self.observed.journals.get(action.service) else { continue };
+            // When a write under each key first took effect: only then is there something for a
+            // later send under the key to repeat, and only the key's retention stops it.
+            let mut effect_ms: BTreeMap<&str, u64> = BTreeMap::new();
+            for effect in self.observed.ledgers.get(action.service).into_iter().flatten() {
+                if let Some(key) = effect.idempotency_key.as_deref() {
+                    let first = effect_ms.entry(key).or_insert(effect.at_ms);
+                    *first = (*first).min(effect.at_ms);
+                }
+            }
+            for entry in journal.iter().filter(|e| e.method == "POST") {
+                let Some(key) = entry.idempotency_key.as_deref() else { continue };
+                let Some(took_effect_ms) = effect_ms.get(key) else { continue };
+                let age_ms = entry.at_ms.saturating_sub(*took_effect_ms);
+                if age_ms > contract.key_retention_ms {
+                    let owner = self.intents.iter().find(|i| claim_lists_key(i.claim, key)).map(Intent::id);
+                    push(
+                        HAZARD_KEY_PAST_RETENTION,
+                        action.service,
+                        owner,
+                        format!(
+                            "{} {} was sent under idempotency key {key} {age_ms} ms after a write under it took \
+                             effect, though {} keeps keys for {} ms",
+                            entry.method, entry.path, action.service, contract.key_retention_ms
+                        ),
+                        key.to_string(),
+                    );
+                }
+            }
+        }
+        out
+    }
+}

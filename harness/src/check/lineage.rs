@@ -1,0 +1,67 @@
+//! `lineage`: a replacement never takes effect while its predecessor is unresolved (per the
+//! timeline's state moments), nor after its predecessor took effect.
+
+use super::Verdict;
+use super::attribution::{Run, StateMoment};
+use super::{LINEAGE, is_terminal};
+
+impl<'a> Run<'a> {
+    /// The last state `id` reached at or before `at_ms`, per the timeline; `None` when it has
+    /// no state moments at all, `Some(None)` when it has none that early. Among moments at the
+    /// same time, the later one in the timeline wins.
+    pub(super) fn state_at(&self, id: &str, at_ms: u64) -> Option<Option<&StateMoment<'a>>> {
+        let moments = self.states.get(id)?;
+        Some(moments.iter().filter(|m| m.at_ms <= at_ms).max_by_key(|m| m.at_ms))
+    }
+
+    pub(super) fn lineage(&self) -> Verdict {
+        let mut lines = Vec::new();
+        let mut untimed = Vec::new();
+        let mut replacements = 0;
+        for replacement in &self.intents {
+            let Some(predecessor) = replacement.spec.replaces.as_deref().and_then(|p| self.by_id.get(p))
+            else {
+                continue;
+            };
+            replacements += 1;
+            let predecessor = &self.intents[*predecessor];
+            let (r, p) = (replacement.id(), predecessor.id());
+            for effect in replacement.effects.iter().map(|e| &self.effects[*e]) {
+                if !predecessor.effects.is_empty() {
+                    lines.push(format!(
+                        "{r} took effect ({}) although its predecessor {p} took effect too ({})",
+                        effect.label(),
+                        self.effects_text(&predecessor.effects)
+                    ));
+                }
+                match self.state_at(p, effect.effect.at_ms) {
+                    Some(Some(moment)) if !is_terminal(moment.state) => lines.push(format!(
+                        "{r} took effect ({}) while its predecessor {p} was unresolved ({} since {} ms on {})",
+                        effect.label_at(self.start_ms),
+                        moment.state,
+                        moment.at_ms.saturating_sub(self.start_ms),
+                        moment.lane
+                    )),
+                    Some(None) => lines.push(format!(
+                        "{r} took effect ({}) before its predecessor {p} reached any state",
+                        effect.label_at(self.start_ms)
+                    )),
+                    // A predecessor without any state moment cannot be judged on timing.
+                    None if predecessor.effects.is_empty() => untimed.push(format!(
+                        "the executor sent no state events for {p}, so whether {r} took effect ({}) after {p} \
+                         was resolved cannot be told",
+                        effect.label_at(self.start_ms)
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        if replacements == 0 {
+            return Verdict::not_judged(LINEAGE, "no intent replaces another");
+        }
+        if lines.is_empty() && !untimed.is_empty() {
+            return Verdict::not_judged(LINEAGE, untimed.join("; "));
+        }
+        Verdict::from_evidence(LINEAGE, lines)
+    }
+}

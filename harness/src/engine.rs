@@ -1,0 +1,624 @@
+//! The phase engine: what a run of one scenario does, written once for every driver.
+//!
+//! A run goes through the same phases whatever runs the executor: **start** `w1`; **act**
+//! (propose every intent to `w1`); **drain** (`w1` works until nothing is left or its bound
+//! passes); **heal** (every fault disarmed, then the world left to settle: nothing in flight at
+//! any fake, at most the announced settle bound); **reconcile** (paused workers resumed, then
+//! up to [`RECONCILE_ROUNDS_MAX`] rounds, each restarting crashed workers on the same state
+//! directory and asking every worker for a reconcile pass and a drain, until `w1`'s `status`
+//! shows nothing unresolved); **finish** (no more background work, the world settled again,
+//! crashed workers restarted, `w1`'s `status` taken as its claims, the fakes' ledgers and
+//! journals read); then every worker is shut down.
+//!
+//! A scenario's events (a crash, a pause, a second worker, a clock jump, a heal, a reconcile
+//! pass) fire at points: after a phase, after an intent was proposed, or when a request reaches
+//! a fake ([`crate::points`]). What an event means is written here, once; how a worker is
+//! crashed, paused or started is the [`Backend`]'s: an aborted task on virtual time in sim
+//! ([`crate::sim`]), a SIGKILL to a real process group live ([`crate::live`]). Whatever the
+//! backend, the engine applies the events of a request point while it waits for an answer or
+//! for time to pass, so sim and live say the same thing about the same scenario by
+//! construction, and a third backend (a container, a remote worker) is one more
+//! implementation of [`Backend`].
+//!
+//! An executor that misbehaves (breaks the protocol, hangs, exits, answers a request with an
+//! error) ends the run early with [`Observed::executor_error`]: the first reason stands, and
+//! what the fakes saw is still collected to explain it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use fake_services::{Clock, Fakes};
+use scenarios::model::FIRST_WORKER;
+use scenarios::{EventAction, IntentSpec, PhaseName, Point, Scenario};
+use tokio::sync::oneshot;
+
+use crate::observe::{Claim, Moment, Observed};
+use crate::setup::{self, RECONCILE_ROUNDS_MAX};
+
+/// A state change an executor reports, for the timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateChange {
+    pub intent_id: String,
+    pub state: String,
+    /// When the executor made the change, on the run's clock; `None` stamps it when the call
+    /// that made it returns (late, for a long drain: the checker's lineage test reads these
+    /// times, so an executor that knows them should say).
+    pub at_ms: Option<u64>,
+}
+
+/// What the engine asks of a worker: the protocol's requests after `init`.
+#[derive(Debug, Clone, Copy)]
+pub enum Request<'a> {
+    /// Record the intent durably.
+    Propose(&'a IntentSpec),
+    /// Work until nothing is recorded or submitted, within the backend's drain bound.
+    Drain,
+    /// One reconciliation pass.
+    Reconcile,
+    /// Every intent the worker knows, with its state.
+    Status,
+}
+
+impl Request<'_> {
+    /// The protocol's name for the request.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Propose(_) => "propose",
+            Request::Drain => "drain",
+            Request::Reconcile => "reconcile",
+            Request::Status => "status",
+        }
+    }
+}
+
+/// A worker's answer to a [`Request`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `propose`: the intent is recorded.
+    Accepted,
+    /// `propose`: refused. An unsupported action is reported as such, not as a failure.
+    Refused { unsupported: bool, why: String },
+    /// `drain` or `reconcile` ended (a drain that ran out of time too: another worker's lease
+    /// may hold an intent, which is no fault of this one). The state changes the backend has
+    /// not already put on the timeline.
+    Changes(Vec<StateChange>),
+    /// `status`: the worker's claims.
+    Claims(Vec<Claim>),
+    /// The worker answered with an error; the sentence says which worker and what.
+    Failed(String),
+}
+
+/// Why a call returned no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// The worker is gone: crashed by an event (and perhaps started again since).
+    Gone,
+    /// The executor misbehaved (hung, exited, broke the protocol); the sentence says how.
+    Broken(String),
+}
+
+/// A request that reached a request point: the events due there, and, where the backend holds
+/// the request's answer until they are applied, the gate that lets it go.
+#[derive(Debug)]
+pub struct Reached {
+    /// Indexes into the scenario's events.
+    pub events: Vec<usize>,
+    pub gate: Option<oneshot::Sender<()>>,
+}
+
+/// One step of a wait: a request point was reached (the engine applies its events and waits
+/// on), the wait is over, or the executor broke.
+#[derive(Debug)]
+pub enum Step<T> {
+    Reached(Reached),
+    Done(T),
+    Broken(String),
+}
+
+/// How long the engine waits when no answer is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// This long.
+    For { ms: u64 },
+    /// Until nothing is in flight at any fake, at most `bound_ms` (the announced settle bound):
+    /// only then is a ledger final. A backend on virtual time may wait out the whole bound.
+    Settled { bound_ms: u64 },
+}
+
+/// The run's timeline, shared by the engine and its backend (whose workers report state
+/// changes as they happen).
+#[derive(Debug, Clone, Default)]
+pub struct Timeline(Arc<Mutex<Vec<Moment>>>);
+
+impl Timeline {
+    pub fn push(&self, moment: Moment) {
+        self.moments().push(moment);
+    }
+
+    /// The moments so far, locked (a poisoned lock still holds good moments).
+    pub fn moments(&self) -> MutexGuard<'_, Vec<Moment>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every moment, in time order (moments of one instant keep the order they came in).
+    fn take_sorted(&self) -> Vec<Moment> {
+        let mut moments = std::mem::take(&mut *self.moments());
+        moments.sort_by_key(|m| m.at_ms);
+        moments
+    }
+}
+
+/// How the engine's workers run: in process on virtual time, as real processes, or anywhere
+/// else. A backend starts, calls, crashes, pauses and resumes workers, and waits; the engine
+/// decides when. Calls are split in two ([`Backend::send`], then [`Backend::answer`] until it
+/// is done) so that the engine can apply the events of request points reached meanwhile.
+// Not `dyn`: the engine is generic over its backend, and each backend's futures are checked
+// for `Send` where the concrete run is spawned.
+#[allow(async_fn_in_trait)]
+pub trait Backend {
+    /// One worker, as the backend runs it.
+    type Worker: Life;
+    /// A request in flight.
+    type Call;
+    /// A wait in progress.
+    type Waiting;
+
+    /// Every worker started so far, by name.
+    fn roster(&self) -> &Roster<Self::Worker>;
+
+    /// The first reason the executor broke that the backend noticed by itself (a worker in
+    /// the background that died or broke the protocol), if any.
+    fn failure(&self) -> Option<String>;
+
+    /// Starts worker `name`, or starts it again on the same state directory after a crash
+    /// (an earlier life is ended first); returns its incarnation (1, 2, ...). The error is a
+    /// sentence naming the worker.
+    async fn start_worker(&mut self, name: &str) -> Result<u32, String>;
+
+    /// Hands a request to a worker (requests to one worker are answered in order).
+    async fn send(&mut self, worker: &str, request: Request<'_>) -> Result<Self::Call, CallError>;
+    /// Waits for the answer, until a request point is reached or the executor breaks.
+    async fn answer(&mut self, call: &mut Self::Call) -> Step<Result<Reply, CallError>>;
+
+    /// Begins a wait.
+    fn wait(&mut self, wait: Wait) -> Self::Waiting;
+    /// Goes on waiting, until a request point is reached or the executor breaks.
+    async fn waited(&mut self, waiting: &mut Self::Waiting) -> Step<()>;
+
+    /// Crashes a worker mid-flight; returns what was done, for the timeline.
+    async fn crash(&mut self, worker: &str) -> String;
+    /// Pauses a worker for `for_ms`; returns what was done, for the timeline.
+    async fn pause(&mut self, worker: &str, for_ms: u64) -> String;
+    /// Resumes every paused worker now.
+    async fn resume_paused(&mut self);
+    /// A worker started by an event takes over what it can, in the background, until
+    /// [`Backend::end_background`]: a drain, then a reconcile pass every
+    /// [`BACKGROUND_ROUND_MS`], as a worker process would that keeps working while the
+    /// others are stopped.
+    async fn work_in_background(&mut self, worker: &str);
+    /// Asks a worker for a reconcile pass without waiting for it.
+    async fn ask_reconcile(&mut self, worker: &str);
+    /// No more background work: the engine has the last word.
+    fn end_background(&mut self);
+    /// Ends every worker: gracefully where the run is healthy, killed otherwise.
+    async fn shut_down(&mut self, graceful: bool);
+}
+
+/// What the engine knows of a worker, whatever runs it.
+pub trait Life {
+    /// 1 for its first life; a restart after a crash is the next.
+    fn incarnation(&self) -> u32;
+    /// A crash took it down and nothing has started it again.
+    fn crashed(&self) -> bool;
+}
+
+/// A backend's workers, by name.
+#[derive(Debug)]
+pub struct Roster<W>(BTreeMap<String, W>);
+
+impl<W> Default for Roster<W> {
+    fn default() -> Self {
+        Roster(BTreeMap::new())
+    }
+}
+
+impl<W> std::ops::Deref for Roster<W> {
+    type Target = BTreeMap<String, W>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl<W> std::ops::DerefMut for Roster<W> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl<W: Life> Roster<W> {
+    /// Whether `name` was started and is not crashed.
+    pub fn running(&self, name: &str) -> bool {
+        self.0.get(name).is_some_and(|w| !w.crashed())
+    }
+
+    /// `name` if it was started and is not crashed.
+    pub fn up(&mut self, name: &str) -> Option<&mut W> {
+        self.0.get_mut(name).filter(|w| !w.crashed())
+    }
+
+    /// Every started worker.
+    pub fn names(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+
+    /// The workers a crash took down and nothing has started again.
+    pub fn crashed(&self) -> Vec<String> {
+        self.0.iter().filter(|(_, w)| w.crashed()).map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The incarnation `name`'s next start is.
+    pub fn next_incarnation(&self, name: &str) -> u32 {
+        self.0.get(name).map_or(1, |w| w.incarnation() + 1)
+    }
+}
+
+/// Why a driver could not run a scenario (a harness problem, not a verdict).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot start the {0} runtime: {1}")]
+    Runtime(&'static str, std::io::Error),
+    #[error("cannot create the work directory {0}: {1}")]
+    WorkDir(String, std::io::Error),
+    #[error(transparent)]
+    Setup(setup::SetupError),
+}
+
+/// Empties `dir` (a case's own directory), or makes it.
+pub fn fresh_dir(dir: &Path) -> Result<(), RunError> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| RunError::WorkDir(dir.display().to_string(), e))
+}
+
+/// Background work: a reconcile pass this often, once the first drain is done.
+pub const BACKGROUND_ROUND_MS: u64 = 100;
+
+/// One run of one scenario over a backend.
+struct Engine<'a, B: Backend> {
+    scenario: &'a Scenario,
+    fakes: Fakes,
+    /// The run's base clock: what the timeline is stamped with (a clock jump moves one
+    /// service's time, never the run's).
+    clock: Arc<dyn Clock>,
+    backend: B,
+    timeline: Timeline,
+    observed: Observed,
+    fired: Vec<bool>,
+    settle_ms: u64,
+}
+
+/// What a run needs besides its backend.
+pub struct World<'a> {
+    pub scenario: &'a Scenario,
+    /// The fakes, prepared for the scenario (see [`setup::prepare`]).
+    pub fakes: Fakes,
+    /// The run's base clock, shared with the fakes.
+    pub clock: Arc<dyn Clock>,
+    /// The timeline the backend also writes to.
+    pub timeline: Timeline,
+    /// The settle bound of the services the scenario uses ([`setup::settle_ms`]).
+    pub settle_ms: u64,
+}
+
+/// Runs a scenario's phases over `backend` and returns what was observed.
+pub async fn run<B: Backend>(world: World<'_>, backend: B) -> Observed {
+    let World { scenario, fakes, clock, timeline, settle_ms } = world;
+    let mut engine = Engine {
+        scenario,
+        fakes,
+        clock,
+        backend,
+        timeline,
+        observed: Observed::default(),
+        fired: vec![false; scenario.events.len()],
+        settle_ms,
+    };
+    match engine.start(FIRST_WORKER).await {
+        Err(e) => engine.fail(e),
+        Ok(()) => {
+            engine.act().await;
+            if !engine.broken() {
+                engine.drain().await;
+            }
+            if !engine.broken() {
+                engine.reconcile().await;
+            }
+            if !engine.broken() {
+                engine.finish().await;
+            }
+        }
+    }
+    engine.backend.end_background();
+    if let Some(why) = engine.backend.failure() {
+        engine.observed.executor_error.get_or_insert(why);
+    }
+    let graceful = !engine.broken();
+    engine.backend.shut_down(graceful).await;
+    if engine.observed.ledgers.is_empty() {
+        // The run ended early: what the fakes saw still explains the executor's error.
+        engine.collect();
+    }
+    let mut observed = engine.observed;
+    observed.timeline = engine.timeline.take_sorted();
+    observed
+}
+
+impl<B: Backend> Engine<'_, B> {
+    fn moment(&self, lane: &str, kind: &str, detail: String) {
+        let at_ms = self.clock.now_ms();
+        self.timeline.push(Moment { at_ms, lane: lane.into(), kind: kind.into(), detail });
+    }
+
+    /// Records why the run could not be checked; the first reason stands, and a reason the
+    /// backend noticed by itself came first.
+    fn fail(&mut self, why: String) {
+        if let Some(first) = self.backend.failure() {
+            self.observed.executor_error.get_or_insert(first);
+        }
+        self.observed.executor_error.get_or_insert(why);
+    }
+
+    fn broken(&self) -> bool {
+        self.observed.executor_error.is_some() || self.backend.failure().is_some()
+    }
+
+    fn record_changes(&self, worker: &str, changes: Vec<StateChange>) {
+        for c in changes {
+            let at_ms = c.at_ms.unwrap_or_else(|| self.clock.now_ms());
+            let detail = format!("{} -> {}", c.intent_id, c.state);
+            self.timeline.push(Moment { at_ms, lane: worker.into(), kind: "state".into(), detail });
+        }
+    }
+
+    async fn start(&mut self, name: &str) -> Result<(), String> {
+        let incarnation = self.backend.start_worker(name).await?;
+        self.moment(name, "start", format!("incarnation {incarnation}"));
+        Ok(())
+    }
+
+    /// Sends a request and waits for its answer, applying the events of the request points
+    /// reached meanwhile.
+    async fn call(&mut self, worker: &str, request: Request<'_>) -> Result<Reply, CallError> {
+        let mut call = self.backend.send(worker, request).await?;
+        loop {
+            match self.backend.answer(&mut call).await {
+                Step::Reached(reached) => self.on_reached(reached).await,
+                Step::Done(answer) => return answer,
+                Step::Broken(why) => return Err(CallError::Broken(why)),
+            }
+        }
+    }
+
+    /// Lets time pass, applying the events of the request points reached meanwhile.
+    async fn wait(&mut self, wait: Wait) {
+        let mut waiting = self.backend.wait(wait);
+        loop {
+            match self.backend.waited(&mut waiting).await {
+                Step::Reached(reached) => self.on_reached(reached).await,
+                Step::Done(()) => return,
+                Step::Broken(why) => return self.fail(why),
+            }
+        }
+    }
+
+    /// Applies the events of a point some request reached. Where the request's answer is
+    /// held at a gate, what must happen before it goes (signals, a heal, a clock jump, asking
+    /// for a pass) happens first, then the gate opens, then new workers start (a start can
+    /// take seconds, which no answer should wait for).
+    async fn on_reached(&mut self, reached: Reached) {
+        let Reached { events, gate } = reached;
+        let Some(gate) = gate else {
+            for i in events {
+                self.fire(i).await;
+            }
+            return;
+        };
+        let mut later = Vec::new();
+        for i in events {
+            match self.scenario.events.get(i).map(|e| &e.action) {
+                Some(EventAction::StartWorker { .. }) => later.push(i),
+                _ => self.fire(i).await,
+            }
+        }
+        let _ = gate.send(());
+        for i in later {
+            self.fire(i).await;
+        }
+    }
+
+    async fn fire_point(&mut self, matches: impl Fn(&Point) -> bool) {
+        for i in self.scenario.events_at(matches) {
+            self.fire(i).await;
+        }
+    }
+
+    /// Applies event `i`, once.
+    async fn fire(&mut self, i: usize) {
+        if self.fired.get(i).copied().unwrap_or(true) {
+            return;
+        }
+        self.fired[i] = true;
+        let Some(event) = self.scenario.events.get(i).cloned() else { return };
+        match event.action {
+            EventAction::Crash { worker } => {
+                let detail = self.backend.crash(&worker).await;
+                self.moment(&worker, "crash", detail);
+            }
+            EventAction::Pause { worker, for_ms } => {
+                let detail = self.backend.pause(&worker, for_ms).await;
+                self.moment(&worker, "pause", detail);
+            }
+            EventAction::StartWorker { worker } => {
+                // A worker that is up is not started twice.
+                if self.backend.roster().running(&worker) {
+                    self.moment(&worker, "start", "already running".into());
+                    return;
+                }
+                match self.start(&worker).await {
+                    Ok(()) => self.backend.work_in_background(&worker).await,
+                    Err(e) => self.fail(e),
+                }
+            }
+            EventAction::ClockJump { service, by_ms } => {
+                if let Some(fake) = self.fakes.get(&service) {
+                    fake.clock().jump_ms(by_ms);
+                }
+                self.moment(&service, "clock_jump", format!("+{by_ms} ms"));
+            }
+            EventAction::Heal => {
+                setup::heal(&self.fakes);
+                self.moment("harness", "heal", "every fault disarmed".into());
+            }
+            EventAction::Reconcile { worker } => {
+                self.backend.ask_reconcile(&worker).await;
+                self.moment(&worker, "reconcile", "asked for a pass".into());
+            }
+        }
+    }
+
+    async fn act(&mut self) {
+        let scenario = self.scenario;
+        for intent in &scenario.intents {
+            match self.call(FIRST_WORKER, Request::Propose(intent)).await {
+                Ok(Reply::Accepted) => {
+                    self.observed.acknowledged.push(intent.id.clone());
+                    self.moment(FIRST_WORKER, "proposed", intent.id.clone());
+                    let id = &intent.id;
+                    self.fire_point(
+                        |p| matches!(p, Point::AfterPropose { after_propose } if after_propose == id),
+                    )
+                    .await;
+                }
+                Ok(Reply::Refused { unsupported, why }) => {
+                    if unsupported && !self.observed.unsupported.contains(&intent.action) {
+                        self.observed.unsupported.push(intent.action.clone());
+                    }
+                    self.observed.unacknowledged.insert(intent.id.clone(), why);
+                }
+                Ok(other) => return self.unexpected(FIRST_WORKER, "propose", &other),
+                Err(CallError::Gone) => {
+                    self.observed.unacknowledged.insert(intent.id.clone(), "the worker was down".into());
+                }
+                Err(CallError::Broken(why)) => return self.fail(why),
+            }
+        }
+        self.fire_point(|p| matches!(p, Point::Phase { after_phase: PhaseName::Act })).await;
+    }
+
+    /// A reply of the wrong kind: a backend bug, reported as the run's error.
+    fn unexpected(&mut self, worker: &str, kind: &str, reply: &Reply) {
+        self.fail(format!("worker {worker} answered {kind} with {reply:?}"));
+    }
+
+    /// One drain or reconcile pass on `worker`; false when the run broke.
+    async fn pass(&mut self, worker: &str, request: Request<'_>) -> bool {
+        match self.call(worker, request).await {
+            Ok(Reply::Changes(changes)) => {
+                self.record_changes(worker, changes);
+                true
+            }
+            Err(CallError::Gone) => true,
+            Ok(Reply::Failed(why)) | Err(CallError::Broken(why)) => {
+                self.fail(why);
+                false
+            }
+            Ok(other) => {
+                self.unexpected(worker, request.kind(), &other);
+                false
+            }
+        }
+    }
+
+    async fn drain(&mut self) {
+        if self.pass(FIRST_WORKER, Request::Drain).await {
+            self.fire_point(|p| matches!(p, Point::Phase { after_phase: PhaseName::Drain })).await;
+        }
+    }
+
+    async fn reconcile(&mut self) {
+        setup::heal(&self.fakes);
+        self.moment("harness", "heal", "every fault disarmed".into());
+        // Past every request in flight, every late commit and every read lag (the heal ended
+        // the faults that made them).
+        self.wait(Wait::Settled { bound_ms: self.settle_ms }).await;
+        if self.broken() {
+            return;
+        }
+        self.backend.resume_paused().await;
+        let limits = setup::limits_for(self.scenario);
+        let round_pause_ms = limits.request_timeout_ms + self.settle_ms + executor::engine::SAFETY_MARGIN_MS;
+        let names = self.backend.roster().names();
+        for round in 1..=RECONCILE_ROUNDS_MAX {
+            self.observed.reconcile_rounds = round;
+            // Crashed workers come back first; a crash point may also fire during a round.
+            if !self.restart_crashed().await {
+                return;
+            }
+            for name in &names {
+                if !self.pass(name, Request::Reconcile).await || !self.pass(name, Request::Drain).await {
+                    return;
+                }
+            }
+            match self.call(FIRST_WORKER, Request::Status).await {
+                Ok(Reply::Claims(claims)) if claims.iter().all(|c| !unresolved(&c.state)) => break,
+                Err(CallError::Broken(why)) => return self.fail(why),
+                Ok(_) | Err(CallError::Gone) => {}
+            }
+            self.wait(Wait::For { ms: round_pause_ms }).await;
+            if self.broken() {
+                return;
+            }
+        }
+    }
+
+    /// Starts every crashed worker again on its state directory; false if one would not.
+    async fn restart_crashed(&mut self) -> bool {
+        for name in self.backend.roster().crashed() {
+            if let Err(e) = self.start(&name).await {
+                self.fail(e);
+                return false;
+            }
+        }
+        true
+    }
+
+    async fn finish(&mut self) {
+        // The engine has the last word: no more background rounds.
+        self.backend.end_background();
+        // Late commits land within the settle bound: only then is a ledger final.
+        self.wait(Wait::Settled { bound_ms: self.settle_ms }).await;
+        if self.broken() || !self.restart_crashed().await {
+            return;
+        }
+        match self.call(FIRST_WORKER, Request::Status).await {
+            Ok(Reply::Claims(claims)) => self.observed.claims = claims,
+            Ok(Reply::Failed(why)) | Err(CallError::Broken(why)) => return self.fail(why),
+            Ok(other) => return self.unexpected(FIRST_WORKER, "status", &other),
+            Err(CallError::Gone) => return self.fail(format!("worker {FIRST_WORKER} is gone at the end")),
+        }
+        self.collect();
+    }
+
+    /// Ledgers and journals of the announced services.
+    fn collect(&mut self) {
+        for fake in self.fakes.all().into_iter().filter(|f| setup::announced(self.scenario, f.name())) {
+            self.observed.ledgers.insert(fake.name().to_string(), fake.ledger());
+            self.observed.journals.insert(fake.name().to_string(), fake.journal());
+        }
+    }
+}
+
+/// A state from which the executor still owes a final word.
+fn unresolved(state: &str) -> bool {
+    vocabulary::State::parse(state).is_some_and(vocabulary::State::is_unresolved)
+}

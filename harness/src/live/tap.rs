@@ -1,0 +1,83 @@
+//! What the live backend knows of a scenario before it runs: the tap on the fakes' listeners
+//! that notices request points, and the bounds on every wait.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use fake_services::{FakeRequest, Gate, Tap};
+use scenarios::Scenario;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::{CALL_SLACK_MS, DRAIN_MS_MAX, DRAIN_SLACK_MS, INIT_MS_MAX, REPLY_MS_MAX};
+use crate::engine::Reached;
+use crate::points::RequestPoints;
+use crate::process::lock;
+
+/// The listeners' tap: counts requests against the scenario's request points and hands each
+/// point reached to the engine, holding the request's answer until the engine opens the gate;
+/// and notes when each worker life last sent anything.
+pub(super) struct PointTap {
+    pub(super) points: RequestPoints,
+    pub(super) reached: mpsc::UnboundedSender<Reached>,
+    pub(super) last_arrival: Mutex<HashMap<String, Instant>>,
+}
+
+impl PointTap {
+    /// When a request of worker life `origin` (`w1#2`) last arrived at any fake.
+    pub(super) fn last_arrival(&self, origin: &str) -> Option<Instant> {
+        lock(&self.last_arrival).get(origin).copied()
+    }
+}
+
+impl Tap for PointTap {
+    fn arrived(&self, service: &'static str, request: &FakeRequest) -> Option<Gate> {
+        if let Some(origin) = &request.origin {
+            lock(&self.last_arrival).insert(origin.clone(), Instant::now());
+        }
+        let events = self.points.reached(service, &request.method, &request.path);
+        if events.is_empty() {
+            return None;
+        }
+        let (gate, held) = oneshot::channel();
+        // A run that is over has dropped the receiver: the gate's sender goes with the message,
+        // which opens it.
+        let _ = self.reached.send(Reached { events, gate: Some(gate) });
+        Some(held)
+    }
+}
+
+/// How long the backend waits for each kind of answer, from one scenario's terms.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bounds {
+    /// The `timeout_ms` of every drain the backend asks for.
+    pub(super) drain_ms: u64,
+    /// Waiting for a `reconcile_ok`: one pass, a lookup and a send per intent at most.
+    pub(super) reconcile_ms: u64,
+    /// Every pause the scenario makes, added to every wait (a stopped worker answers late).
+    pub(super) pauses_ms: u64,
+}
+
+impl Bounds {
+    pub(super) fn of(scenario: &Scenario, limits: &executor::Limits, settle_ms: u64) -> Bounds {
+        // Long enough for a lease held by a dead worker to run out and for every attempt of
+        // an intent to time out.
+        let drain_ms = (limits.lease_ms
+            + u64::from(limits.attempts_max) * limits.request_timeout_ms
+            + settle_ms
+            + DRAIN_SLACK_MS)
+            .min(DRAIN_MS_MAX);
+        let intents = scenario.intents.len() as u64 + 1;
+        let reconcile_ms = intents * 2 * limits.request_timeout_ms + REPLY_MS_MAX;
+        Bounds { drain_ms, reconcile_ms, pauses_ms: scenario.pauses_ms() }
+    }
+
+    pub(super) fn reply_ms(&self, kind: &str) -> u64 {
+        match kind {
+            "init" => INIT_MS_MAX,
+            "drain" => self.drain_ms + CALL_SLACK_MS,
+            "reconcile" => self.reconcile_ms,
+            _ => REPLY_MS_MAX,
+        }
+    }
+}

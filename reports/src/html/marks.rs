@@ -1,0 +1,98 @@
+//! Duplicates and their causes: which effects and requests the page marks, and why.
+
+use super::*;
+
+/// What the timeline and the intent table highlight in one scenario, precomputed once.
+#[derive(Default)]
+pub(super) struct Marks<'a> {
+    /// (service, ledger seq) of an effect that is the 2nd or later for its intent or business
+    /// key, with what it duplicates ("second effect for intent refund-4812").
+    pub(super) duplicate: BTreeMap<(&'a str, u64), String>,
+    /// (service, ledger seq) of the first effect of a group that has duplicates.
+    pub(super) first: BTreeMap<(&'a str, u64), String>,
+    /// (service, request id) of a request that made a duplicate, with which one.
+    pub(super) cause: BTreeMap<(&'a str, &'a str), String>,
+    /// (service, ledger seq) to the intent the checker attributed the effect to.
+    pub(super) owner: BTreeMap<(&'a str, u64), &'a str>,
+}
+
+pub(super) fn ordinal(n: usize) -> String {
+    match n {
+        1 => "first".to_string(),
+        2 => "second".to_string(),
+        3 => "third".to_string(),
+        n => format!("{n}th"),
+    }
+}
+
+impl<'a> Marks<'a> {
+    pub(super) fn of(r: &'a ScenarioResult) -> Marks<'a> {
+        let mut marks = Marks::default();
+        // By intent: the checker's attribution, in commit order.
+        for intent in &r.intents {
+            let mut refs: Vec<_> = intent.effects.iter().collect();
+            refs.sort_by_key(|e| (e.at_ms, e.service.as_str(), e.seq));
+            for (n, e) in refs.iter().enumerate() {
+                let key = (e.service.as_str(), e.seq);
+                marks.owner.insert(key, intent.id.as_str());
+                if refs.len() < 2 {
+                    continue;
+                }
+                let what = format!("{} effect for intent {}", ordinal(n + 1), intent.id);
+                if n == 0 {
+                    marks.first.insert(key, what);
+                } else {
+                    marks.duplicate.insert(key, what);
+                }
+            }
+        }
+        // By business key, which also catches effects no intent claimed.
+        for (service, ledger) in &r.observed.ledgers {
+            let mut groups: BTreeMap<(&str, &str, &str), Vec<&Effect>> = BTreeMap::new();
+            for effect in ledger {
+                if let Some((param, value)) = business_key(effect) {
+                    groups.entry((effect.kind.as_str(), param, value)).or_default().push(effect);
+                }
+            }
+            for ((_, param, value), effects) in groups.iter().filter(|(_, g)| g.len() > 1) {
+                for (n, e) in effects.iter().enumerate() {
+                    let key = (service.as_str(), e.seq);
+                    if marks.duplicate.contains_key(&key) || marks.first.contains_key(&key) {
+                        continue;
+                    }
+                    let what = format!("{} effect for {param} {value}", ordinal(n + 1));
+                    if n == 0 {
+                        marks.first.insert(key, what);
+                    } else {
+                        marks.duplicate.insert(key, what);
+                    }
+                }
+            }
+        }
+        // The requests that made the duplicates.
+        let by_seq: BTreeMap<(&str, u64), &Effect> = r
+            .observed
+            .ledgers
+            .iter()
+            .flat_map(|(s, ledger)| ledger.iter().map(move |e| ((s.as_str(), e.seq), e)))
+            .collect();
+        for (&(service, seq), what) in &marks.duplicate {
+            if let Some(effect) = by_seq.get(&(service, seq)) {
+                marks.cause.insert((service, effect.request_id.as_str()), format!("made the {what}"));
+            }
+        }
+        marks
+    }
+}
+
+/// The effect's business key parameter and value, if it has one: the first business key of
+/// the action table (as the checker attributes effects by them) that the effect's parameters
+/// carry, among the actions where a second effect with the same key is a duplicate whatever
+/// intent it belongs to (not `files.put`: two intents may write the same object).
+pub(super) fn business_key(effect: &Effect) -> Option<(&'static str, &str)> {
+    ACTIONS
+        .iter()
+        .filter(|a| a.duplicate_by_key)
+        .map(|a| a.business_key)
+        .find_map(|p| effect.params.get(p).and_then(|v| v.as_str()).map(|v| (p, v)))
+}

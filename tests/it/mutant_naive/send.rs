@@ -1,0 +1,315 @@
+//! Sending: what a first send needs (a put's precondition, a transfer's signature), the
+//! write request minus what a bug leaves out, and what an answer makes of the intent (a
+//! [`Style::LookupFirst`](super::Style::LookupFirst) worker reads back at once).
+
+use executor::config::{Acks, Reads};
+use executor::services::{self, Lookup, WriteOutcome};
+use executor::world::{HttpRequest, HttpResponse, SendError};
+use executor::{Action, Service};
+use serde_json::json;
+
+use super::store::{Rec, St};
+use super::worker::Turn;
+use super::{Bug, Style, Worker};
+
+impl Worker {
+    /// Marks the intent submitted, sends it, and records what the answer means.
+    pub(super) async fn send(&self, mut rec: Rec, action: &Action, from: St, rotate: bool, turn: &mut Turn) {
+        let Some(service) = self.service(action).cloned() else { return };
+        if services::needs_preparation(action, &rec.evidence(), &service.contract)
+            && let Err(error) = self.prepare(&mut rec, action, &service).await
+        {
+            if from == St::Recorded {
+                rec.attempts += 1;
+                rec.last_sent_ms = Some(self.now());
+                rec.last_error = Some(error);
+                if rec.attempts >= self.limits().attempts_max {
+                    rec.state = St::Failed;
+                    rec.reason = Some("never sent: its first send could not be prepared".into());
+                }
+                if let Some(rec) = self.write(rec) {
+                    turn.note(from, &rec);
+                }
+            }
+            return;
+        }
+        // From here to the write nothing awaits: a nonce allocated above is claimed by the
+        // write before another intent's turn can allocate.
+        let now = self.now();
+        if rotate {
+            let old = std::mem::replace(&mut rec.key, self.new_key());
+            rec.previous_keys.push(old);
+            rec.key_first_sent_ms = None;
+        }
+        rec.state = St::Submitted;
+        rec.attempts += 1;
+        rec.key_first_sent_ms.get_or_insert(now);
+        rec.last_sent_ms = Some(now);
+        // Durable before a byte leaves.
+        let Some(mut rec) = self.write(rec) else { return };
+        turn.note(from, &rec);
+        turn.sent = true;
+        loop {
+            if !self.has(Bug::NoLease) && self.now() >= rec.lease_until_ms {
+                return;
+            }
+            let outcome = match self.request(&rec, action, &service) {
+                Ok(request) => {
+                    let answer = self.transport.send(request).await;
+                    self.classify(action, &rec, answer)
+                }
+                Err(error) => WriteOutcome::NotExecuted { error },
+            };
+            let read_back_done = (service.contract.acks == Acks::MayLie && !self.has(Bug::TrustsAck))
+                || matches!(action, Action::Transfer { .. });
+            let read_back = match outcome {
+                WriteOutcome::Done { .. } if read_back_done => Some(self.lookup(&rec, action).await),
+                WriteOutcome::Conflict { .. } => Some(self.lookup(&rec, action).await),
+                _ => None,
+            };
+            // Still ours? A worker that lost its lease while the request was out writes nothing.
+            let now = self.now();
+            if !self.has(Bug::NoLease) {
+                let current = self.store().get(&rec.id);
+                if current.is_none_or(|c| c.version != rec.version) || now > rec.lease_until_ms {
+                    return;
+                }
+            }
+            let strong = service.contract.reads == Reads::Strong;
+            match self.outcome(rec, action, outcome, read_back, strong).await {
+                Next::Write(new) => {
+                    if let Some(new) = self.write(new) {
+                        turn.note(St::Submitted, &new);
+                    }
+                    return;
+                }
+                Next::SendAgain(mut again, rotate) => {
+                    if rotate {
+                        let old = std::mem::replace(&mut again.key, self.new_key());
+                        again.previous_keys.push(old);
+                        again.key_first_sent_ms = None;
+                    }
+                    again.attempts += 1;
+                    again.key_first_sent_ms.get_or_insert(now);
+                    again.last_sent_ms = Some(now);
+                    match self.write(again) {
+                        Some(written) => rec = written,
+                        None => return,
+                    }
+                }
+                Next::Nothing => return,
+            }
+        }
+    }
+
+    /// The write request for `rec`, as the reference builds it, minus what a bug leaves out.
+    fn request(&self, rec: &Rec, action: &Action, service: &Service) -> Result<HttpRequest, String> {
+        let mut request =
+            services::write_request(action, &rec.as_intent(), &self.config, service, rec.lease_epoch)?;
+        let keyless = self.has(Bug::NaiveRetry) && rec.attempts > 1
+            || self.has(Bug::UniqueIdsAssumed) && rec.maybe_executed;
+        if keyless {
+            request.headers.retain(|(name, _)| name != "idempotency-key");
+        }
+        if self.has(Bug::NoLease) {
+            request.headers.retain(|(name, _)| name != "fencing-token");
+        }
+        if self.has(Bug::Unfenced) {
+            request.headers.retain(|(name, _)| name != "if-match" && name != "if-none-match");
+        }
+        Ok(request)
+    }
+
+    /// Reads and records what a first send needs: a put's precondition, a transfer's
+    /// signature with the lowest nonce at or above the node's pending one that no intent of
+    /// the store holds.
+    async fn prepare(&self, rec: &mut Rec, action: &Action, service: &Service) -> Result<(), String> {
+        match action {
+            Action::PutObject { .. } => {
+                let found =
+                    services::read_precondition(action, &self.config, service, self.transport.as_ref())
+                        .await?;
+                rec.precondition = Some(found);
+                Ok(())
+            }
+            Action::Transfer { .. } => {
+                let key = services::chain_key(&self.config)?;
+                let facts =
+                    services::chain_facts(key.address(), &self.config, service, self.transport.as_ref())
+                        .await?;
+                let taken: Vec<u64> = self
+                    .store()
+                    .all()
+                    .iter()
+                    .filter(|r| r.from.as_deref() == Some(key.address()))
+                    // A transfer that failed without reaching the node leaves its nonce unused.
+                    .filter(|r| r.state != St::Failed || r.maybe_executed)
+                    .filter_map(|r| r.nonce)
+                    .collect();
+                let mut nonce = facts.pending_nonce;
+                while taken.contains(&nonce) {
+                    nonce += 1;
+                }
+                let signed = key.sign_transfer(&facts.transfer(action, nonce)?).map_err(|e| e.to_string())?;
+                rec.record_signed(signed);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Bug::ReSignAfterTimeout`]: a new transaction for the same transfer, with the nonce the
+    /// node says is next.
+    async fn resign(&self, rec: &mut Rec, action: &Action) -> Result<(), String> {
+        let service = self.service(action).ok_or("no chain service")?;
+        let key = services::chain_key(&self.config)?;
+        let facts =
+            services::chain_facts(key.address(), &self.config, service, self.transport.as_ref()).await?;
+        let signed =
+            key.sign_transfer(&facts.transfer(action, facts.pending_nonce)?).map_err(|e| e.to_string())?;
+        rec.record_signed(signed);
+        Ok(())
+    }
+
+    fn classify(&self, action: &Action, rec: &Rec, answer: Result<HttpResponse, SendError>) -> WriteOutcome {
+        if self.has(Bug::UniqueIdsAssumed)
+            && let Ok(response) = &answer
+            && response.status == 409
+            && response.json().and_then(|b| b.pointer("/error/code").cloned())
+                == Some(json!("workspace_exists"))
+        {
+            return WriteOutcome::Done { external_id: String::new() };
+        }
+        services::classify_write(action, &rec.as_intent(), answer)
+    }
+
+    /// What an answer makes of the intent.
+    async fn outcome(
+        &self,
+        mut rec: Rec,
+        action: &Action,
+        outcome: WriteOutcome,
+        read_back: Option<Lookup>,
+        strong_reads: bool,
+    ) -> Next {
+        let limits = self.limits().clone();
+        let (state, reason) = match outcome {
+            WriteOutcome::Done { external_id } => match read_back {
+                None | Some(Lookup::Found { params_match: true, .. }) => {
+                    rec.external_id = Some(external_id);
+                    rec.last_error = None;
+                    (St::Confirmed, "confirmed by the service".to_string())
+                }
+                Some(_) => {
+                    rec.maybe_executed = true;
+                    (St::Unknown, "a success the read-back does not show".to_string())
+                }
+            },
+            WriteOutcome::Fenced { .. } => return Next::Nothing,
+            WriteOutcome::Ambiguous { .. }
+                if self.has(Bug::ReSignAfterTimeout)
+                    && matches!(action, Action::Transfer { .. })
+                    && rec.attempts < limits.attempts_max =>
+            {
+                // The bug: "the node never got it", so a fresh transaction with its next
+                // nonce. The first one may well be mined already.
+                rec.maybe_executed = true;
+                match self.resign(&mut rec, action).await {
+                    Ok(()) => return Next::SendAgain(rec, false),
+                    Err(error) => (St::Unknown, format!("could not sign again: {error}")),
+                }
+            }
+            other if self.has(Bug::NaiveRetry) => {
+                // Whatever went wrong, try again at once; the last answer is the truth.
+                if !matches!(other, WriteOutcome::Rejected { .. }) && rec.attempts < limits.attempts_max {
+                    return Next::SendAgain(rec, false);
+                }
+                (St::Failed, format!("gave up: {other:?}"))
+            }
+            WriteOutcome::Rejected { error } => {
+                rec.last_error = Some(error.clone());
+                if rec.maybe_executed {
+                    (St::Unknown, format!("rejected, but an earlier send may have landed: {error}"))
+                } else {
+                    (St::Failed, format!("rejected: {error}"))
+                }
+            }
+            WriteOutcome::Conflict { error, definite } => {
+                rec.last_error = Some(error.clone());
+                match read_back {
+                    Some(Lookup::Found { external_id, params_match: true }) => {
+                        rec.external_id = Some(external_id);
+                        (St::Confirmed, format!("an earlier send landed: {error}"))
+                    }
+                    Some(Lookup::Superseded { what }) if definite && strong_reads && !rec.maybe_executed => {
+                        (St::Failed, format!("refused: {error}; {what}"))
+                    }
+                    _ => (St::Unknown, format!("refused, and the read-back cannot tell why yet: {error}")),
+                }
+            }
+            WriteOutcome::NotExecuted { error } => {
+                rec.last_error = Some(error.clone());
+                if rec.maybe_executed {
+                    (St::Unknown, format!("not executed, but an earlier send may have landed: {error}"))
+                } else if rec.attempts >= limits.attempts_max {
+                    (St::Failed, format!("never executed in {} attempts: {error}", rec.attempts))
+                } else {
+                    (St::Recorded, format!("not executed, will retry: {error}"))
+                }
+            }
+            WriteOutcome::Ambiguous { error } => {
+                rec.maybe_executed = true;
+                rec.last_error = Some(error.clone());
+                if self.has(Bug::TimeoutAsNo) {
+                    (St::Failed, format!("taken as a no: {error}"))
+                } else if self.has(Bug::KeyPerAttempt) && rec.attempts < limits.attempts_max {
+                    // A retrying client: again at once, under a key of its own.
+                    return Next::SendAgain(rec, true);
+                } else if self.style == Style::LookupFirst {
+                    return self.read_back_at_once(rec, action).await;
+                } else {
+                    (St::Unknown, format!("no definite answer: {error}"))
+                }
+            }
+        };
+        rec.state = state;
+        rec.reason = Some(reason);
+        Next::Write(rec)
+    }
+
+    /// [`Style::LookupFirst`] right after an uncertain answer.
+    async fn read_back_at_once(&self, mut rec: Rec, action: &Action) -> Next {
+        match self.lookup(&rec, action).await {
+            Lookup::Found { external_id, params_match } => {
+                rec.external_id = Some(external_id);
+                rec.state = if params_match { St::Confirmed } else { St::Escalated };
+                rec.reason = Some("found by the read-back".into());
+            }
+            _ if self.has(Bug::NoUnknownState) => {
+                rec.state = St::Failed;
+                rec.reason = Some("the read-back did not find it".into());
+            }
+            Lookup::Absent if self.has(Bug::TrustsStaleRead) => {
+                if rec.attempts >= self.limits().attempts_max {
+                    rec.state = St::Failed;
+                    rec.reason = Some("the read-back did not find it".into());
+                } else {
+                    rec.maybe_executed = false;
+                    return Next::SendAgain(rec, true);
+                }
+            }
+            _ => {
+                rec.state = St::Unknown;
+                rec.reason = Some("no definite answer, and the read-back proves nothing yet".into());
+            }
+        }
+        Next::Write(rec)
+    }
+}
+
+enum Next {
+    Write(Rec),
+    /// Send again at once (with a new key when true).
+    SendAgain(Rec, bool),
+    Nothing,
+}

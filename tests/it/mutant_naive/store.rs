@@ -1,0 +1,201 @@
+//! The naive executor's store: the intent row (`Rec`, with its state `St`) and where rows
+//! live (`Store`): a JSON file written whole and renamed into place, or memory for the
+//! [`Bug::MemoryOnly`](super::Bug::MemoryOnly) mutant. Writes are compare-and-set on the
+//! row's version.
+
+use std::path::PathBuf;
+
+use executor::model::Precondition;
+use executor::signing::SignedTransfer;
+use executor::{Action, Evidence};
+use harness::observe::Claim;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum St {
+    Recorded,
+    Blocked,
+    Submitted,
+    Confirmed,
+    Failed,
+    Unknown,
+    Escalated,
+}
+
+impl St {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            St::Recorded => "recorded",
+            St::Blocked => "blocked",
+            St::Submitted => "submitted",
+            St::Confirmed => "confirmed",
+            St::Failed => "failed",
+            St::Unknown => "unknown",
+            St::Escalated => "escalated",
+        }
+    }
+
+    pub(super) fn terminal(self) -> bool {
+        matches!(self, St::Confirmed | St::Failed | St::Escalated)
+    }
+}
+
+/// One intent as the store holds it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Rec {
+    pub(super) id: String,
+    pub(super) action: String,
+    pub(super) params: Value,
+    pub(super) replaces: Option<String>,
+    pub(super) state: St,
+    pub(super) key: String,
+    pub(super) previous_keys: Vec<String>,
+    pub(super) attempts: u32,
+    /// An earlier send may have taken effect.
+    pub(super) maybe_executed: bool,
+    /// When the current key was first sent (its retention runs from about then).
+    pub(super) key_first_sent_ms: Option<u64>,
+    pub(super) last_sent_ms: Option<u64>,
+    pub(super) external_id: Option<String>,
+    pub(super) last_error: Option<String>,
+    pub(super) reason: Option<String>,
+    pub(super) lease_owner: Option<String>,
+    pub(super) lease_epoch: u64,
+    pub(super) lease_until_ms: u64,
+    /// Bumped by every write; writes are compare-and-set on it.
+    pub(super) version: u64,
+    /// A put's condition, read before its first send.
+    #[serde(default)]
+    pub(super) precondition: Option<Precondition>,
+    /// A transfer's signed transaction, recorded before its first broadcast.
+    #[serde(default)]
+    pub(super) tx_hash: Option<String>,
+    #[serde(default)]
+    pub(super) raw_tx: Option<String>,
+    #[serde(default)]
+    pub(super) nonce: Option<u64>,
+    #[serde(default)]
+    pub(super) from: Option<String>,
+}
+
+impl Rec {
+    pub(super) fn action(&self) -> Option<Action> {
+        Action::parse(&self.action, &self.params).ok()
+    }
+
+    /// The reference's intent type, for its request builders (they read `id` and `key`).
+    pub(super) fn as_intent(&self) -> executor::Intent {
+        executor::Intent {
+            id: self.id.clone(),
+            action: self.action.clone(),
+            params: self.params.to_string(),
+            params_hash: String::new(),
+            key: self.key.clone(),
+            state: executor::State::Submitted,
+            attempts: self.attempts,
+            replaces: self.replaces.clone(),
+            maybe_executed: self.maybe_executed,
+            lease_owner: self.lease_owner.clone(),
+            lease_epoch: self.lease_epoch,
+            lease_until_ms: self.lease_until_ms,
+            version: self.version,
+            evidence: self.evidence(),
+            created_ms: 0,
+            updated_ms: 0,
+            key_first_sent_ms: self.key_first_sent_ms,
+            last_sent_ms: self.last_sent_ms,
+        }
+    }
+
+    /// What the reference's builders read of a row beyond its id and key.
+    pub(super) fn evidence(&self) -> Evidence {
+        Evidence {
+            precondition: self.precondition.clone(),
+            tx_hash: self.tx_hash.clone(),
+            raw_tx: self.raw_tx.clone(),
+            nonce: self.nonce,
+            from: self.from.clone(),
+            ..Evidence::default()
+        }
+    }
+
+    pub(super) fn record_signed(&mut self, signed: SignedTransfer) {
+        self.tx_hash = Some(signed.hash);
+        self.raw_tx = Some(signed.raw);
+        self.nonce = Some(signed.nonce);
+        self.from = Some(signed.from);
+    }
+
+    pub(super) fn claim(&self) -> Claim {
+        Claim {
+            id: self.id.clone(),
+            state: self.state.name().into(),
+            attempts: u64::from(self.attempts),
+            evidence: json!({
+                "key": self.key,
+                "previous_keys": self.previous_keys,
+                "external_id": self.external_id,
+                "last_error": self.last_error,
+                "reason": self.reason,
+                "tx_hash": self.tx_hash,
+            }),
+        }
+    }
+}
+
+/// Where intents live: a JSON file (durable: written whole, then renamed into place), or
+/// memory (the [`Bug::MemoryOnly`] mutant).
+pub(super) enum Store {
+    File(PathBuf),
+    Memory(Vec<Rec>),
+}
+
+impl Store {
+    pub(super) fn all(&self) -> Vec<Rec> {
+        match self {
+            Store::Memory(recs) => recs.clone(),
+            Store::File(path) => match std::fs::read(path) {
+                Ok(bytes) => serde_json::from_slice(&bytes).expect("the naive store is valid JSON"),
+                Err(_) => Vec::new(),
+            },
+        }
+    }
+
+    fn save(&mut self, recs: Vec<Rec>) {
+        match self {
+            Store::Memory(held) => *held = recs,
+            Store::File(path) => {
+                let tmp = path.with_extension("tmp");
+                std::fs::write(&tmp, serde_json::to_vec(&recs).expect("records serialize"))
+                    .expect("the naive store is writable");
+                std::fs::rename(&tmp, path).expect("the naive store is writable");
+            }
+        }
+    }
+
+    pub(super) fn get(&self, id: &str) -> Option<Rec> {
+        self.all().into_iter().find(|r| r.id == id)
+    }
+
+    /// Writes `rec` if the stored row still has `rec.version` (or, `blind`, whatever it
+    /// has); the written row's version is one more. Returns the written row.
+    pub(super) fn write(&mut self, mut rec: Rec, blind: bool) -> Option<Rec> {
+        let mut all = self.all();
+        let at = all.iter().position(|r| r.id == rec.id);
+        match at {
+            Some(i) if blind || all[i].version == rec.version => {
+                rec.version = all[i].version + 1;
+                all[i] = rec.clone();
+            }
+            Some(_) => return None,
+            None => {
+                rec.version = 1;
+                all.push(rec.clone());
+            }
+        }
+        self.save(all);
+        Some(rec)
+    }
+}

@@ -1,0 +1,300 @@
+//! The naive worker's pass: proposing, each intent's turn (a blocked replacement's lineage, a
+//! recorded intent's send, an uncertain one's resolution), leases, the
+//! [`Bug::RedoEverything`](super::Bug::RedoEverything) mutant, and `drain_for`.
+
+use std::sync::MutexGuard;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use executor::model::ActionError;
+use executor::world::Clock;
+use executor::{Action, Limits, Service};
+use harness::sim::{Refusal, StateChange};
+use scenarios::IntentSpec;
+
+use super::store::{Rec, St, Store};
+use super::{Bug, Worker};
+
+/// What became of one intent's turn in a pass.
+#[derive(Default)]
+pub(super) struct Turn {
+    pub(super) changes: Vec<StateChange>,
+    pub(super) sent: bool,
+}
+
+impl Turn {
+    pub(super) fn note(&mut self, before: St, after: &Rec) {
+        if before != after.state {
+            self.changes.push(StateChange {
+                intent_id: after.id.clone(),
+                state: after.state.name().into(),
+                at_ms: None,
+            });
+        }
+    }
+}
+
+impl Worker {
+    pub(super) fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    pub(super) fn limits(&self) -> &Limits {
+        &self.config.limits
+    }
+
+    pub(super) fn store(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn has(&self, bug: Bug) -> bool {
+        self.bug == Some(bug)
+    }
+
+    pub(super) fn new_key(&self) -> String {
+        format!("{}.{}", self.key_prefix, self.keys.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    pub(super) fn service(&self, action: &Action) -> Option<&Service> {
+        self.config.services.get(action.service())
+    }
+
+    pub(super) fn propose_now(&self, spec: &IntentSpec) -> Result<(), Refusal> {
+        let action = match Action::parse(&spec.action, &spec.params) {
+            Ok(a) => a,
+            Err(e @ ActionError::Unsupported(_)) => return Err(Refusal::Unsupported(e.to_string())),
+            Err(e) => return Err(Refusal::Other(e.to_string())),
+        };
+        if self.service(&action).is_none() {
+            return Err(Refusal::Unsupported(format!("service {} is not configured", action.service())));
+        }
+        let mut store = self.store();
+        if let Some(existing) = store.get(&spec.id) {
+            return if existing.action == spec.action && existing.params == action.params() {
+                Ok(())
+            } else {
+                Err(Refusal::Other(format!("intent {} was recorded with another payload", spec.id)))
+            };
+        }
+        let (state, reason) = match &spec.replaces {
+            None => (St::Recorded, None),
+            Some(old) if store.get(old).is_none() => {
+                return Err(Refusal::Other(format!("{} replaces unknown intent {old}", spec.id)));
+            }
+            Some(old) => match self.lineage(&store, old) {
+                Ancestry::Wait => (St::Blocked, None),
+                other => other.verdict(),
+            },
+        };
+        let rec = Rec {
+            id: spec.id.clone(),
+            action: spec.action.clone(),
+            params: action.params(),
+            replaces: spec.replaces.clone(),
+            state,
+            key: self.new_key(),
+            previous_keys: vec![],
+            attempts: 0,
+            maybe_executed: false,
+            key_first_sent_ms: None,
+            last_sent_ms: None,
+            external_id: None,
+            last_error: None,
+            reason,
+            lease_owner: None,
+            lease_epoch: 0,
+            lease_until_ms: 0,
+            version: 0,
+            precondition: None,
+            tx_hash: None,
+            raw_tx: None,
+            nonce: None,
+            from: None,
+        };
+        store.write(rec, false).map(|_| ()).ok_or_else(|| Refusal::Other("store conflict".into()))
+    }
+
+    /// What the intents a replacement replaces, directly or not, allow it: every supported
+    /// action is exclusive, so one effect anywhere in the lineage cancels it.
+    fn lineage(&self, store: &Store, predecessor: &str) -> Ancestry {
+        let all = store.all();
+        let mut next = Some(predecessor.to_string());
+        let mut seen = 0;
+        while let Some(id) = next.take() {
+            seen += 1;
+            let Some(p) = all.iter().find(|r| r.id == id) else { return Ancestry::Escalate(id) };
+            match p.state {
+                St::Confirmed => return Ancestry::Cancel(id),
+                St::Escalated => return Ancestry::Escalate(id),
+                St::Failed => {}
+                // The bug: an unknown predecessor is as good as a failed one.
+                St::Unknown if self.has(Bug::ReplacementWhileUnknown) => {}
+                _ => return Ancestry::Wait,
+            }
+            next = p.replaces.clone().filter(|_| seen <= all.len());
+        }
+        Ancestry::Run
+    }
+
+    /// Takes or renews the lease on `rec` in memory; false while another live worker holds it.
+    fn lease(&self, rec: &mut Rec, now: u64) -> bool {
+        if self.has(Bug::NoLease) {
+            return true;
+        }
+        let mine = rec.lease_owner.as_deref() == Some(self.owner.as_str());
+        let earlier_life = rec
+            .lease_owner
+            .as_deref()
+            .and_then(|o| o.rsplit_once('#'))
+            .is_some_and(|(worker, _)| worker == self.worker_id);
+        if !(rec.lease_owner.is_none() || rec.lease_until_ms < now || mine || earlier_life) {
+            return false;
+        }
+        if !mine {
+            rec.lease_owner = Some(self.owner.clone());
+            rec.lease_epoch += 1;
+        }
+        rec.lease_until_ms = now + self.limits().lease_ms;
+        true
+    }
+
+    pub(super) fn write(&self, rec: Rec) -> Option<Rec> {
+        let blind = self.has(Bug::NoLease);
+        self.store().write(rec, blind)
+    }
+
+    /// One pass over the unresolved intents: first the blocked replacements (one that its
+    /// lineage releases is sent in the next pass, as the reference does), then sends and
+    /// lookups, concurrently.
+    pub(super) async fn pass(&self) -> Turn {
+        let (blocked, active): (Vec<Rec>, Vec<Rec>) = self
+            .store()
+            .all()
+            .into_iter()
+            .filter(|r| !r.state.terminal())
+            .partition(|r| r.state == St::Blocked);
+        let mut all = Turn::default();
+        for rec in blocked {
+            all.changes.extend(self.turn(&rec.id).await.changes);
+        }
+        let turns = futures_util::future::join_all(active.iter().map(|r| self.turn(&r.id))).await;
+        for t in turns {
+            all.sent |= t.sent;
+            all.changes.extend(t.changes);
+        }
+        if self.has(Bug::RedoEverything) {
+            self.redo_everything(&mut all);
+        }
+        all
+    }
+
+    /// [`Bug::RedoEverything`]: after a step failed or turned uncertain, every completed
+    /// step goes back to the start with a new key, once.
+    fn redo_everything(&self, turn: &mut Turn) {
+        let troubled = turn.changes.iter().any(|c| c.state == "unknown" || c.state == "failed");
+        let mut redone = self.redone.lock().unwrap_or_else(|p| p.into_inner());
+        if !troubled || *redone {
+            return;
+        }
+        *redone = true;
+        let mut store = self.store();
+        for mut rec in store.all().into_iter().filter(|r| r.state == St::Confirmed) {
+            rec.state = St::Recorded;
+            rec.key = self.new_key();
+            rec.key_first_sent_ms = None;
+            rec.maybe_executed = false;
+            rec.reason = Some("the workflow is run again".into());
+            if let Some(rec) = store.write(rec, true) {
+                turn.note(St::Confirmed, &rec);
+            }
+        }
+    }
+
+    /// One intent's turn in a pass.
+    async fn turn(&self, id: &str) -> Turn {
+        let mut turn = Turn::default();
+        let now = self.now();
+        let Some(stored) = self.store().get(id) else { return turn };
+        let mut rec = stored.clone();
+        if rec.state.terminal() || !self.lease(&mut rec, now) {
+            return turn;
+        }
+        let Some(action) = rec.action() else { return turn };
+        match stored.state {
+            St::Blocked => {
+                let ancestry = match rec.replaces.as_deref() {
+                    Some(old) => self.lineage(&self.store(), old),
+                    None => Ancestry::Run,
+                };
+                if ancestry == Ancestry::Wait {
+                    return turn;
+                }
+                (rec.state, rec.reason) = ancestry.verdict();
+                if let Some(rec) = self.write(rec) {
+                    turn.note(St::Blocked, &rec);
+                }
+            }
+            St::Recorded => {
+                let backoff =
+                    rec.last_sent_ms.map(|t| t + self.limits().request_timeout_ms * u64::from(rec.attempts));
+                if backoff.is_some_and(|t| now < t) {
+                    return turn;
+                }
+                let rotate = self.has(Bug::KeyPerAttempt) && rec.attempts > 0;
+                self.send(rec, &action, St::Recorded, rotate, &mut turn).await;
+            }
+            St::Submitted | St::Unknown => {
+                if stored.state == St::Unknown && self.has(Bug::NoReconciliation) {
+                    return turn;
+                }
+                self.resolve(rec, &action, stored.state, &mut turn).await;
+            }
+            _ => {}
+        }
+        turn
+    }
+
+    pub(super) async fn drain_for(&self, timeout_ms: u64) -> Vec<StateChange> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+        let mut changes = Vec::new();
+        loop {
+            let turn = self.pass().await;
+            let progressed = turn.sent || !turn.changes.is_empty();
+            changes.extend(turn.changes);
+            let busy = self.store().all().iter().any(|r| matches!(r.state, St::Recorded | St::Submitted));
+            if !busy || tokio::time::Instant::now() >= deadline {
+                return changes;
+            }
+            if !progressed {
+                tokio::time::sleep(Duration::from_millis(self.limits().pass_pause_ms.max(1))).await;
+            }
+        }
+    }
+}
+
+/// What a replacement's lineage allows it.
+#[derive(Debug, PartialEq, Eq)]
+enum Ancestry {
+    /// Every earlier intent failed: it may run.
+    Run,
+    /// One is still unresolved.
+    Wait,
+    /// This one took effect.
+    Cancel(String),
+    /// This one is escalated or missing: running could do it twice.
+    Escalate(String),
+}
+
+impl Ancestry {
+    fn verdict(self) -> (St, Option<String>) {
+        match self {
+            Ancestry::Run | Ancestry::Wait => (St::Recorded, None),
+            Ancestry::Cancel(id) => {
+                (St::Failed, Some(format!("cancelled: {id}, in its lineage, is confirmed")))
+            }
+            Ancestry::Escalate(id) => {
+                (St::Escalated, Some(format!("{id}, in its lineage, is escalated or missing")))
+            }
+        }
+    }
+}

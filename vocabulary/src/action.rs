@@ -1,0 +1,254 @@
+//! The actions an agent can propose (design §6, `docs/protocol.md` §3.2): one row each.
+//!
+//! A row says which service carries the action out, what its effect is called in that
+//! service's ledger, which parameter is its business key, and what parameters it takes. The
+//! scenario validator checks intents against it, the reference executor announces it and
+//! checks proposals against it, the checker attributes ledger effects with it and the reports
+//! mark duplicates with it. Adding an action is a row here, a fake that records its effects
+//! and an executor module that carries it out.
+
+use crate::contract::Contract;
+
+/// Every service a scenario can name and the harness can start, in the order they were
+/// added. Each has its own terms ([`Contract::default_for`]).
+pub const SERVICES: &[&str] = &["payments", "workspaces", "files", "chain"];
+
+/// The kind of value an action parameter takes. Each consumer applies its own bounds on top
+/// (scenarios cap lengths and amounts; the executor refuses what it cannot put in a URL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A non-empty string.
+    Text,
+    /// A JSON integer greater than zero.
+    PositiveInteger,
+    /// An S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-', starting and
+    /// ending with a letter or digit.
+    Bucket,
+    /// An object key of S3's safe characters (letters, digits and `! - _ . * ' ( ) /`), not
+    /// starting with '/', so that it goes into a URL path as it is.
+    ObjectKey,
+    /// An Ethereum address: `0x` and 40 lowercase hex digits, as the chain's ledger writes it.
+    Address,
+    /// An amount of wei as a decimal string (it outgrows JSON's safe integers and TOML's).
+    Wei,
+}
+
+impl ParamKind {
+    /// A valid value of this kind, for tests and examples.
+    pub fn example(self) -> serde_json::Value {
+        use serde_json::Value;
+        match self {
+            ParamKind::Text => Value::from("x"),
+            ParamKind::PositiveInteger => Value::from(1),
+            ParamKind::Bucket => Value::from("reports"),
+            ParamKind::ObjectKey => Value::from("q3/summary.csv"),
+            ParamKind::Address => Value::from("0x00000000000000000000000000000000000000b0"),
+            ParamKind::Wei => Value::from("1000000000000000000"),
+        }
+    }
+}
+
+/// One parameter of an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Param {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    /// Whether a proposal without it is refused. Every parameter of today's actions is.
+    pub required: bool,
+}
+
+/// What a contract can offer against a stale write to an action's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// `fencing`: the service refuses a token lower than the newest it has seen.
+    Fencing,
+    /// `conditional_writes`: `If-Match` and `If-None-Match`.
+    ConditionalWrites,
+}
+
+impl Guard {
+    /// Whether `contract` offers this guard.
+    pub fn offered_by(self, contract: &Contract) -> bool {
+        match self {
+            Guard::Fencing => contract.fencing,
+            Guard::ConditionalWrites => contract.conditional_writes,
+        }
+    }
+}
+
+/// An action an agent can propose, and how its effects are found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActionSpec {
+    /// `service.verb`, as intents and `init_ok` name it.
+    pub name: &'static str,
+    /// The service that carries it out (one of [`SERVICES`]).
+    pub service: &'static str,
+    /// The kind of the ledger effect it makes (`Effect::kind`).
+    pub effect_kind: &'static str,
+    /// The parameter, in the intent and in the effect, that names what the action acts on:
+    /// the checker attributes effects by it, and it is equal along a lineage (an intent and
+    /// its replacements) and unique across lineages.
+    pub business_key: &'static str,
+    /// Every parameter, in the order they are documented.
+    pub params: &'static [Param],
+    /// The guard against stale writes the service can offer for this action (its contract
+    /// says whether it does), and whose fake records whether a write used it.
+    pub guard: Option<Guard>,
+    /// Whether a second effect with the same business key is a duplicate whatever intent made
+    /// it, so that reports mark it even when no intent claims it. Not for `files.put`: two
+    /// intents may write the same object.
+    pub duplicate_by_key: bool,
+    /// The secret (`init.secrets`) the executor needs for it, if any.
+    pub secret: Option<&'static str>,
+}
+
+impl ActionSpec {
+    /// The parameter called `name`.
+    pub fn param(&self, name: &str) -> Option<&'static Param> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// Every parameter's name, in order.
+    pub fn param_names(&self) -> Vec<&'static str> {
+        self.params.iter().map(|p| p.name).collect()
+    }
+}
+
+/// The secret (`init.secrets`) with the chain account's private key: `0x` and 64 hex digits.
+pub const CHAIN_PRIVATE_KEY_SECRET: &str = "chain_private_key";
+
+const fn required(name: &'static str, kind: ParamKind) -> Param {
+    Param { name, kind, required: true }
+}
+
+/// `payments.refund {payment_intent, amount}`: a Stripe refund of `amount` (cents).
+pub const PAYMENTS_REFUND: ActionSpec = ActionSpec {
+    name: "payments.refund",
+    service: "payments",
+    effect_kind: "refund.created",
+    business_key: "payment_intent",
+    params: &[required("payment_intent", ParamKind::Text), required("amount", ParamKind::PositiveInteger)],
+    guard: None,
+    duplicate_by_key: true,
+    secret: None,
+};
+
+/// `workspaces.create {external_id, name}`: a SaaS create with a unique external id.
+pub const WORKSPACES_CREATE: ActionSpec = ActionSpec {
+    name: "workspaces.create",
+    service: "workspaces",
+    effect_kind: "workspace.created",
+    business_key: "external_id",
+    params: &[required("external_id", ParamKind::Text), required("name", ParamKind::Text)],
+    guard: Some(Guard::Fencing),
+    duplicate_by_key: true,
+    secret: None,
+};
+
+/// `files.put {bucket, key, body}`: the object `bucket/key` holds `body` afterwards.
+pub const FILES_PUT: ActionSpec = ActionSpec {
+    name: "files.put",
+    service: "files",
+    effect_kind: "object.put",
+    business_key: "key",
+    params: &[
+        required("bucket", ParamKind::Bucket),
+        required("key", ParamKind::ObjectKey),
+        required("body", ParamKind::Text),
+    ],
+    guard: Some(Guard::ConditionalWrites),
+    duplicate_by_key: false,
+    secret: None,
+};
+
+/// `chain.transfer {to, value}`: `value` wei from the chain account to `to`.
+pub const CHAIN_TRANSFER: ActionSpec = ActionSpec {
+    name: "chain.transfer",
+    service: "chain",
+    effect_kind: "tx.mined",
+    business_key: "to",
+    params: &[required("to", ParamKind::Address), required("value", ParamKind::Wei)],
+    guard: None,
+    duplicate_by_key: true,
+    secret: Some(CHAIN_PRIVATE_KEY_SECRET),
+};
+
+/// Every action, in the order executors announce them.
+pub const ACTIONS: &[ActionSpec] = &[PAYMENTS_REFUND, WORKSPACES_CREATE, FILES_PUT, CHAIN_TRANSFER];
+
+/// Every action's name, in [`ACTIONS`] order.
+pub const ACTION_NAMES: [&str; ACTIONS.len()] = {
+    let mut names = [""; ACTIONS.len()];
+    let mut i = 0;
+    while i < ACTIONS.len() {
+        names[i] = ACTIONS[i].name;
+        i += 1;
+    }
+    names
+};
+
+/// The action called `name`.
+pub fn action(name: &str) -> Option<&'static ActionSpec> {
+    ACTIONS.iter().find(|a| a.name == name)
+}
+
+/// The action whose effects `service` records as `kind`.
+pub fn action_for_effect(service: &str, kind: &str) -> Option<&'static ActionSpec> {
+    ACTIONS.iter().find(|a| a.service == service && a.effect_kind == kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::State;
+
+    const PROTOCOL: &str = include_str!("../../docs/protocol.md");
+
+    #[test]
+    fn every_row_is_consistent() {
+        let mut names = BTreeSet::new();
+        let mut effects = BTreeSet::new();
+        for spec in ACTIONS {
+            assert!(names.insert(spec.name), "{} twice", spec.name);
+            assert!(effects.insert((spec.service, spec.effect_kind)), "{} effect twice", spec.name);
+            assert_eq!(spec.name.split_once('.').map(|(s, _)| s), Some(spec.service), "{}", spec.name);
+            assert!(SERVICES.contains(&spec.service), "{}", spec.name);
+            assert!(spec.param(spec.business_key).is_some(), "{}: business key is a parameter", spec.name);
+            assert_eq!(action(spec.name), Some(spec));
+            assert_eq!(action_for_effect(spec.service, spec.effect_kind), Some(spec));
+        }
+        assert_eq!(ACTION_NAMES.to_vec(), ACTIONS.iter().map(|a| a.name).collect::<Vec<_>>());
+    }
+
+    /// `init_ok` in `docs/protocol.md` lists the reference executor's actions, which are
+    /// every row of the table, in order.
+    #[test]
+    fn the_protocol_names_every_action_in_table_order() {
+        let listed = format!(
+            "\"actions\": [{}]",
+            ACTIONS.iter().map(|a| format!("\"{}\"", a.name)).collect::<Vec<_>>().join(", ")
+        );
+        assert!(PROTOCOL.contains(&listed), "docs/protocol.md should say {listed}");
+    }
+
+    /// The table of `docs/protocol.md` §7 (`| \`state\` | meaning | terminal? | ...`) has one row
+    /// per [`State`], in order, and says which are terminal as [`State::is_terminal`] does.
+    #[test]
+    fn the_protocol_states_are_the_state_enum() {
+        let section = PROTOCOL.split("## 7. States and transitions").nth(1).expect("§7 in protocol.md");
+        let rows: Vec<(String, bool)> = section
+            .lines()
+            .skip_while(|l| !l.starts_with("| state |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                (cells[1].trim_matches('`').to_string(), cells[3] == "yes")
+            })
+            .collect();
+        let want: Vec<(String, bool)> = State::ALL.iter().map(|s| (s.to_string(), s.is_terminal())).collect();
+        assert_eq!(rows, want);
+    }
+}

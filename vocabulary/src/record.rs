@@ -1,0 +1,62 @@
+//! What a service records: an [`Effect`] in its ledger when something really happens, and a
+//! [`JournalEntry`] for every request it sees. The fakes write them, the control API and the
+//! harness read them, and `results.json` carries them (`observed.ledgers`,
+//! `observed.journals`), so their field names, order and defaults are public.
+
+use serde::{Deserialize, Serialize};
+
+/// One effect that really happened: the ground truth a checker reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    /// Position in this service's ledger, from 1.
+    pub seq: u64,
+    /// Service time of the commit.
+    pub at_ms: u64,
+    /// What happened, e.g. `refund.created` (see [`crate::ActionSpec::effect_kind`]).
+    pub kind: String,
+    /// The id of the object the effect created or changed.
+    pub object_id: String,
+    /// The parameters the effect was executed with.
+    pub params: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fencing_token: Option<u64>,
+    /// The request that caused it.
+    pub request_id: String,
+}
+
+/// A fault that fired on a request, as journals name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    pub rule: String,
+    pub fault: String,
+}
+
+/// One request as the service saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub seq: u64,
+    pub at_ms: u64,
+    pub method: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    pub request_id: String,
+    /// Who sent it: the worker life whose connection carried it (`w1#2`), when the transport
+    /// labels requests. The harness sets it from the connection, never from the request, so
+    /// that an executor cannot claim another worker's write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// Faults that fired on this request.
+    pub faults: Vec<Applied>,
+    /// `pending` until the request ends, then `answered`, `reset`, `closed` or `held`.
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The answer was a stored idempotent result.
+    pub replayed: bool,
+    /// Service time at which the request ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+}

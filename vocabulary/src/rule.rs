@@ -1,0 +1,395 @@
+//! Fault rules: which requests a fault applies to, and what the fault is.
+//!
+//! A rule is plain JSON (and, embedded in scenario files, TOML), so its shape is kept flat:
+//!
+//! ```json
+//! {"id": "lost-reply", "method": "POST", "path": "/v1/refunds",
+//!  "where": {"payment_intent": "pi_1"}, "nth": 1, "times": 1,
+//!  "fault": "drop_after_commit"}
+//! ```
+//!
+//! `fault` is either a bare name or a table with `kind` and the fault's parameters:
+//! `{"kind": "reject", "status": 429}`. See `docs/faults.md` for every field.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+/// Every fault name, in the order of the catalog in `docs/faults.md`.
+pub const FAULT_KINDS: &[&str] = &[
+    "refuse",
+    "reject",
+    "error_after_commit",
+    "drop_after_commit",
+    "timeout_after_commit",
+    "commit_after_timeout",
+    "silent_noop",
+    "stale_read",
+    "forget_keys",
+    "ignore_keys",
+    "latency",
+];
+
+/// No fault holds a request longer than this: every wait in a fake is bounded.
+pub const HOLD_MS_MAX: u64 = 600_000;
+
+/// What a fake does to a request that a rule selected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FaultSpec {
+    /// Reset the connection before reading the request.
+    Refuse,
+    /// Answer `status` (and `body`, or the service's own error shape) without executing.
+    Reject {
+        status: u16,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        body: Option<serde_json::Value>,
+    },
+    /// Commit, then answer `status` (500 unless given) in the service's error shape.
+    ErrorAfterCommit {
+        #[serde(default = "default_error_status")]
+        status: u16,
+    },
+    /// Commit, then close the connection without sending a byte.
+    DropAfterCommit,
+    /// Commit, then hold the reply for `hold_ms` (past any sane client timeout) and close.
+    TimeoutAfterCommit {
+        #[serde(default = "default_hold_ms")]
+        hold_ms: u64,
+    },
+    /// Hold the request for `delay_ms` (default: the contract's `settle_ms_max`), then commit;
+    /// the commit happens even when the caller has gone.
+    CommitAfterTimeout {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delay_ms: Option<u64>,
+    },
+    /// Answer success with a plausible body and commit nothing.
+    SilentNoop,
+    /// Serve reads from the state as it was `lag_ms` of service time ago.
+    StaleRead { lag_ms: u64 },
+    /// Forget idempotency keys at least `older_than_ms` old (all of them when absent).
+    ForgetKeys {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        older_than_ms: Option<u64>,
+    },
+    /// Neither look up nor store this request's idempotency key.
+    IgnoreKeys,
+    /// Delay before the commit (after the key is reserved) and after it.
+    Latency {
+        #[serde(default)]
+        before_ms: u64,
+        #[serde(default)]
+        after_ms: u64,
+    },
+}
+
+fn default_error_status() -> u16 {
+    500
+}
+
+fn default_hold_ms() -> u64 {
+    30_000
+}
+
+impl FaultSpec {
+    /// The fault's name, as written in rules and journals.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FaultSpec::Refuse => "refuse",
+            FaultSpec::Reject { .. } => "reject",
+            FaultSpec::ErrorAfterCommit { .. } => "error_after_commit",
+            FaultSpec::DropAfterCommit => "drop_after_commit",
+            FaultSpec::TimeoutAfterCommit { .. } => "timeout_after_commit",
+            FaultSpec::CommitAfterTimeout { .. } => "commit_after_timeout",
+            FaultSpec::SilentNoop => "silent_noop",
+            FaultSpec::StaleRead { .. } => "stale_read",
+            FaultSpec::ForgetKeys { .. } => "forget_keys",
+            FaultSpec::IgnoreKeys => "ignore_keys",
+            FaultSpec::Latency { .. } => "latency",
+        }
+    }
+
+    /// The fault a bare name stands for, with its default parameters; faults that need
+    /// parameters (`reject`, `stale_read`, `latency`) say so.
+    pub fn from_name(name: &str) -> Result<FaultSpec, String> {
+        let spec = match name {
+            "refuse" => FaultSpec::Refuse,
+            "error_after_commit" => FaultSpec::ErrorAfterCommit { status: default_error_status() },
+            "drop_after_commit" => FaultSpec::DropAfterCommit,
+            "timeout_after_commit" => FaultSpec::TimeoutAfterCommit { hold_ms: default_hold_ms() },
+            "commit_after_timeout" => FaultSpec::CommitAfterTimeout { delay_ms: None },
+            "silent_noop" => FaultSpec::SilentNoop,
+            "forget_keys" => FaultSpec::ForgetKeys { older_than_ms: None },
+            "ignore_keys" => FaultSpec::IgnoreKeys,
+            "reject" => {
+                return Err("fault \"reject\" needs a status: {kind = \"reject\", status = 503}".into());
+            }
+            "stale_read" => {
+                return Err("fault \"stale_read\" needs a lag: {kind = \"stale_read\", lag_ms = 500}".into());
+            }
+            "latency" => {
+                return Err("fault \"latency\" needs a delay: {kind = \"latency\", before_ms = 200}".into());
+            }
+            other => return Err(unknown_fault(other)),
+        };
+        Ok(spec)
+    }
+
+    /// Checks the parameters that serde cannot: ranges and bounds.
+    pub fn validate(&self) -> Result<(), String> {
+        let bounded = |name: &str, ms: u64| {
+            if ms > HOLD_MS_MAX {
+                Err(format!("{}.{name} is {ms}, above the limit of {HOLD_MS_MAX} ms", self.kind()))
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            FaultSpec::Reject { status, .. } | FaultSpec::ErrorAfterCommit { status } => {
+                if !(400..=599).contains(status) {
+                    return Err(format!(
+                        "{}.status is {status}; a fault's status must be an error, 400 to 599",
+                        self.kind()
+                    ));
+                }
+                Ok(())
+            }
+            FaultSpec::TimeoutAfterCommit { hold_ms } => bounded("hold_ms", *hold_ms),
+            FaultSpec::CommitAfterTimeout { delay_ms } => bounded("delay_ms", delay_ms.unwrap_or(0)),
+            FaultSpec::StaleRead { lag_ms } => bounded("lag_ms", *lag_ms),
+            FaultSpec::Latency { before_ms, after_ms } => {
+                bounded("before_ms", *before_ms)?;
+                bounded("after_ms", *after_ms)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The error for a fault name that does not exist, with the nearest one as a hint.
+pub fn unknown_fault(name: &str) -> String {
+    match closest(name, FAULT_KINDS) {
+        Some(near) => format!("unknown fault \"{name}\" (did you mean \"{near}\"?)"),
+        None => format!("unknown fault \"{name}\"; faults are: {}", FAULT_KINDS.join(", ")),
+    }
+}
+
+/// The candidate closest to `word`, if any is close enough to be a likely typo.
+pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c), *c))
+        .filter(|(distance, c)| *distance <= (c.len() / 3).max(2))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, c)| c)
+}
+
+/// Reads a rule's `fault`: a bare name, or a table with `kind`, with a "did you mean" for a
+/// misspelt kind (serde's own message would only list the variants).
+fn fault_spec<'de, D: Deserializer<'de>>(deserializer: D) -> Result<FaultSpec, D::Error> {
+    struct SpecVisitor;
+
+    impl<'de> Visitor<'de> for SpecVisitor {
+        type Value = FaultSpec;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a fault name such as \"drop_after_commit\", or a table with `kind`")
+        }
+
+        fn visit_str<E: de::Error>(self, name: &str) -> Result<FaultSpec, E> {
+            FaultSpec::from_name(name).map_err(E::custom)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<FaultSpec, A::Error> {
+            let value = serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+            match value.get("kind") {
+                None => return Err(de::Error::custom("a fault table needs `kind`, e.g. kind = \"reject\"")),
+                Some(serde_json::Value::String(kind)) if !FAULT_KINDS.contains(&kind.as_str()) => {
+                    return Err(de::Error::custom(unknown_fault(kind)));
+                }
+                _ => {}
+            }
+            FaultSpec::deserialize(value).map_err(de::Error::custom)
+        }
+    }
+
+    deserializer.deserialize_any(SpecVisitor)
+}
+
+/// A fault and the requests it applies to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultRule {
+    /// A name for journals and reports; the engine assigns `rule-N` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// HTTP method to match (any when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Path to match: exact, or a prefix when it ends with `*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Request fields that must be equal: form or JSON body fields, query parameters, and for
+    /// JSON-RPC the `method` of the call.
+    #[serde(default, rename = "where", skip_serializing_if = "BTreeMap::is_empty")]
+    pub fields: BTreeMap<String, String>,
+    /// Fire first on the n-th request that matches (1-based; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nth: Option<u64>,
+    /// Fire on at most this many matching requests (default: no limit, or 1 with `nth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub times: Option<u64>,
+    /// Fire on each eligible request with this probability, drawn from the service's seeded RNG.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f64>,
+    #[serde(deserialize_with = "fault_spec")]
+    pub fault: FaultSpec,
+}
+
+impl FaultRule {
+    /// A rule that applies `fault` to every request.
+    pub fn always(fault: FaultSpec) -> Self {
+        FaultRule {
+            id: None,
+            method: None,
+            path: None,
+            fields: BTreeMap::new(),
+            nth: None,
+            times: None,
+            probability: None,
+            fault,
+        }
+    }
+
+    pub fn method(mut self, method: &str) -> Self {
+        self.method = Some(method.to_string());
+        self
+    }
+
+    pub fn path(mut self, path: &str) -> Self {
+        self.path = Some(path.to_string());
+        self
+    }
+
+    pub fn field(mut self, name: &str, value: &str) -> Self {
+        self.fields.insert(name.to_string(), value.to_string());
+        self
+    }
+
+    pub fn nth(mut self, nth: u64) -> Self {
+        self.nth = Some(nth);
+        self
+    }
+
+    pub fn times(mut self, times: u64) -> Self {
+        self.times = Some(times);
+        self
+    }
+
+    /// Checks what serde cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.nth == Some(0) {
+            return Err("nth is 1-based: the first matching request is nth = 1".into());
+        }
+        if let Some(p) = self.probability
+            && (!(0.0..=1.0).contains(&p) || p.is_nan())
+        {
+            return Err(format!("probability is {p}; it must be between 0 and 1"));
+        }
+        if let Some(m) = &self.method
+            && (m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()))
+        {
+            return Err(format!("method \"{m}\" is not an HTTP method"));
+        }
+        self.fault.validate()
+    }
+
+    /// Whether the request's method, path and fields match; counting and probability are
+    /// the engine's business.
+    pub fn matches(&self, request: &RequestView<'_>) -> bool {
+        if let Some(m) = &self.method
+            && !m.eq_ignore_ascii_case(request.method)
+        {
+            return false;
+        }
+        if let Some(p) = &self.path {
+            let hit = match p.strip_suffix('*') {
+                Some(prefix) => request.path.starts_with(prefix),
+                None => request.path == p,
+            };
+            if !hit {
+                return false;
+            }
+        }
+        self.fields.iter().all(|(name, want)| request.fields.get(name).is_some_and(|got| got == want))
+    }
+}
+
+/// What a rule can see of a request.
+#[derive(Debug, Clone)]
+pub struct RequestView<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub fields: &'a BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<FaultRule, String> {
+        serde_json::from_str::<FaultRule>(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn bare_names_and_tables_parse_to_the_same_fault() {
+        let bare = parse(r#"{"fault":"drop_after_commit"}"#).unwrap();
+        let table = parse(r#"{"fault":{"kind":"drop_after_commit"}}"#).unwrap();
+        assert_eq!(bare, table);
+        let reject = parse(r#"{"fault":{"kind":"reject","status":429}}"#).unwrap();
+        assert_eq!(reject.fault, FaultSpec::Reject { status: 429, body: None });
+    }
+
+    #[test]
+    fn errors_name_the_problem_and_the_fix() {
+        let cases = [
+            (r#"{"fault":"drop_after_comit"}"#, "did you mean \"drop_after_commit\""),
+            (r#"{"fault":{"kind":"silent_nop"}}"#, "did you mean \"silent_noop\""),
+            (r#"{"fault":"reject"}"#, "needs a status"),
+            (r#"{"fault":{"kind":"latency","befor_ms":3}}"#, "unknown field `befor_ms`"),
+            (r#"{"fault":{"status":3}}"#, "needs `kind`"),
+            (r#"{"fault":"refuse","nht":1}"#, "unknown field `nht`"),
+        ];
+        for (json, want) in cases {
+            let err = parse(json).unwrap_err();
+            assert!(err.contains(want), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn validation_bounds_every_wait() {
+        let cases = [
+            (r#"{"fault":"refuse","nth":0}"#, "1-based"),
+            (r#"{"fault":"refuse","probability":1.5}"#, "between 0 and 1"),
+            (r#"{"fault":{"kind":"timeout_after_commit","hold_ms":999999999}}"#, "above the limit"),
+            (r#"{"fault":{"kind":"reject","status":200}}"#, "400 to 599"),
+        ];
+        for (json, want) in cases {
+            let err = parse(json).unwrap().validate().unwrap_err();
+            assert!(err.contains(want), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn matching_uses_method_path_prefix_and_fields() {
+        let fields: BTreeMap<String, String> = [("payment_intent".to_string(), "pi_1".to_string())].into();
+        let view = RequestView { method: "POST", path: "/v1/refunds", fields: &fields };
+        let rule = FaultRule::always(FaultSpec::Refuse);
+        assert!(rule.clone().method("post").path("/v1/*").field("payment_intent", "pi_1").matches(&view));
+        assert!(!rule.clone().method("GET").matches(&view));
+        assert!(!rule.clone().path("/v1/refund").matches(&view));
+        assert!(!rule.field("payment_intent", "pi_2").matches(&view));
+    }
+}

@@ -1,0 +1,204 @@
+//! The headlines: the sentences at the top of `docs/benchmarks.md` and between the
+//! `bench:headlines` markers of README.md, each naming one figure and, where there is one, the
+//! design target it meets or misses.
+//!
+//! Apart from the renderer because README.md is written from them too, and because a
+//! headline whose figure was not reported must stop the run before anything is written.
+
+use anyhow::{Context, Result, bail};
+
+use crate::records::Records;
+use crate::render::format_value;
+
+/// A sentence of the headlines: `{}` is replaced by the figure (its `display`, or its value
+/// and unit); with a target, whether the figure meets it is added.
+struct Headline {
+    bench: &'static str,
+    name: &'static str,
+    sentence: &'static str,
+    target: Option<Target>,
+}
+
+/// A design target for a figure.
+struct Target {
+    /// Met when the value is at most `limit` (otherwise at least).
+    at_most: bool,
+    limit: f64,
+    /// The target in words, e.g. "within 1.5x of bare hyper".
+    text: &'static str,
+}
+
+impl Target {
+    fn met(&self, value: f64) -> bool {
+        if self.at_most { value <= self.limit } else { value >= self.limit }
+    }
+}
+
+/// The headline figures, at the top of `docs/benchmarks.md` and in README.md.
+const HEADLINES: &[Headline] = &[
+    Headline {
+        bench: "fake-services/throughput",
+        name: "payments fake / wiremock stub, recording on",
+        sentence: "The payments fake, with its ledger, journal and fault engine, creates refunds at {} the rate \
+                   of a stateful refund stub written with the `wiremock` crate (as `MockServer::start()` gives it).",
+        target: None,
+    },
+    Headline {
+        bench: "fake-services/throughput",
+        name: "bare / fake, no rules",
+        sentence: "Bare hyper answering a fixed body serves {} the payments fake's rate on the same transport.",
+        target: Some(Target { at_most: true, limit: 1.5, text: "within 1.5x of bare hyper" }),
+    },
+    Headline {
+        bench: "twice-tests/search",
+        name: "mutants found, twice",
+        sentence: "twice's generator catches {} mutant executors (one classic bug each) within 1,000 generated \
+                   cases in at least half of 20 seeds.",
+        target: None,
+    },
+    Headline {
+        bench: "twice-tests/search",
+        name: "mutants found, baseline at its best setting per mutant",
+        sentence: "A protocol-unaware baseline that delays or resets requests as a TCP fault proxy does, on the \
+                   same intents, catches {} even with its fault rate tuned per mutant: it cannot make a service \
+                   ignore or forget keys, lie in its acks, or crash a worker.",
+        target: None,
+    },
+    Headline {
+        bench: "twice-tests/search",
+        name: "baseline p = 0.5 over twice, cases to the first violation",
+        sentence: "Where both catch a mutant, the baseline at its highest fault rate (half of all requests) needs \
+                   {} the cases twice's generator needs: it faults every request it can, while the generator \
+                   spreads 0 to 3 faults per case over eleven kinds, contract terms and process events.",
+        target: None,
+    },
+    Headline {
+        bench: "harness/run",
+        name: "sim over live, same catalog, same executor",
+        sentence: "The catalog runs {} as fast in sim as live: same scenarios, same seed, the reference executor \
+                   in process against its release binary.",
+        target: None,
+    },
+    Headline {
+        bench: "harness/run",
+        name: "sim, generated cases, 2 threads",
+        sentence: "Sim runs and checks generated cases against the reference executor at {} on 2 cores.",
+        target: Some(Target {
+            at_most: false,
+            limit: 2_000.0,
+            text: "thousands of cases per second on two cores (at least 2,000)",
+        }),
+    },
+    Headline {
+        bench: "harness/run",
+        name: "simulated over wall time, 2 threads",
+        sentence: "Simulated time runs {} faster than the wall clock.",
+        target: Some(Target { at_most: false, limit: 1_000.0, text: "1,000x" }),
+    },
+    Headline {
+        bench: "harness/python",
+        name: "live, catalog + 20 generated (59 scenarios), Python executor, 8 jobs",
+        sentence: "The catalog and 20 generated cases run live against the Python example executor (a \
+                   process per worker, the real SDKs) in {}, 8 scenarios at a time on 2 cores, as `twice run \
+                   --executor` runs them by default; at 2, 8 and 16 at a time every timing-sensitive verdict held.",
+        target: Some(Target { at_most: true, limit: 30.0, text: "at most 30 s" }),
+    },
+    Headline {
+        bench: "harness/python",
+        name: "live, a buggy executor: catalog + 30 generated, shrinking included",
+        sentence: "A live run whose executor has a bug that a dozen generated cases expose ends in {}, every \
+                   failure shrunk (or marked as stopped by the 60 s budget) side by side.",
+        target: Some(Target { at_most: true, limit: 120.0, text: "at most 120 s" }),
+    },
+    Headline {
+        bench: "executor/intents",
+        name: "raw / intents, propose 2000 then drain, FULL",
+        sentence: "Raw single-row SQLite commits (WAL, synchronous=FULL) run {} as fast as the reference \
+                   executor's intents, each two durable commits and a send.",
+        target: Some(Target { at_most: true, limit: 2.0, text: "within 2x of raw commits" }),
+    },
+    Headline {
+        bench: "harness/scaling",
+        name: "time exponent over intents per scenario, 10 to 1000",
+        sentence: "Sim time grows as intents^b with b = {} from 10 to 1,000 intents in one scenario.",
+        target: None,
+    },
+    Headline {
+        bench: "harness/scaling",
+        name: "run of 10000 generated cases, peak memory above an idle process",
+        sentence: "A run of 10,000 generated cases peaks at {} of memory above an idle process.",
+        target: None,
+    },
+];
+
+/// Where README.md's headlines go: the lines between these two are rewritten.
+pub(crate) const README: &str = "README.md";
+const HEADLINES_BEGIN: &str = "<!-- bench:headlines:begin (written by `cargo xtask bench`) -->";
+const HEADLINES_END: &str = "<!-- bench:headlines:end -->";
+
+/// The headline sentences, one Markdown bullet each; an error names a figure no benchmark
+/// reported, so that no sentence goes out with a stale number.
+pub(crate) fn headlines(records: &Records) -> Result<Vec<String>> {
+    HEADLINES
+        .iter()
+        .map(|h| {
+            let r = records.figure(h.bench, h.name).with_context(|| {
+                format!("headline figure `{}` of {} was not reported; nothing written", h.name, h.bench)
+            })?;
+            let figure = match &r.display {
+                Some(text) => text.clone(),
+                // A large ratio reads better without its decimals.
+                None if r.unit == "x" && r.value.abs() >= 10.0 => format!("{}x", format_value(r.value, "")),
+                None if r.unit == "x" => format!("{}x", format_value(r.value, &r.unit)),
+                None if r.unit.is_empty() => format_value(r.value, &r.unit),
+                None => format!("{} {}", format_value(r.value, &r.unit), r.unit),
+            };
+            let verdict = match &h.target {
+                Some(t) if t.met(r.value) => format!(" Target: {}; met.", t.text),
+                Some(t) => format!(" Target: {}; **not met**.", t.text),
+                None => String::new(),
+            };
+            Ok(format!("- {}{verdict}", h.sentence.replacen("{}", &figure, 1)))
+        })
+        .collect()
+}
+
+/// `readme` with the lines between the headline markers replaced by `body`.
+pub(crate) fn with_headlines(readme: &str, body: &str) -> Result<String> {
+    let (Some(begin), Some(end)) = (readme.find(HEADLINES_BEGIN), readme.find(HEADLINES_END)) else {
+        bail!("{README} has no `{HEADLINES_BEGIN}` ... `{HEADLINES_END}` block for the benchmark headlines");
+    };
+    if end < begin {
+        bail!("in {README}, `{HEADLINES_END}` comes before `{HEADLINES_BEGIN}`");
+    }
+    let head = &readme[..begin + HEADLINES_BEGIN.len()];
+    let tail = &readme[end..];
+    Ok(if body.is_empty() { format!("{head}\n{tail}") } else { format!("{head}\n{body}\n{tail}") })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+    use crate::root;
+
+    #[test]
+    fn headlines_go_between_the_markers_and_need_their_figures() {
+        let readme = format!("# t\n\n{HEADLINES_BEGIN}\n- old\n{HEADLINES_END}\n\nrest\n");
+        let written = with_headlines(&readme, "- new").expect("markers present");
+        assert_eq!(written, format!("# t\n\n{HEADLINES_BEGIN}\n- new\n{HEADLINES_END}\n\nrest\n"));
+        assert!(with_headlines("# no markers", "- x").is_err());
+        // Every headline names a figure; with none reported, the first is named in the error.
+        if let Some(first) = HEADLINES.first() {
+            let error = headlines(&Records::default()).expect_err("no figures");
+            assert!(error.to_string().contains(first.name), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_readme_has_the_headline_markers() {
+        let readme = fs::read_to_string(root().join(README)).expect("README.md is readable");
+        assert!(with_headlines(&readme, "").is_ok());
+    }
+}

@@ -1,0 +1,113 @@
+//! `cargo xtask test`: the venv and the binaries that the end-to-end tests need, Chromium for
+//! the HTML report test, then `cargo test` with `TWICE_PYTHON`, `TWICE_BIN_DIR` and
+//! `TWICE_CHROMIUM` set.
+
+use std::env;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result};
+
+use crate::venv::prepare_venv;
+use crate::{cargo, exit_code, output_of, root, target_dir};
+
+pub(crate) fn test(args: &[String]) -> Result<i32> {
+    let root = root();
+    let python = prepare_venv(&root)?;
+    // End-to-end tests run the project's binaries (`twice`, `twice-executor`) as real child
+    // processes; cargo builds a package's binaries only for that package's own tests, so
+    // build them all first and tell the tests where they are.
+    println!("xtask: building the binaries (cargo build --workspace --bins)");
+    let built = cargo().args(["build", "--workspace", "--bins"]).current_dir(&root).status();
+    let built = built.context("could not start cargo build")?;
+    if !built.success() {
+        return Ok(exit_code(built));
+    }
+    let bin_dir = target_dir(&root).join("debug");
+    let mut command = cargo();
+    command.arg("test").env("TWICE_BIN_DIR", &bin_dir);
+    // The HTML report test loads report.html in headless Chromium.
+    match prepare_chromium() {
+        Some(chromium) => {
+            println!("xtask: TWICE_CHROMIUM={}", chromium.display());
+            command.env("TWICE_CHROMIUM", chromium);
+        }
+        None => println!(
+            "xtask: warning: no Chromium found; the HTML report test checks the page's structure only \
+             (and fails under CI)"
+        ),
+    }
+    // `--workspace` would override a `-p`, so add it only when no package is chosen.
+    if !selects_package(args) {
+        command.arg("--workspace");
+    }
+    command.args(args).current_dir(&root).env("TWICE_PYTHON", &python);
+    println!("xtask: TWICE_PYTHON={}", python.display());
+    println!("xtask: running cargo test{}", if selects_package(args) { "" } else { " --workspace" });
+    let status = command.status().context("could not start cargo test")?;
+    Ok(exit_code(status))
+}
+
+/// Where Chromium is looked for on the `PATH`, in this order (the HTML report test's order).
+const CHROMIUM_NAMES: [&str; 3] = ["chromium", "chromium-browser", "google-chrome"];
+
+/// Chromium for the HTML report test: `TWICE_CHROMIUM`, or the first of [`CHROMIUM_NAMES`] on
+/// the `PATH`; when there is none and we are root on Linux with `apt-get`, installs Debian's
+/// `chromium` package first. A failed install is a warning: only that test needs it.
+fn prepare_chromium() -> Option<PathBuf> {
+    if let Some(path) = env::var_os("TWICE_CHROMIUM").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    if let Some(found) = find_on_path(&CHROMIUM_NAMES) {
+        return Some(found);
+    }
+    let root_user = output_of("id", &["-u"]).is_some_and(|uid| uid == "0");
+    if cfg!(target_os = "linux") && root_user && find_on_path(&["apt-get"]).is_some() {
+        println!(
+            "xtask: installing Chromium for the HTML report test (apt-get install -y --no-install-recommends chromium)"
+        );
+        let installed = Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "chromium"])
+            .stdin(Stdio::null())
+            .status();
+        match installed {
+            Ok(status) if status.success() => return find_on_path(&CHROMIUM_NAMES),
+            Ok(status) => eprintln!("xtask: warning: apt-get install chromium failed ({status}); going on"),
+            Err(e) => eprintln!("xtask: warning: could not run apt-get ({e}); going on"),
+        }
+    }
+    None
+}
+
+/// The first of `names` found as a file in a directory of the `PATH`.
+fn find_on_path(names: &[&str]) -> Option<PathBuf> {
+    let path = env::var_os("PATH")?;
+    names.iter().flat_map(|name| env::split_paths(&path).map(move |dir| dir.join(name))).find(|p| p.is_file())
+}
+
+/// Whether cargo arguments (before any `--`) choose packages themselves.
+fn selects_package(args: &[String]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| {
+        a == "-p"
+            || a == "--package"
+            || a.starts_with("--package=")
+            || (a.starts_with("-p") && !a.starts_with("--"))
+            || a == "--workspace"
+            || a == "--all"
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_selection_is_noticed() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(selects_package(&args(&["-p", "xtask"])));
+        assert!(selects_package(&args(&["-pxtask"])));
+        assert!(selects_package(&args(&["--package=xtask"])));
+        assert!(!selects_package(&args(&["--release", "--", "-p"])));
+        assert!(!selects_package(&args(&[])));
+    }
+}

@@ -1,0 +1,83 @@
+//! The Python venv of the SDK tests and the Python benchmark (`target/twice-venv`), kept
+//! exactly at `tests/requirements.txt`: both commands prepare it, so it has a module of its
+//! own.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+use crate::target_dir;
+
+/// The venv for the Python SDK tests, under the target directory.
+const VENV_DIR: &str = "twice-venv";
+/// In the venv: the hash of the requirements it was installed from.
+const VENV_STAMP: &str = "twice-requirements.hash";
+const REQUIREMENTS: &str = "tests/requirements.txt";
+
+/// Makes `target/twice-venv` hold exactly what `tests/requirements.txt` asks for; returns the
+/// absolute path of its interpreter. Installs only when the requirements changed since the
+/// last install (or none finished).
+pub(crate) fn prepare_venv(root: &Path) -> Result<PathBuf> {
+    let requirements_path = root.join(REQUIREMENTS);
+    let requirements = fs::read(&requirements_path)
+        .with_context(|| format!("could not read {}", requirements_path.display()))?;
+    let hash = format!("fnv1a64:{:016x}\n", fnv1a64(&requirements));
+    let venv = target_dir(root).join(VENV_DIR);
+    let python = venv.join("bin").join("python");
+    let stamp = venv.join(VENV_STAMP);
+    let retry = format!(
+        "fix the cause above and run `cargo xtask test` again; to start from scratch, delete {} first",
+        venv.display()
+    );
+
+    if python.exists() && fs::read_to_string(&stamp).is_ok_and(|s| s == hash) {
+        println!("xtask: Python venv {} is up to date with {REQUIREMENTS}", venv.display());
+        return Ok(python);
+    }
+    if !python.exists() {
+        println!("xtask: creating Python venv {} (python3 -m venv)", venv.display());
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .stdin(Stdio::null())
+            .status()
+            .with_context(|| {
+                format!("could not run python3 to create the venv: is Python 3 installed?\n{retry}")
+            })?;
+        if !status.success() {
+            bail!(
+                "`python3 -m venv {}` failed ({status}); on Debian or Ubuntu the venv module is in the \
+                 python3-venv package\n{retry}",
+                venv.display()
+            );
+        }
+    }
+    // A stamp only after a complete install: an interrupted one is redone next time.
+    let _ = fs::remove_file(&stamp);
+    println!(
+        "xtask: installing the Python test dependencies from {REQUIREMENTS} into {} \
+         (pip; this can take a few minutes the first time)",
+        venv.display()
+    );
+    let status = Command::new(&python)
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "-r"])
+        .arg(&requirements_path)
+        .stdin(Stdio::null())
+        .status()
+        .with_context(|| format!("could not run {}\n{retry}", python.display()))?;
+    if !status.success() {
+        bail!("`pip install -r {REQUIREMENTS}` into {} failed ({status})\n{retry}", venv.display());
+    }
+    fs::write(&stamp, &hash).with_context(|| format!("could not write {}", stamp.display()))?;
+    println!("xtask: Python test dependencies installed");
+    Ok(python)
+}
+
+/// FNV-1a, 64 bits: stable across Rust versions, enough to notice an edited file.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
