@@ -305,20 +305,21 @@ pub fn check_reply_type(
     object: &Map<String, Value>,
     asked: Option<&str>,
 ) -> Result<(), String> {
-    let text = Value::Object(object.clone()).to_string();
+    // The line, for an error message only: a well-formed reply costs no copy.
+    let text = || Value::Object(object.clone()).to_string();
     if reply_kind == "error" {
         return match object.get("code").and_then(Value::as_i64) {
             Some(_) => Ok(()),
-            None => Err(format!("an error without a numeric code: {}", excerpt(&text))),
+            None => Err(format!("an error without a numeric code: {}", excerpt(&text()))),
         };
     }
-    let expected = asked.map(|k| format!("{k}_ok"));
-    if expected.as_deref() == Some(reply_kind) {
+    if asked.is_some_and(|k| reply_kind.strip_suffix("_ok") == Some(k)) {
         return Ok(());
     }
+    let expected = asked.map(|k| format!("{k}_ok"));
     let what = asked.map_or("line without msg_id".to_string(), str::to_string);
     let wanted = expected.map_or("error".to_string(), |e| format!("{e} or error"));
-    Err(format!("answered a {what} with type \"{reply_kind}\" (expected {wanted}): {}", excerpt(&text)))
+    Err(format!("answered a {what} with type \"{reply_kind}\" (expected {wanted}): {}", excerpt(&text())))
 }
 
 /// A line, quoted and cut short for an error message.
