@@ -98,7 +98,7 @@ use crate::observe::{EffectRef, Observed};
 
 pub use reports::model::{Hazard, Status, Verdict};
 
-// One module per group of invariants, each adding its checks to the `Run` that
+// One module per group of invariants, each adding its checks to the `Facts` that
 // `attribution` builds; this file holds the names and the public entry points.
 mod attribution;
 mod claims;
@@ -110,7 +110,7 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-use attribution::Run;
+use attribution::Facts;
 
 /// At most one effect per intent, and at most one per lineage (every supported action is
 /// exclusive).
@@ -200,7 +200,7 @@ pub fn check(scenario: &Scenario, observed: &Observed) -> Vec<Verdict> {
             if reason.trim().is_empty() { "the executor misbehaved (no reason given)" } else { reason };
         return vec![Verdict::from_evidence(EXECUTOR_ERROR, vec![reason.to_string()])];
     }
-    let run = Run::new(scenario, observed);
+    let run = Facts::new(scenario, observed);
     vec![
         run.no_duplicate_effect(),
         run.honest_terminal_states(),
@@ -220,7 +220,7 @@ pub fn hazards(scenario: &Scenario, observed: &Observed) -> Vec<Hazard> {
     if observed.executor_error.is_some() {
         return vec![];
     }
-    Run::new(scenario, observed).hazards()
+    Facts::new(scenario, observed).hazards()
 }
 
 /// The catalog scenario that exploits hazard `kind`.
@@ -231,7 +231,7 @@ pub fn exploited_by(kind: &str) -> &'static str {
 /// The ledger effects the checker attributes to each intent (see the module documentation),
 /// by intent id; intents with none, or whose action is exempt, are absent.
 pub fn attribute(scenario: &Scenario, observed: &Observed) -> BTreeMap<String, Vec<EffectRef>> {
-    let run = Run::new(scenario, observed);
+    let run = Facts::new(scenario, observed);
     let mut out: BTreeMap<String, Vec<EffectRef>> = BTreeMap::new();
     for found in &run.effects {
         if let Some(owner) = found.owner {

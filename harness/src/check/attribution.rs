@@ -1,5 +1,5 @@
 //! Attribution: which ledger effect belongs to which intent, and which intents form a
-//! lineage (see the module documentation of [`super`]). Every check reads the [`Run`] built
+//! lineage (see the module documentation of [`super`]). Every check reads the [`Facts`] built
 //! here; none of them looks at a ledger any other way.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,7 +27,7 @@ pub(super) struct Intent<'a> {
     pub(super) attribution: Option<(&'static ActionSpec, &'a str)>,
     pub(super) claim: Option<&'a Claim>,
     pub(super) lineage: usize,
-    /// Indices into `Run::effects`, in ledger order.
+    /// Indices into `Facts::effects`, in ledger order.
     pub(super) effects: Vec<usize>,
 }
 
@@ -89,7 +89,9 @@ pub(super) struct StateMoment<'a> {
     pub(super) lane: &'a str,
 }
 
-pub(super) struct Run<'a> {
+/// The facts of one run, indexed for the invariants: its intents and claims, the effects
+/// attributed to them, the states the timeline shows and who sent each request.
+pub(super) struct Facts<'a> {
     pub(super) scenario: &'a Scenario,
     pub(super) observed: &'a Observed,
     pub(super) intents: Vec<Intent<'a>>,
@@ -148,8 +150,8 @@ impl<'a> Senders<'a> {
     }
 }
 
-impl<'a> Run<'a> {
-    pub(super) fn new(scenario: &'a Scenario, observed: &'a Observed) -> Run<'a> {
+impl<'a> Facts<'a> {
+    pub(super) fn new(scenario: &'a Scenario, observed: &'a Observed) -> Facts<'a> {
         let unsupported: BTreeSet<&str> = observed.unsupported.iter().map(String::as_str).collect();
         // The final claim per id: the last one, should an executor repeat itself.
         let claims: BTreeMap<&str, &Claim> = observed.claims.iter().map(|c| (c.id.as_str(), c)).collect();
@@ -304,7 +306,7 @@ impl<'a> Run<'a> {
             .collect();
 
         let start_ms = observed.timeline.iter().map(|m| m.at_ms).min().unwrap_or(0);
-        Run {
+        Facts {
             scenario,
             observed,
             intents,

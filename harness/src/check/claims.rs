@@ -6,10 +6,10 @@ use serde_json::Value;
 use vocabulary::State;
 
 use super::Verdict;
-use super::attribution::{Run, param_diff};
+use super::attribution::{Facts, param_diff};
 use super::{ESCALATION_EVIDENCE, HONEST_TERMINAL_STATES, UNKNOWN_IS_NOT_A_LIE};
 
-impl Run<'_> {
+impl Facts<'_> {
     pub(super) fn honest_terminal_states(&self) -> Verdict {
         let judged = self.intents.iter().any(|i| i.attribution.is_some() && i.claim.is_some())
             || !self.effects.is_empty();

@@ -2,12 +2,12 @@
 
 use super::NO_DUPLICATE_EFFECT;
 use super::Verdict;
-use super::attribution::{Found, Run};
+use super::attribution::{Facts, Found};
 
 /// Why the ledger invariants have nothing to judge.
 pub(super) const NO_LEDGER_REASON: &str = "no intent's action has a ledger the checker reads";
 
-impl Run<'_> {
+impl Facts<'_> {
     pub(super) fn no_duplicate_effect(&self) -> Verdict {
         if !self.any_attributable() {
             return Verdict::not_judged(NO_DUPLICATE_EFFECT, NO_LEDGER_REASON);

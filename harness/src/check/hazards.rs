@@ -7,10 +7,10 @@ use serde_json::Value;
 use vocabulary::{ACTIONS, Guard, KeyPolicy};
 
 use super::Hazard;
-use super::attribution::{Intent, Run, claim_lists_key, contract_for};
+use super::attribution::{Facts, Intent, claim_lists_key, contract_for};
 use super::{HAZARD_KEY_PAST_RETENTION, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, exploited_by};
 
-impl Run<'_> {
+impl Facts<'_> {
     pub(super) fn hazards(&self) -> Vec<Hazard> {
         let mut out: Vec<Hazard> = Vec::new();
         let mut seen = BTreeSet::new();

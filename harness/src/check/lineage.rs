@@ -2,10 +2,10 @@
 //! timeline's state moments), nor after its predecessor took effect.
 
 use super::Verdict;
-use super::attribution::{Run, StateMoment};
+use super::attribution::{Facts, StateMoment};
 use super::{LINEAGE, is_terminal};
 
-impl<'a> Run<'a> {
+impl<'a> Facts<'a> {
     /// The last state `id` reached at or before `at_ms`, per the timeline; `None` when it has
     /// no state moments at all, `Some(None)` when it has none that early. Among moments at the
     /// same time, the later one in the timeline wins.

@@ -6,9 +6,9 @@ use vocabulary::{ACTIONS, ActionSpec, Guard};
 
 use super::NO_STALE_WRITE;
 use super::Verdict;
-use super::attribution::{Found, Run, contract_for};
+use super::attribution::{Facts, Found, contract_for};
 
-impl Run<'_> {
+impl Facts<'_> {
     /// The actions whose writes this scenario's contracts guard, with the guard.
     pub(super) fn guarded(&self) -> Vec<(&'static ActionSpec, Guard)> {
         ACTIONS

@@ -5,10 +5,10 @@
 use std::collections::BTreeSet;
 
 use super::Verdict;
-use super::attribution::{Intent, Run};
+use super::attribution::{Facts, Intent};
 use super::{EXPECTED_STATES, LIVENESS, NOTHING_LOST, is_terminal};
 
-impl Run<'_> {
+impl Facts<'_> {
     pub(super) fn nothing_lost(&self) -> Verdict {
         if self.observed.acknowledged.iter().all(|id| self.exempt.contains(id.as_str())) {
             return Verdict::not_judged(NOTHING_LOST, "the executor acknowledged no intent as recorded");
