@@ -61,6 +61,14 @@ pub enum Precondition {
 }
 
 impl Evidence {
+    /// Whether a signed transaction holds a nonce for this intent. Such an intent is never
+    /// given up for want of attempts: every later transfer of the account waits behind its
+    /// nonce, so abandoning it would leave them stuck in the pool for good. Its bytes can be
+    /// broadcast again any number of times and still land at most once.
+    pub fn holds_a_nonce(&self) -> bool {
+        self.raw_tx.is_some()
+    }
+
     /// Records a signed transfer: what every broadcast of it sends.
     pub fn record_signed(&mut self, signed: &crate::signing::SignedTransfer) {
         self.tx_hash = Some(signed.hash.clone());

@@ -105,6 +105,13 @@ def new_key():
     return str(uuid.uuid4())
 
 
+def holds_a_nonce(intent):
+    """Whether a signed transaction holds a nonce for the intent. Such an intent is never given
+    up for want of attempts: every later transfer of the account waits behind its nonce, and
+    its bytes can be broadcast again any number of times and still land at most once."""
+    return bool(intent.evidence.get("raw_tx"))
+
+
 class ProtocolError(Exception):
     def __init__(self, code, text):
         super().__init__(text)
@@ -421,7 +428,7 @@ class Executor:
         elif kind == NOT_EXECUTED:
             if sent.maybe_executed:
                 state, note = "unknown", f"not executed, but an earlier send may have landed: {error}"
-            elif sent.attempts >= limits["attempts_max"]:
+            elif sent.attempts >= limits["attempts_max"] and not holds_a_nonce(sent):
                 state, note = "failed", f"never executed in {sent.attempts} attempts: {error}"
             else:
                 state, note = "recorded", f"not executed, will retry: {error}"
@@ -493,11 +500,13 @@ class Executor:
                 return
         # Otherwise only the service's records can tell; reads are free.
         tally.add("looked_up")
+        looked_at_ms = now_ms()
         found = service.lookup(before, params)
-        self.decide(before, params, service, found, tally)
+        self.decide(before, params, service, found, looked_at_ms, tally)
 
-    def decide(self, before, params, service, found, tally):
-        """What a lookup proves (executor/src/engine/reconcile.rs, `decide`)."""
+    def decide(self, before, params, service, found, looked_at_ms, tally):
+        """What a lookup sent at `looked_at_ms` proves (executor/src/engine/reconcile.rs,
+        `decide`)."""
         now = now_ms()
         leased = self.lease(before, now)  # again: the lookup took time
         if leased is None:
@@ -520,7 +529,9 @@ class Executor:
                 + self.timeout_ms
                 + SAFETY_MARGIN_MS
             )
-        settled = settled_at is None or now >= settled_at
+        # As of when the lookup was sent: a worker paused before it read the answer must not
+        # take an old "not there" for a final one.
+        settled = settled_at is None or looked_at_ms >= settled_at
         # Escalate what stays unknowable too long, never before a negative answer could have
         # become final twice over.
         first_sent = before.evidence.get("first_sent_ms")
@@ -536,7 +547,7 @@ class Executor:
             else:
                 write("escalated", "an effect exists with parameters other than the authorised ones")
         elif found.kind == ABSENT and settled:
-            if before.attempts >= limits["attempts_max"]:
+            if before.attempts >= limits["attempts_max"] and not holds_a_nonce(before):
                 leased.maybe_executed = False
                 write("failed", f"no effect after {before.attempts} attempts, and none can appear any more")
                 return
@@ -551,7 +562,7 @@ class Executor:
         elif (
             found.kind == ABSENT
             and service.resend_is_guarded()
-            and before.attempts < limits["attempts_max"]
+            and (before.attempts < limits["attempts_max"] or holds_a_nonce(before))
             and self.resend_pause_over(before, now)
         ):
             # A conditional put or a signed transaction lands at most once however often it

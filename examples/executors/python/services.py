@@ -612,19 +612,29 @@ class Chain(Service):
         tx_hash, nonce, sender = evidence["tx_hash"], evidence["nonce"], evidence["from"]
         try:
             w3 = self._web3()
-            try:
-                receipt = w3.eth.get_transaction_receipt(tx_hash)
-            except TransactionNotFound:
-                receipt = None
-            if receipt is not None:
+
+            def mined():
+                try:
+                    receipt = w3.eth.get_transaction_receipt(tx_hash)
+                except TransactionNotFound:
+                    return None
                 if receipt["status"] == 1:
                     return Lookup(FOUND, external_id=tx_hash)
                 reverted = f"{tx_hash} was mined in block {receipt['blockNumber']} and reverted"
                 return Lookup(SUPERSEDED, detail=reverted)
+
+            found = mined()
+            if found is not None:
+                return found
             from eth_utils import to_checksum_address
 
             latest = w3.eth.get_transaction_count(to_checksum_address(sender), "latest")
             if latest > nonce:
+                # The receipt read above may predate the block that used the nonce: only one
+                # read after the nonce was seen used can tell whose transaction used it.
+                found = mined()
+                if found is not None:
+                    return found
                 used = f"nonce {nonce} of {sender} is used, and {tx_hash} has no receipt"
                 return Lookup(SUPERSEDED, detail=used)
             try:

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::reconcile::Decision;
 use super::send::Send;
-use super::{DrainError, Executor, PassReport, Transition};
+use super::{DrainError, Executor, PassReport, SAFETY_MARGIN_MS, Transition};
+use crate::config::KeyPolicy;
 use crate::log::{Change, LogError};
 use crate::model::{Action, Intent, State};
 use crate::services::{self, Lookup};
@@ -29,6 +30,25 @@ pub(super) struct Sending {
 }
 
 impl Executor {
+    /// Whether `sending`, if it resends under a key whose first send may have landed, still
+    /// leaves while the service keeps that key; true for every other send.
+    fn key_still_kept(&self, sending: &Sending, at: u64) -> bool {
+        let new = &sending.planned.new;
+        let reused = sending.before.key == new.key && sending.before.key_first_sent_ms.is_some();
+        if !(new.maybe_executed && reused) {
+            return true;
+        }
+        let Some(service) = self.config.services.get(sending.action.service()) else { return true };
+        let contract = &service.contract;
+        if services::resend_is_guarded(&sending.action, contract) {
+            return true;
+        }
+        contract.idempotency_keys == KeyPolicy::Honored
+            && new.key_first_sent_ms.is_some_and(|t| {
+                at + self.config.limits.request_timeout_ms + SAFETY_MARGIN_MS < t + contract.key_retention_ms
+            })
+    }
+
     /// One pass over the unresolved intents.
     pub async fn pass(&self) -> Result<PassReport, LogError> {
         let now = self.now();
@@ -80,6 +100,7 @@ impl Executor {
 
         // Phase 2: look up what really happened to the uncertain ones.
         report.looked_up = resolves.len();
+        let looked_at_ms = self.now();
         let lookups = futures_util::future::join_all(resolves.iter().map(|(intent, action)| async move {
             match self.config.services.get(action.service()) {
                 Some(service) => {
@@ -92,13 +113,25 @@ impl Executor {
         .await;
         let now = self.now();
         for ((intent, action), found) in resolves.into_iter().zip(lookups) {
-            match self.decide(&intent, &action, found, now) {
+            match self.decide(&intent, &action, found, looked_at_ms, now) {
                 Decision::Write(p) => writes.push(p),
                 Decision::Send(planned, before) => sends.push(Sending { planned, action, before: *before }),
                 Decision::Stay => {}
             }
         }
-        let sends = self.prepare(sends, &mut writes).await?;
+        let mut sends = self.prepare(sends, &mut writes).await?;
+        // A send's times are taken now, once the lookups, precondition reads and signing
+        // before it are done: stamped at the start of the pass, a send that waited behind a
+        // slow read would look older than it is, and its "not found" would be believed before
+        // the request could have landed.
+        let sent_at = self.now();
+        // A resend that is safe only while the service keeps its key was judged before the
+        // others' preparation, which can take a while: judged again at the moment it leaves.
+        // One that no longer is stays as it was, for the next pass to decide anew.
+        sends.retain(|sending| self.key_still_kept(sending, sent_at));
+        for sending in &mut sends {
+            Self::stamp_sent(&mut sending.planned.new, &sending.before, sent_at);
+        }
 
         // Phase 3: one commit for every decision and every intent about to leave.
         let mut changes: Vec<&Planned> = writes.iter().collect();

@@ -20,7 +20,15 @@ pub(super) enum Decision {
 
 impl Executor {
     /// After a lookup: what the intent becomes.
-    pub(super) fn decide(&self, intent: &Intent, action: &Action, found: Lookup, now: u64) -> Decision {
+    /// What `found`, a lookup sent at `looked_at_ms`, means for `intent` at `now`.
+    pub(super) fn decide(
+        &self,
+        intent: &Intent,
+        action: &Action,
+        found: Lookup,
+        looked_at_ms: u64,
+        now: u64,
+    ) -> Decision {
         let limits = &self.config.limits;
         let Some(service) = self.config.services.get(action.service()) else {
             return Decision::Stay;
@@ -46,7 +54,9 @@ impl Executor {
                 + limits.request_timeout_ms
                 + SAFETY_MARGIN_MS
         });
-        let settled = settled_at.is_none_or(|t| now >= t);
+        // Judged at the moment the lookup was sent, not when its answer is read: a worker
+        // paused in between would otherwise take an old "not there" for a settled one.
+        let settled = settled_at.is_none_or(|t| looked_at_ms >= t);
         let deadline = intent.evidence.first_sent_ms.map(|t| {
             t + limits
                 .escalate_after_ms
@@ -70,7 +80,7 @@ impl Executor {
                 )
             }
             Lookup::Absent if settled => {
-                if intent.attempts >= limits.attempts_max {
+                if intent.attempts >= limits.attempts_max && !intent.evidence.holds_a_nonce() {
                     let mut new = leased;
                     new.maybe_executed = false;
                     return write(
@@ -117,7 +127,8 @@ impl Executor {
                 let paused_enough = intent
                     .last_sent_ms
                     .is_none_or(|t| now >= t + limits.request_timeout_ms * u64::from(intent.attempts.max(1)));
-                if (key_safe || guarded) && paused_enough && intent.attempts < limits.attempts_max {
+                let attempts_left = intent.attempts < limits.attempts_max || intent.evidence.holds_a_nonce();
+                if (key_safe || guarded) && paused_enough && attempts_left {
                     let before = leased.clone();
                     let new = self.submitted(leased, now, false);
                     let note = match action {

@@ -39,6 +39,21 @@ impl Executor {
         intent
     }
 
+    /// Moves the times of a send about to leave to `at`: its last send, and its first (and its
+    /// key's first) where this send is the first. Never earlier than [`Self::submitted`] set.
+    pub(super) fn stamp_sent(new: &mut Intent, before: &Intent, at: u64) {
+        let at = at.max(new.last_sent_ms.unwrap_or(0));
+        new.last_sent_ms = Some(at);
+        new.evidence.last_sent_ms = Some(at);
+        new.updated_ms = new.updated_ms.max(at);
+        if before.key_first_sent_ms.is_none() || before.key != new.key {
+            new.key_first_sent_ms = Some(at);
+        }
+        if before.evidence.first_sent_ms.is_none() {
+            new.evidence.first_sent_ms = Some(at);
+        }
+    }
+
     /// One send, and for a service whose acks may lie, the read-back of a success.
     pub(super) async fn attempt(&self, send: &Send) -> (WriteOutcome, Option<Lookup>) {
         let Some(service) = self.config.services.get(send.action.service()) else {
@@ -121,7 +136,7 @@ impl Executor {
                 new.evidence.last_error = Some(error.clone());
                 if sent.maybe_executed {
                     (State::Unknown, format!("not executed, but an earlier attempt may have landed: {error}"))
-                } else if sent.attempts >= limits.attempts_max {
+                } else if sent.attempts >= limits.attempts_max && !sent.evidence.holds_a_nonce() {
                     (State::Failed, format!("never executed in {} attempts: {error}", sent.attempts))
                 } else {
                     (State::Recorded, format!("not executed, will retry: {error}"))

@@ -152,20 +152,11 @@ pub(super) async fn lookup_transfer(
         let answer = transport.send(rpc_request(service, method, params, timeout_ms)).await;
         rpc_result(method, answer)
     };
-    let receipt = transport.send(lookup_request(action, intent, config, service, None)).await;
-    match rpc_result("eth_getTransactionReceipt", receipt) {
+    let receipt = || async { transport.send(lookup_request(action, intent, config, service, None)).await };
+    match rpc_result("eth_getTransactionReceipt", receipt().await) {
         Err(error) => return Lookup::Failed { error },
         Ok(Value::Null) => {}
-        Ok(receipt) => {
-            let block = receipt.get("blockNumber").and_then(quantity).unwrap_or_default();
-            return match receipt.get("status").and_then(quantity) {
-                Some(1) => Lookup::Found { external_id: hash.clone(), params_match: true },
-                Some(0) => {
-                    Lookup::Superseded { what: format!("{hash} was mined in block {block} and reverted") }
-                }
-                _ => Lookup::Failed { error: format!("a receipt without a status: {receipt}") },
-            };
-        }
+        Ok(found) => return mined(hash, &found),
     }
     let latest = match call("eth_getTransactionCount", json!([from, "latest"])).await {
         Ok(v) => quantity(&v),
@@ -174,10 +165,17 @@ pub(super) async fn lookup_transfer(
     match latest {
         None => return Lookup::Failed { error: "eth_getTransactionCount: not a quantity".into() },
         Some(latest) if latest > u128::from(nonce) => {
-            return Lookup::Superseded {
-                what: format!(
-                    "nonce {nonce} of {from} is used (its next nonce is {latest}), and {hash} has no receipt"
-                ),
+            // The receipt read above may predate the block that used the nonce (a worker
+            // paused between the two reads, a late commit): only a receipt read after the
+            // nonce was seen used can tell whose transaction used it.
+            return match rpc_result("eth_getTransactionReceipt", receipt().await) {
+                Err(error) => Lookup::Failed { error },
+                Ok(Value::Null) => Lookup::Superseded {
+                    what: format!(
+                        "nonce {nonce} of {from} is used (its next nonce is {latest}), and {hash} has no receipt"
+                    ),
+                },
+                Ok(found) => mined(hash, &found),
             };
         }
         Some(_) => {}
@@ -187,6 +185,16 @@ pub(super) async fn lookup_transfer(
         Ok(Value::Null) => Lookup::Absent,
         // Not mined yet: it will be, or another transaction will take its nonce.
         Ok(_) => Lookup::Failed { error: format!("{hash} waits in the node's pool, not mined yet") },
+    }
+}
+
+/// What a receipt of `hash` says: mined, or mined and reverted.
+fn mined(hash: &str, receipt: &Value) -> Lookup {
+    let block = receipt.get("blockNumber").and_then(quantity).unwrap_or_default();
+    match receipt.get("status").and_then(quantity) {
+        Some(1) => Lookup::Found { external_id: hash.to_string(), params_match: true },
+        Some(0) => Lookup::Superseded { what: format!("{hash} was mined in block {block} and reverted") },
+        _ => Lookup::Failed { error: format!("a receipt without a status: {receipt}") },
     }
 }
 

@@ -1,5 +1,6 @@
 //! The sim driver with the reference executor.
 
+use harness::run::{self, Case, Driver, Outcome, Source};
 use harness::sim::{self, Reference};
 use scenarios::Scenario;
 
@@ -81,8 +82,7 @@ impl harness::run::Progress for Quiet {
 }
 
 /// The catalog and a generated search, as `twice run` assembles them.
-fn cases(seed: u64, generated: u64) -> Vec<harness::run::Case> {
-    use harness::run::{Case, Source};
+fn cases(seed: u64, generated: u64) -> Vec<Case> {
     let mut cases: Vec<Case> = scenarios::catalog()
         .unwrap()
         .into_iter()
@@ -96,7 +96,6 @@ fn cases(seed: u64, generated: u64) -> Vec<harness::run::Case> {
 }
 
 fn results_json(seed: u64, threads: usize) -> String {
-    use harness::run::{self, Driver};
     let driver = Driver::Sim(&Reference);
     let results = run::run_cases(&cases(seed, 60), seed, &driver, &work_dir(), threads, &Quiet, "twice run");
     serde_json::to_string_pretty(&run::results(seed, &driver, None, results)).unwrap()
@@ -165,4 +164,41 @@ fn sim_digests_of_whole_runs_are_unchanged() {
         now, recorded,
         "sim results changed; if that is meant, run `UPDATE_SIM_DIGESTS=1 cargo test -p harness --test it sim_digests` and say why"
     );
+}
+
+/// Scenarios the generator found against the reference executor, each a bug since fixed
+/// (what it was is the first line of its file), with the run seed it was found at.
+const FOUND: &[(&str, u64)] = &[
+    ("send_stamped_when_it_leaves", 1),
+    ("signed_transfer_never_abandoned", 1),
+    ("receipt_read_after_nonce", 2),
+    ("lookup_judged_when_sent", 3),
+    ("key_judged_when_the_send_leaves", 6),
+];
+
+#[test]
+fn scenarios_the_generator_found_stay_fixed() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/found");
+    let files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the directory of found scenarios")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok()?.strip_suffix(".toml").map(str::to_string))
+        .collect();
+    let mut listed: Vec<&str> = FOUND.iter().map(|(n, _)| *n).collect();
+    let mut on_disk: Vec<&str> = files.iter().map(String::as_str).collect();
+    listed.sort_unstable();
+    on_disk.sort_unstable();
+    assert_eq!(listed, on_disk, "FOUND must list every file of {}", dir.display());
+    let mut failed = Vec::new();
+    for (name, seed) in FOUND {
+        let path = dir.join(format!("{name}.toml"));
+        let scenario = scenarios::parse_file(&path).expect("a valid scenario");
+        let case = Case { scenario, source: Source::File { path: path.display().to_string() } };
+        let result = run::run_case(&case, *seed, &Driver::Sim(&Reference), &work_dir(), "");
+        if result.outcome != Outcome::Passed {
+            let broken: Vec<String> =
+                harness::check::violations(&result.verdicts).map(|v| v.evidence.join(" / ")).collect();
+            failed.push(format!("{name} (seed {seed}): {:?} {broken:?}", result.outcome));
+        }
+    }
+    assert!(failed.is_empty(), "the reference executor fails again:\n{}", failed.join("\n"));
 }
