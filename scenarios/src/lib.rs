@@ -6,10 +6,13 @@
 //! - [`mod@write`]: writing a scenario back as TOML ([`to_toml`]), for shrunk failures.
 //! - [`mod@catalog`]: the hand-written scenarios, embedded in the binary ([`catalog()`]).
 //! - [`generate`]: property-based generation of fair scenarios, and shrinking.
+//! - [`coverage`]: what a set of scenarios exercises (service × fault or event, and named
+//!   checks), and its holes; `docs/failure-modes.md` holds its rendering of the catalog.
 //!
 //! The format is documented in `docs/scenarios.md`.
 
 pub mod catalog;
+pub mod coverage;
 pub mod generate;
 pub mod model;
 pub mod parse;
