@@ -46,9 +46,8 @@ const TARGET_DEFAULT_RUN_S: f64 = 30.0;
 const SWEEP_JOBS: [usize; 3] = [2, 8, 16];
 /// The stale-worker scenarios the `constant-fencing-token` variant must fail, and how often
 /// each runs beside the catalog in a sweep step.
-const STALE: [&str; 3] =
-    ["stale_worker_overwrite", "stale_worker_after_lookup", "files_stale_worker_after_read"];
-const STALE_REPEATS: usize = 2;
+const STALE: [&str; 2] = ["stale_worker_overwrite", "files_stale_worker_after_read"];
+const STALE_REPEATS: usize = 3;
 /// Generated cases of the buggy run (seed 1): about a dozen of them expose `memory-only`.
 const BUGGY_CASES: u64 = 30;
 /// Target for the buggy run, shrinking included.

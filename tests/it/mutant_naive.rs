@@ -101,6 +101,38 @@ pub enum Bug {
     ReSignAfterTimeout,
     /// A put carries no `If-Match` or `If-None-Match`: it overwrites whatever is there.
     Unfenced,
+    /// A lookup always comes back: the reconciler takes an uncertain intent off its queue by
+    /// recording the likeliest verdict ("not there": `failed`) before it asks, and puts the
+    /// lookup's answer in its place when that arrives. A crash in between leaves the guess.
+    VerdictBeforeLookup,
+    /// The precondition guards the first write: a resend repeats a write already decided,
+    /// so it goes without `If-Match` or `If-None-Match` (the 412 a conditional resend can
+    /// get for its own earlier write is taken as noise to avoid).
+    UnconditionalResend,
+    /// A signed transaction means nothing until the node has it: the signature is kept in
+    /// memory and recorded with the broadcast's answer, so a crash in between leaves an
+    /// intent that was sent but has no signed bytes, and it is signed anew.
+    SignatureInMemory,
+    /// One timestamp is enough: the settle bound is measured from when the intent was
+    /// first sent, though a later attempt can still commit a settle time after it was sent.
+    SettleFromFirstSend,
+    /// A refused intent has failed: the replacement's gate reads the answer the original got,
+    /// not its state, and lets the replacement run after a refusal the executor itself
+    /// retries (a 429 says "not now", not "no").
+    RefusalReleasesReplacement,
+    /// A lease is checked, then taken: the worker that saw no live lease writes its own
+    /// without comparing the row's version, as if nobody could have taken it in between.
+    /// Two workers that looked at the same moment both own the intent.
+    LeaseWithoutCas,
+    /// The service's clock is the executor's: an effect a lookup finds is the intent's only
+    /// if the service's `created` stamp falls before the latest moment one of its sends
+    /// could have landed, read on the executor's own clock; one stamped later is taken for
+    /// someone else's.
+    ServiceClockTrusted,
+    /// An answer is as fresh as the moment it is read: a lookup's "not there" is judged
+    /// final against the clock when its answer is taken in, not when it was asked, so a
+    /// worker paused in between believes an answer older than the settle bound.
+    SettledWhenRead,
 }
 
 /// The factory: one style, at most one bug.

@@ -14,7 +14,8 @@ impl Worker {
     /// A negative answer is final once every request sent could no longer land and every
     /// read could no longer lag.
     fn settled(&self, rec: &Rec, contract: &Contract, now: u64) -> bool {
-        rec.last_sent_ms.is_none_or(|t| {
+        let sent = if self.has(Bug::SettleFromFirstSend) { rec.key_first_sent_ms } else { rec.last_sent_ms };
+        sent.is_none_or(|t| {
             now >= t
                 + contract.settle_ms_max
                 + contract.read_lag_ms_max
@@ -41,6 +42,11 @@ impl Worker {
         if self.has(Bug::UniqueIdsAssumed) && matches!(action, Action::CreateWorkspace { .. }) {
             return self.send(rec, action, from, false, turn).await;
         }
+        if from == St::Submitted {
+            // Its sender stopped (or was stopped) before recording the answer: that send may
+            // have landed, so a resend's definite "not executed" does not make it unsent.
+            rec.maybe_executed = true;
+        }
         let paused_enough = rec
             .last_sent_ms
             .is_none_or(|t| now >= t + self.limits().request_timeout_ms * u64::from(rec.attempts.max(1)));
@@ -59,31 +65,82 @@ impl Worker {
             let rotate = self.has(Bug::KeyPerAttempt);
             return self.send(rec, action, from, rotate, turn).await;
         }
-        let found = self.lookup(&rec, action).await;
-        self.decide(rec, action, from, found, &contract, turn).await;
+        let looked_at_ms = self.now();
+        let found = self.reconciling_lookup(&mut rec, action).await;
+        self.decide(rec, action, from, (found, looked_at_ms), &contract, turn).await;
+    }
+
+    /// The lookup that resolves an uncertain intent. With [`Bug::VerdictBeforeLookup`] the
+    /// row says `failed` while the question is out, and is put back once the answer is in
+    /// (`rec` follows the row's version, so the caller's write still applies).
+    pub(super) async fn reconciling_lookup(&self, rec: &mut Rec, action: &Action) -> Lookup {
+        if !self.has(Bug::VerdictBeforeLookup) {
+            return self.lookup(rec, action).await;
+        }
+        let mut guess = rec.clone();
+        guess.state = St::Failed;
+        guess.reason = Some("no effect found (the lookup is on its way)".into());
+        let Some(written) = self.write(guess) else {
+            return Lookup::Failed { error: "store conflict".into() };
+        };
+        rec.version = written.version;
+        let found = self.lookup(rec, action).await;
+        match self.write(rec.clone()) {
+            Some(restored) => rec.version = restored.version,
+            None => return Lookup::Failed { error: "store conflict".into() },
+        }
+        found
     }
 
     pub(super) async fn lookup(&self, rec: &Rec, action: &Action) -> Lookup {
-        match self.service(action) {
-            Some(service) => {
-                services::lookup(action, &rec.as_intent(), &self.config, service, self.transport.as_ref())
-                    .await
-            }
-            None => Lookup::Failed { error: "service not configured".into() },
+        let Some(service) = self.service(action) else {
+            return Lookup::Failed { error: "service not configured".into() };
+        };
+        let found =
+            services::lookup(action, &rec.as_intent(), &self.config, service, self.transport.as_ref()).await;
+        if let Lookup::Found { external_id, .. } = &found
+            && self.has(Bug::ServiceClockTrusted)
+            && self.stamped_too_late(rec, action, external_id).await
+        {
+            return Lookup::Absent;
         }
+        found
     }
 
-    /// What a lookup means for an intent that may have taken effect.
-    async fn decide(
+    /// [`Bug::ServiceClockTrusted`]: whether the service stamped the effect `id` later than
+    /// any send of `rec` could have landed, comparing the service's stamp with this
+    /// executor's clock.
+    async fn stamped_too_late(&self, rec: &Rec, action: &Action, id: &str) -> bool {
+        let Some(service) = self.service(action) else { return false };
+        let request = services::lookup_request(action, &rec.as_intent(), &self.config, service, None);
+        let Ok(response) = self.transport.send(request).await else { return false };
+        let created_s = response.json().and_then(|page| {
+            page.get("data")?
+                .as_array()?
+                .iter()
+                .find(|item| item.get("id").and_then(|v| v.as_str()) == Some(id))?
+                .get("created")?
+                .as_u64()
+        });
+        let (Some(created_s), Some(sent)) = (created_s, rec.last_sent_ms) else { return false };
+        // Stamps are whole seconds: a second of slack.
+        let latest =
+            sent + service.contract.settle_ms_max + self.limits().request_timeout_ms + MARGIN_MS + 1000;
+        created_s * 1000 > latest
+    }
+
+    /// What a lookup, and when it was sent, means for an intent that may have taken effect.
+    pub(super) async fn decide(
         &self,
         mut rec: Rec,
         action: &Action,
         from: St,
-        found: Lookup,
+        (found, looked_at_ms): (Lookup, u64),
         contract: &Contract,
         turn: &mut Turn,
     ) {
         let now = self.now();
+        let looked_at_ms = if self.has(Bug::SettledWhenRead) { now } else { looked_at_ms };
         match found {
             Lookup::Found { external_id, params_match } => {
                 rec.external_id = Some(external_id);
@@ -91,8 +148,12 @@ impl Worker {
                 rec.reason =
                     Some(if params_match { "found by lookup" } else { "found with other parameters" }.into());
             }
-            Lookup::Absent if self.settled(&rec, contract, now) || self.has(Bug::TrustsStaleRead) => {
-                if rec.attempts >= self.limits().attempts_max {
+            // Settled as of when the lookup was sent: a worker paused before reading its answer
+            // must not take an old "not there" for a final one.
+            Lookup::Absent
+                if self.settled(&rec, contract, looked_at_ms) || self.has(Bug::TrustsStaleRead) =>
+            {
+                if rec.attempts >= self.limits().attempts_max && !rec.holds_a_nonce() {
                     rec.state = St::Failed;
                     rec.reason = Some("no effect, and none can appear any more".into());
                 } else {
@@ -103,13 +164,13 @@ impl Worker {
                     return self.send(rec, action, from, rotate, turn).await;
                 }
             }
-            Lookup::Superseded { what } if self.settled(&rec, contract, now) => {
+            Lookup::Superseded { what } if self.settled(&rec, contract, looked_at_ms) => {
                 rec.state = St::Failed;
                 rec.reason = Some(format!("it can no longer take effect: {what}"));
             }
             Lookup::Absent
                 if services::resend_is_guarded(action, contract)
-                    && rec.attempts < self.limits().attempts_max =>
+                    && (rec.attempts < self.limits().attempts_max || rec.holds_a_nonce()) =>
             {
                 // Neither a conditional put nor a signed transaction can land twice.
                 if rec.last_sent_ms.is_some_and(|t| now < t + self.limits().request_timeout_ms) {

@@ -16,9 +16,8 @@ impl Worker {
     /// Marks the intent submitted, sends it, and records what the answer means.
     pub(super) async fn send(&self, mut rec: Rec, action: &Action, from: St, rotate: bool, turn: &mut Turn) {
         let Some(service) = self.service(action).cloned() else { return };
-        if services::needs_preparation(action, &rec.evidence(), &service.contract)
-            && let Err(error) = self.prepare(&mut rec, action, &service).await
-        {
+        let prepared = services::needs_preparation(action, &rec.evidence(), &service.contract);
+        if prepared && let Err(error) = self.prepare(&mut rec, action, &service).await {
             if from == St::Recorded {
                 rec.attempts += 1;
                 rec.last_sent_ms = Some(self.now());
@@ -45,8 +44,16 @@ impl Worker {
         rec.attempts += 1;
         rec.key_first_sent_ms.get_or_insert(now);
         rec.last_sent_ms = Some(now);
-        // Durable before a byte leaves.
-        let Some(mut rec) = self.write(rec) else { return };
+        // Durable before a byte leaves; [`Bug::SignatureInMemory`] leaves out the transaction
+        // it has just signed, which only the write of the broadcast's answer records.
+        let unsigned =
+            prepared && self.has(Bug::SignatureInMemory) && matches!(action, Action::Transfer { .. });
+        let durable = if unsigned { rec.without_signature() } else { rec.clone() };
+        let Some(mut written) = self.write(durable) else { return };
+        if unsigned {
+            written = Rec { version: written.version, ..rec };
+        }
+        let mut rec = written;
         turn.note(from, &rec);
         turn.sent = true;
         loop {
@@ -114,7 +121,7 @@ impl Worker {
         if self.has(Bug::NoLease) {
             request.headers.retain(|(name, _)| name != "fencing-token");
         }
-        if self.has(Bug::Unfenced) {
+        if self.has(Bug::Unfenced) || self.has(Bug::UnconditionalResend) && rec.attempts > 1 {
             request.headers.retain(|(name, _)| name != "if-match" && name != "if-none-match");
         }
         Ok(request)
@@ -251,7 +258,7 @@ impl Worker {
                 rec.last_error = Some(error.clone());
                 if rec.maybe_executed {
                     (St::Unknown, format!("not executed, but an earlier send may have landed: {error}"))
-                } else if rec.attempts >= limits.attempts_max {
+                } else if rec.attempts >= limits.attempts_max && !rec.holds_a_nonce() {
                     (St::Failed, format!("never executed in {} attempts: {error}", rec.attempts))
                 } else {
                     (St::Recorded, format!("not executed, will retry: {error}"))
@@ -279,7 +286,7 @@ impl Worker {
 
     /// [`Style::LookupFirst`] right after an uncertain answer.
     async fn read_back_at_once(&self, mut rec: Rec, action: &Action) -> Next {
-        match self.lookup(&rec, action).await {
+        match self.reconciling_lookup(&mut rec, action).await {
             Lookup::Found { external_id, params_match } => {
                 rec.external_id = Some(external_id);
                 rec.state = if params_match { St::Confirmed } else { St::Escalated };

@@ -121,11 +121,23 @@ impl Rec {
         }
     }
 
+    /// Whether a signed transaction holds a nonce for it: such an intent is never given up
+    /// for want of attempts, since every later transfer waits behind its nonce, and its bytes
+    /// land at most once however often they are broadcast.
+    pub(super) fn holds_a_nonce(&self) -> bool {
+        self.raw_tx.is_some()
+    }
+
     pub(super) fn record_signed(&mut self, signed: SignedTransfer) {
         self.tx_hash = Some(signed.hash);
         self.raw_tx = Some(signed.raw);
         self.nonce = Some(signed.nonce);
         self.from = Some(signed.from);
+    }
+
+    /// The row without its signed transaction ([`Bug::SignatureInMemory`](super::Bug)).
+    pub(super) fn without_signature(&self) -> Rec {
+        Rec { tx_hash: None, raw_tx: None, nonce: None, from: None, ..self.clone() }
     }
 
     pub(super) fn claim(&self) -> Claim {

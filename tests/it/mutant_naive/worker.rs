@@ -129,6 +129,9 @@ impl Worker {
                 St::Failed => {}
                 // The bug: an unknown predecessor is as good as a failed one.
                 St::Unknown if self.has(Bug::ReplacementWhileUnknown) => {}
+                // The bug: a predecessor that was refused is as good as a failed one, though
+                // it waits for its retry.
+                St::Recorded if self.has(Bug::RefusalReleasesReplacement) && p.last_error.is_some() => {}
                 _ => return Ancestry::Wait,
             }
             next = p.replaces.clone().filter(|_| seen <= all.len());
@@ -159,7 +162,10 @@ impl Worker {
     }
 
     pub(super) fn write(&self, rec: Rec) -> Option<Rec> {
-        let blind = self.has(Bug::NoLease);
+        // Neither bug compares versions: `NoLease` has no lease to guard, and
+        // `LeaseWithoutCas` believes the lease it checked at the start of the turn is still
+        // its own.
+        let blind = self.has(Bug::NoLease) || self.has(Bug::LeaseWithoutCas);
         self.store().write(rec, blind)
     }
 
