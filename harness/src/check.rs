@@ -78,7 +78,9 @@
 //! `conditional_writes` is offered ([`HAZARD_NO_PRECONDITION`]), and a write sent under an
 //! idempotency key longer after a write under it took effect than the service keeps keys
 //! ([`HAZARD_KEY_PAST_RETENTION`]; a resend after sends that never took effect repeats
-//! nothing). Each names the catalog scenario that would exploit it.
+//! nothing), and a replacement that took effect before its predecessor was resolved where the
+//! predecessor never took effect ([`HAZARD_EARLY_REPLACEMENT`]: had it, that would be a
+//! [`LINEAGE`] violation). Each names the catalog scenario that would exploit it.
 //!
 //! # The timeline's state moments
 //!
@@ -122,7 +124,9 @@ pub const HONEST_TERMINAL_STATES: &str = "honest-terminal-states";
 pub const UNKNOWN_IS_NOT_A_LIE: &str = "unknown-is-not-a-lie";
 /// Every acknowledged intent is in the final status.
 pub const NOTHING_LOST: &str = "nothing-lost";
-/// A replacement never executes while its predecessor is unresolved, nor after it took effect.
+/// A replacement never takes effect where its predecessor took effect too: it ran while the
+/// predecessor was unresolved, or after it took effect. Released early with a predecessor
+/// that never took effect, it did no harm: [`HAZARD_EARLY_REPLACEMENT`].
 pub const LINEAGE: &str = "lineage";
 /// Where the service offers fencing or conditional writes, no write of an older worker life
 /// lands on top of a newer life's write it had not seen.
@@ -157,12 +161,16 @@ pub const HAZARD_NO_PRECONDITION: &str = "no-precondition";
 /// A write sent under an idempotency key longer after a write under it took effect than the
 /// service keeps keys.
 pub const HAZARD_KEY_PAST_RETENTION: &str = "key-past-retention";
+/// A replacement that took effect before its predecessor was resolved, where the predecessor
+/// never took effect (had it, [`LINEAGE`] would say so).
+pub const HAZARD_EARLY_REPLACEMENT: &str = "early-replacement";
 
 /// Every hazard, with the catalog scenario that exploits it.
-pub const HAZARDS: [(&str, &str); 3] = [
+pub const HAZARDS: [(&str, &str); 4] = [
     (HAZARD_NO_FENCING_TOKEN, "stale_worker_overwrite"),
     (HAZARD_NO_PRECONDITION, "files_stale_worker_overwrite"),
     (HAZARD_KEY_PAST_RETENTION, "key_expired_before_reconciliation"),
+    (HAZARD_EARLY_REPLACEMENT, "amount_changed_while_unknown"),
 ];
 
 /// Evidence fields, any one of which (a non-empty string) makes an escalation honest.

@@ -8,7 +8,10 @@ use vocabulary::{ACTIONS, Guard, KeyPolicy};
 
 use super::Hazard;
 use super::attribution::{Facts, Intent, claim_lists_key, contract_for};
-use super::{HAZARD_KEY_PAST_RETENTION, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, exploited_by};
+use super::{
+    HAZARD_EARLY_REPLACEMENT, HAZARD_KEY_PAST_RETENTION, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION,
+    exploited_by,
+};
 
 impl Facts<'_> {
     pub(super) fn hazards(&self) -> Vec<Hazard> {
@@ -63,6 +66,14 @@ impl Facts<'_> {
                     );
                 }
             }
+        }
+        for (replacement, detail) in self.early_replacements() {
+            let service = self
+                .by_id
+                .get(replacement.as_str())
+                .and_then(|i| vocabulary::action(&self.intents[*i].spec.action))
+                .map_or("", |a| a.service);
+            push(HAZARD_EARLY_REPLACEMENT, service, Some(&replacement), detail, replacement.clone());
         }
         for action in ACTIONS {
             let contract = contract_for(action, self.scenario);

@@ -14,6 +14,49 @@ impl<'a> Facts<'a> {
         Some(moments.iter().filter(|m| m.at_ms <= at_ms).max_by_key(|m| m.at_ms))
     }
 
+    /// Why an effect of a replacement at `at_ms` came before its predecessor `p` was resolved,
+    /// if it did: the state `p` was in then, or that it had none yet.
+    pub(super) fn replaced_early(&self, p: &str, at_ms: u64) -> Option<String> {
+        match self.state_at(p, at_ms)? {
+            Some(moment) if !is_terminal(moment.state) => Some(format!(
+                "while its predecessor {p} was unresolved ({} since {} ms on {})",
+                moment.state,
+                moment.at_ms.saturating_sub(self.start_ms),
+                moment.lane
+            )),
+            Some(_) => None,
+            None => Some(format!("before its predecessor {p} reached any state")),
+        }
+    }
+
+    /// Replacements that took effect before their predecessor was resolved, where the
+    /// predecessor never took effect: what such an executor risks, for the hazards.
+    pub(super) fn early_replacements(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for replacement in &self.intents {
+            let Some(predecessor) = replacement.spec.replaces.as_deref().and_then(|p| self.by_id.get(p))
+            else {
+                continue;
+            };
+            let predecessor = &self.intents[*predecessor];
+            if !predecessor.effects.is_empty() {
+                continue;
+            }
+            for effect in replacement.effects.iter().map(|e| &self.effects[*e]) {
+                if let Some(why) = self.replaced_early(predecessor.id(), effect.effect.at_ms) {
+                    let detail = format!(
+                        "{} took effect ({}) {why}; {} never took effect, so nothing was done twice",
+                        replacement.id(),
+                        effect.label_at(self.start_ms),
+                        predecessor.id()
+                    );
+                    out.push((replacement.id().to_string(), detail));
+                }
+            }
+        }
+        out
+    }
+
     pub(super) fn lineage(&self) -> Verdict {
         let mut lines = Vec::new();
         let mut untimed = Vec::new();
@@ -33,6 +76,11 @@ impl<'a> Facts<'a> {
                         effect.label(),
                         self.effects_text(&predecessor.effects)
                     ));
+                }
+                // Released early with a predecessor that never took effect: no harm came of it,
+                // so it is a hazard (see `early_replacements`), not a violation.
+                if predecessor.effects.is_empty() && self.replaced_early(p, effect.effect.at_ms).is_some() {
+                    continue;
                 }
                 match self.state_at(p, effect.effect.at_ms) {
                     Some(Some(moment)) if !is_terminal(moment.state) => lines.push(format!(

@@ -41,7 +41,9 @@ fn every_case_breaks_exactly_what_it_should() {
 
 /// Every action is exclusive (one effect per lineage), so a stale write, which needs two
 /// effects on one business key, is always a duplicate too: `no-stale-write` says which of
-/// the two won wrongly. Every other verdict breaks alone somewhere.
+/// the two won wrongly. So is a replacement that did harm (its predecessor took effect too):
+/// `lineage` says it ran while its predecessor was unresolved, or after it took effect. Every
+/// other verdict breaks alone somewhere.
 #[test]
 fn every_verdict_holds_somewhere_and_breaks_alone_somewhere() {
     let cases = cases();
@@ -50,11 +52,14 @@ fn every_verdict_holds_somewhere_and_breaks_alone_somewhere() {
             check(&c.scenario, &c.observed).iter().any(|v| v.invariant == slug && v.status == Status::Held)
         });
         assert!(held, "a case where {slug} is judged and holds");
-        let alone: &[&str] =
-            if slug == NO_STALE_WRITE { &[NO_DUPLICATE_EFFECT, NO_STALE_WRITE] } else { &[slug] };
+        let alone: &[&str] = match slug {
+            NO_STALE_WRITE => &[NO_DUPLICATE_EFFECT, NO_STALE_WRITE],
+            LINEAGE => &[NO_DUPLICATE_EFFECT, LINEAGE],
+            _ => &[slug],
+        };
         assert!(
             cases.iter().any(|c| c.broken == alone),
-            "a case where {slug} breaks alone (or, for {NO_STALE_WRITE}, with {NO_DUPLICATE_EFFECT} only)"
+            "a case where {slug} breaks alone (or, for {NO_STALE_WRITE} and {LINEAGE}, with {NO_DUPLICATE_EFFECT} only)"
         );
     }
 }
@@ -130,6 +135,15 @@ fn unused_safeguards_are_hazards_with_the_scenario_that_exploits_them() {
         kinds("a blind overwrite by one worker: a hazard, not a violation"),
         one(HAZARD_NO_PRECONDITION, "f1", "files_stale_worker_overwrite")
     );
+    assert_eq!(
+        kinds("a replacement runs while its predecessor is in flight, which never takes effect"),
+        one(HAZARD_EARLY_REPLACEMENT, "r2", "amount_changed_while_unknown")
+    );
+    assert_eq!(
+        kinds("a replacement runs before its predecessor had any state, which never takes effect"),
+        one(HAZARD_EARLY_REPLACEMENT, "w2", "amount_changed_while_unknown")
+    );
+    assert_eq!(kinds("a replacement runs after its predecessor failed"), vec![]);
     assert_eq!(kinds("no stale write where the contract offers no fencing"), vec![]);
     assert_eq!(kinds("a stale worker's create lands after its successor's"), vec![], "tokens were sent");
     assert_eq!(kinds("an honest run holds everything"), vec![]);
