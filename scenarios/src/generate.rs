@@ -5,23 +5,77 @@
 //! a violation is always the executor's fault. Shrinking (proptest's) drops intents, faults
 //! and events and moves numbers towards the simplest values, so a failure comes back as a
 //! small scenario that replays by itself.
+//!
+//! Three things make the search find bugs in few cases, each known from the testing
+//! literature to beat uniform random choice:
+//!
+//! - **Swarm testing**: each case first draws which actions, fault kinds and process events
+//!   it may use at all, then draws its steps from those only. A case with one fault kind
+//!   enabled hammers that kind, where a uniform draw over every kind spreads a few faults
+//!   thinly; across cases every combination still comes up.
+//! - **Faults where they bite**: a fault lands on a write (the request that changes the
+//!   world) three times in four, and on the reads after it otherwise; the kinds that leave
+//!   the caller unsure whether a write happened weigh three times as much as the others.
+//!   Some faults fire on every matching request with a seeded probability instead of on
+//!   one, and some aim at one intent's requests only (`where` on its business key).
+//! - **Size that grows with the index** ([`size_for`]): the first cases are small (a bug a
+//!   small case shows is found, and shrunk, fastest); later ones have more intents, faults
+//!   and events, so bugs that need several steps still come up.
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use serde_json::json;
-use vocabulary::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
+use serde_json::{Value, json};
+use vocabulary::{
+    Acks, ActionSpec, Contract, ContractPatch, FaultRule, FaultSpec, Guard, KeyPolicy, ParamKind, Reads,
+};
 
-use crate::model::{Event, EventAction, IntentSpec, LimitOverrides, Point, Scenario, ServiceFault};
+use crate::model::{
+    Event, EventAction, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario, ServiceFault,
+};
 
 /// Request timeout announced to executors in generated scenarios.
 pub const REQUEST_TIMEOUT_MS: u64 = 1_000;
 /// Lease announced to executors in generated scenarios.
 pub const LEASE_MS: u64 = 3_000;
+/// Cases of one size before the next size: the first 200 cases are the smallest.
+pub const CASES_PER_SIZE: u64 = 200;
+/// Sizes above the first; from case `CASES_PER_SIZE * SIZE_STEPS` on, cases keep the largest.
+const SIZE_STEPS: u64 = 4;
 
-/// The contracts' random terms, before they are checked against faults.
+/// How large generated case `index` may be. The first [`CASES_PER_SIZE`] cases have one or
+/// two intents and faults; every [`CASES_PER_SIZE`] cases one more of each may come, up to
+/// six intents. Over the first 1,000 cases a case has two and a half intents on average.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size {
+    pub intents_max: usize,
+    pub faults_max: usize,
+    pub events_max: usize,
+    /// Every fault on the first matching write, none at a read, none by probability: the
+    /// sharpest cases, for the first [`SHARP_CASES`].
+    pub sharp: bool,
+}
+
+/// The first cases are sharp (see [`Size::sharp`]): the commonest failure is a write whose
+/// answer goes wrong the first time, and a small case that shows it is found and shrunk
+/// fastest.
+pub const SHARP_CASES: u64 = 50;
+
+/// The size of case `index` (see [`Size`]).
+pub fn size_for(index: u64) -> Size {
+    let step = (index / CASES_PER_SIZE).min(SIZE_STEPS) as usize;
+    Size { intents_max: 2 + step, faults_max: 3 + step, events_max: 1 + step / 2, sharp: index < SHARP_CASES }
+}
+
+/// The longest clock jump: on a service that keeps no keys it moves no term.
+const HOUR_MS: u64 = 3_600_000;
+/// The bucket every generated `files.put` writes to.
+const BUCKET: &str = "generated";
+
+/// The contracts' random terms, before they are checked against faults. One set per
+/// service; [`patch`] keeps the terms the service has.
 #[derive(Debug, Clone)]
 struct Terms {
     keys_honored: bool,
@@ -30,18 +84,18 @@ struct Terms {
     acks_may_lie: bool,
     settle_ms_max: u64,
     unique: bool,
-    fencing: bool,
+    guarded: bool,
 }
 
 fn terms() -> impl Strategy<Value = Terms> {
     (
         prop::bool::weighted(0.7),
         prop::sample::select(vec![2_000u64, 5_000]),
-        prop::option::weighted(0.3, prop::sample::select(vec![100u64, 300, 500])),
-        prop::bool::weighted(0.2),
-        prop::sample::select(vec![300u64, 500, 1_000, 1_500, 2_500]),
+        prop::option::weighted(0.6, prop::sample::select(vec![100u64, 300, 500])),
+        prop::bool::weighted(0.25),
+        prop::sample::select(vec![500u64, 1_500, 2_500, 2_500]),
         prop::bool::weighted(0.5),
-        prop::bool::weighted(0.5),
+        prop::bool::weighted(0.75),
     )
         .prop_map(
             |(
@@ -51,7 +105,7 @@ fn terms() -> impl Strategy<Value = Terms> {
                 acks_may_lie,
                 settle_ms_max,
                 unique,
-                fencing,
+                guarded,
             )| {
                 Terms {
                     keys_honored,
@@ -60,190 +114,457 @@ fn terms() -> impl Strategy<Value = Terms> {
                     acks_may_lie,
                     settle_ms_max,
                     unique,
-                    fencing,
+                    guarded,
                 }
             },
         )
 }
 
-fn patch(t: &Terms, workspaces: bool) -> ContractPatch {
+/// The terms `service`'s contract may vary in, as its default contract shows them: keys where
+/// the service takes them, a unique business key where it can enforce one, and the guard its
+/// actions can use (fencing or conditional writes); reads, acks and the settle bound
+/// everywhere.
+fn patch(t: &Terms, service: &str) -> ContractPatch {
+    let default = Contract::default_for(service).unwrap_or_else(Contract::payments_default);
+    let keys = default.idempotency_keys == KeyPolicy::Honored;
+    let guard = vocabulary::ACTIONS.iter().find(|a| a.service == service).and_then(|a| a.guard);
     ContractPatch {
-        idempotency_keys: Some(if t.keys_honored { KeyPolicy::Honored } else { KeyPolicy::Ignored }),
-        key_retention_ms: Some(t.key_retention_ms),
+        idempotency_keys: keys.then_some(if t.keys_honored {
+            KeyPolicy::Honored
+        } else {
+            KeyPolicy::Ignored
+        }),
+        key_retention_ms: keys.then_some(t.key_retention_ms),
         reads: Some(if t.eventual_lag_ms.is_some() { Reads::Eventual } else { Reads::Strong }),
         read_lag_ms_max: Some(t.eventual_lag_ms.unwrap_or(0)),
         acks: Some(if t.acks_may_lie { Acks::MayLie } else { Acks::Reliable }),
         settle_ms_max: Some(t.settle_ms_max),
-        unique_business_key: workspaces.then_some(t.unique),
-        fencing: workspaces.then_some(t.fencing),
-        conditional_writes: None,
+        unique_business_key: (service == "workspaces").then_some(t.unique),
+        fencing: (guard == Some(Guard::Fencing)).then_some(t.guarded),
+        conditional_writes: (guard == Some(Guard::ConditionalWrites)).then_some(t.guarded),
     }
 }
 
-/// A fault kind and its parameters, chosen before the contract filters it.
+/// Fault kinds, in the order [`fault_for`] makes them. The first four leave the caller unsure
+/// whether its write happened, the heart of every failure mode: they weigh
+/// [`UNSURE_WEIGHT`] each in a draw, the others one.
+const FAULT_KINDS: usize = vocabulary::rule::FAULT_KINDS.len();
+const UNSURE_KINDS: usize = 4;
+const UNSURE_WEIGHT: u32 = 3;
+/// The late commit: the one unsure answer that a read-back right after it cannot settle,
+/// so it weighs three times as much again.
+const COMMIT_AFTER_TIMEOUT: usize = 3;
+/// The answers that say "not executed": a refused connection, a rejection (429 first).
+/// They weigh twice the remaining kinds: the retries they cause are where the next fault
+/// bites.
+const REFUSE: usize = 8;
+const REJECT: usize = 9;
+const NOT_EXECUTED_WEIGHT: u32 = 2;
+/// The stale read, which only a read can suffer.
+const STALE_READ: usize = 5;
+
+const IGNORE_KEYS: usize = 6;
+const FORGET_KEYS: usize = 7;
+/// The kinds that mean something at a read: a lost reply, a hang, a stale answer, a refusal,
+/// a rejection, latency.
+const READ_KINDS: [usize; 6] = [0, 2, STALE_READ, 8, 9, 10];
+
+/// Process events, in the order [`build`] makes them.
+const EVENT_KINDS: usize = 8;
+
+/// What a case may use at all (swarm testing): each flag turns one action, fault kind or
+/// event kind *off*, so that shrinking (towards `false`) turns everything back on and the
+/// shrunk case reads plainly. With nothing left on, everything is on.
+#[derive(Debug, Clone)]
+struct Swarm {
+    actions_off: Vec<bool>,
+    faults_off: Vec<bool>,
+    events_off: Vec<bool>,
+}
+
+fn swarm() -> impl Strategy<Value = Swarm> {
+    (
+        prop::collection::vec(prop::bool::weighted(0.5), vocabulary::ACTIONS.len()),
+        prop::collection::vec(prop::bool::weighted(0.5), FAULT_KINDS),
+        prop::collection::vec(prop::bool::weighted(0.5), EVENT_KINDS),
+    )
+        .prop_map(|(actions_off, faults_off, events_off)| Swarm { actions_off, faults_off, events_off })
+}
+
+/// The indices a swarm leaves on, out of `off.len()`.
+fn enabled(off: &[bool]) -> Vec<usize> {
+    let on: Vec<usize> = (0..off.len()).filter(|i| !off[*i]).collect();
+    if on.is_empty() { (0..off.len()).collect() } else { on }
+}
+
+/// The fault kind a draw picks among those `on`, the unsure ones weighing more.
+fn weighted_kind(on: &[usize], draw: u32) -> usize {
+    let weight = |k: usize| match k {
+        COMMIT_AFTER_TIMEOUT => UNSURE_WEIGHT * 3,
+        k if k < UNSURE_KINDS => UNSURE_WEIGHT,
+        REFUSE | REJECT => NOT_EXECUTED_WEIGHT,
+        _ => 1,
+    };
+    let total: u32 = on.iter().map(|k| weight(*k)).sum();
+    let mut left = draw % total.max(1);
+    for k in on {
+        if left < weight(*k) {
+            return *k;
+        }
+        left -= weight(*k);
+    }
+    on[0]
+}
+
+/// A fault drawn before the swarm and the contract shape it.
 #[derive(Debug, Clone)]
 struct FaultDraw {
     service: usize,
-    kind: usize,
-    method: usize,
+    kind: u32,
+    /// At a read (the requests after a write) rather than at a write.
+    at_read: bool,
     nth: u64,
     times: Option<u64>,
+    /// Fire on every matching request with probability `dense / 4` rather than on the `nth`.
+    dense: Option<u8>,
+    /// Aim at one intent's requests only (`where` on its business key, or its object's path).
+    aim: Option<usize>,
+    /// Fire on the request right after the previous fault's on the same service and method:
+    /// a refusal and then a late commit, a lost reply and then a lost retry.
+    follows: bool,
     param: u64,
 }
 
 fn fault_draw() -> impl Strategy<Value = FaultDraw> {
-    (0usize..2, 0usize..11, 0usize..3, 1u64..=3, prop::option::of(1u64..=3), 0u64..=2).prop_map(
-        |(service, kind, method, nth, times, param)| FaultDraw { service, kind, method, nth, times, param },
+    (
+        (0usize..8, 0u32..64, prop::bool::weighted(0.2)),
+        // The first matching request most often: a case may have only one.
+        (prop_oneof![3 => Just(1u64), 1 => 2u64..=3], prop::option::weighted(0.3, 2u64..=4)),
+        (prop::option::weighted(0.4, 1u8..=3), prop::option::weighted(0.2, 0usize..8), 0u64..=2),
+        prop::bool::weighted(0.35),
     )
+        .prop_map(|((service, kind, at_read), (nth, times), (dense, aim, param), follows)| FaultDraw {
+            service,
+            kind,
+            at_read,
+            nth,
+            times,
+            dense,
+            aim,
+            param,
+            follows,
+        })
 }
 
-/// An event drawn before it is fitted to the scenario.
+/// An event drawn before the swarm shapes it.
 #[derive(Debug, Clone)]
 struct EventDraw {
     kind: usize,
     service: usize,
+    /// At a read (a lookup, reconciliation's requests) rather than at a write.
+    at_read: bool,
     nth: u64,
     intent: usize,
+    param: u64,
 }
 
 fn event_draw() -> impl Strategy<Value = EventDraw> {
-    (0usize..4, 0usize..2, 1u64..=2, 0usize..4).prop_map(|(kind, service, nth, intent)| EventDraw {
-        kind,
-        service,
-        nth,
-        intent,
-    })
-}
-
-/// One intent drawn: an action and whether it replaces the previous intent.
-#[derive(Debug, Clone)]
-struct IntentDraw {
-    workspace: bool,
-    amount: u64,
-    replaces_previous: bool,
-}
-
-fn intent_draw() -> impl Strategy<Value = IntentDraw> {
-    (prop::bool::weighted(0.4), 1u64..=50, prop::bool::weighted(0.15)).prop_map(
-        |(workspace, amount, replaces_previous)| IntentDraw {
-            workspace,
-            amount: amount * 100,
-            replaces_previous,
+    (0usize..EVENT_KINDS * 4, 0usize..8, prop::bool::weighted(0.3), 1u64..=3, 0usize..8, 0u64..=2).prop_map(
+        |(kind, service, at_read, nth, intent, param)| EventDraw {
+            kind,
+            service,
+            at_read,
+            nth,
+            intent,
+            param,
         },
     )
 }
 
-const SERVICES: [&str; 2] = ["payments", "workspaces"];
-const METHODS: [Option<&str>; 3] = [Some("POST"), Some("GET"), None];
+/// One intent drawn: an action, its size, whether it replaces an earlier intent of the same
+/// action, and (for an action with a guard on existing objects) whether its object exists.
+#[derive(Debug, Clone)]
+struct IntentDraw {
+    action: usize,
+    amount: u64,
+    replaces_previous: bool,
+    exists: bool,
+}
 
-/// The strategy for whole scenarios; `name` names every value it makes.
-pub fn scenario_strategy(name: String) -> BoxedStrategy<Scenario> {
-    (
-        terms(),
-        terms(),
-        prop::collection::vec(intent_draw(), 1..=4),
-        prop::collection::vec(fault_draw(), 0..=3),
-        prop::collection::vec(event_draw(), 0..=2),
+fn intent_draw() -> impl Strategy<Value = IntentDraw> {
+    (0usize..16, 1u64..=50, prop::bool::weighted(0.4), prop::bool::weighted(0.5)).prop_map(
+        |(action, amount, replaces_previous, exists)| IntentDraw {
+            action,
+            amount: amount * 100,
+            replaces_previous,
+            exists,
+        },
     )
-        .prop_map(move |(pay, ws, intents, faults, events)| {
-            build(&name, &pay, &ws, &intents, &faults, &events)
+}
+
+/// The strategy for generated case `index` of any seed; `name` names every value it makes.
+pub fn scenario_strategy(name: String, size: Size) -> BoxedStrategy<Scenario> {
+    let services = vocabulary::SERVICES.len();
+    (
+        swarm(),
+        prop::collection::vec(terms(), services),
+        prop::collection::vec(intent_draw(), 1..=size.intents_max),
+        prop::collection::vec(fault_draw(), 1..=size.faults_max),
+        prop::collection::vec(event_draw(), 0..=size.events_max),
+    )
+        .prop_map(move |(swarm, terms, intents, faults, events)| {
+            build(&name, size.sharp, &swarm, &terms, &intents, &faults, &events)
         })
         .boxed()
 }
 
+/// The value of parameter `kind` of a new intent `n` (1-based), from the intent's `amount`.
+/// The business key is unique per lineage; the rest follows the amount.
+fn param_value(action: &ActionSpec, name: &str, kind: ParamKind, n: usize, amount: u64) -> Value {
+    let business = name == action.business_key;
+    match kind {
+        ParamKind::Text if business && action.service == "payments" => json!(format!("pi_{n}")),
+        ParamKind::Text if business => json!(format!("{}-{n}", action.service)),
+        ParamKind::Text => json!(format!("Item {amount}")),
+        ParamKind::PositiveInteger => json!(amount),
+        ParamKind::Bucket => json!(BUCKET),
+        ParamKind::ObjectKey => json!(format!("doc-{n}.txt")),
+        ParamKind::Address => json!(format!("0x{:040x}", 0xc0de_0000_u64 + n as u64)),
+        ParamKind::Wei => json!((u128::from(amount) * 1_000_000_000_000).to_string()),
+    }
+}
+
+/// An intent's parameters from the action table; a replacement keeps the business key of the
+/// intent it replaces (the same payment intent, external id, object key or recipient).
+fn params_for(action: &ActionSpec, n: usize, amount: u64, previous: Option<&IntentSpec>) -> Value {
+    let mut params = serde_json::Map::new();
+    for p in action.params {
+        let value = match previous {
+            Some(prev) if p.name == action.business_key => prev.params[p.name].clone(),
+            _ => param_value(action, p.name, p.kind, n, amount),
+        };
+        params.insert(p.name.to_string(), value);
+    }
+    Value::Object(params)
+}
+
+/// The methods of a service's writes and reads, and for a JSON-RPC service the calls a rule
+/// aims at with `where` (a chain's every call is a POST to the same path).
+struct Surface {
+    write: (&'static str, Option<&'static str>),
+    reads: [(&'static str, Option<&'static str>); 2],
+}
+
+fn surface(service: &str) -> Surface {
+    match service {
+        "files" => Surface { write: ("PUT", None), reads: [("GET", None), ("HEAD", None)] },
+        "chain" => Surface {
+            write: ("POST", Some("eth_sendRawTransaction")),
+            reads: [("POST", Some("eth_getTransactionReceipt")), ("POST", Some("eth_getTransactionCount"))],
+        },
+        _ => Surface { write: ("POST", None), reads: [("GET", None), ("GET", None)] },
+    }
+}
+
 fn build(
     name: &str,
-    pay: &Terms,
-    ws: &Terms,
+    sharp: bool,
+    swarm: &Swarm,
+    terms: &[Terms],
     intent_draws: &[IntentDraw],
     fault_draws: &[FaultDraw],
     event_draws: &[EventDraw],
 ) -> Scenario {
-    let mut services = BTreeMap::new();
-    services.insert("payments".to_string(), patch(pay, false));
-    services.insert("workspaces".to_string(), patch(ws, true));
+    let actions_on = enabled(&swarm.actions_off);
     let mut intents: Vec<IntentSpec> = Vec::new();
+    let mut objects = Vec::new();
     for (i, draw) in intent_draws.iter().enumerate() {
-        let id = format!("i{}", i + 1);
-        let previous = intents.last().filter(|p| draw.replaces_previous && p.action == action_of(draw));
-        let (params, replaces) = match (draw.workspace, previous) {
-            (false, Some(p)) => (
-                json!({"payment_intent": p.params["payment_intent"], "amount": draw.amount}),
-                Some(p.id.clone()),
-            ),
-            (false, None) => {
-                (json!({"payment_intent": format!("pi_{}", i + 1), "amount": draw.amount}), None)
-            }
-            (true, Some(p)) => (
-                json!({"external_id": p.params["external_id"], "name": format!("Team {}", draw.amount)}),
-                Some(p.id.clone()),
-            ),
-            (true, None) => (
-                json!({"external_id": format!("org-{}", i + 1), "name": format!("Team {}", draw.amount)}),
-                None,
-            ),
-        };
-        intents.push(IntentSpec { id, action: action_of(draw).to_string(), params, replaces });
+        let action = &vocabulary::ACTIONS[actions_on[draw.action % actions_on.len()]];
+        let previous =
+            intents.iter().rev().find(|p| p.action == action.name).filter(|_| draw.replaces_previous);
+        let params = params_for(action, i + 1, draw.amount, previous);
+        // An object that exists before the run, so that a put overwrites: what conditional
+        // writes guard.
+        if action.guard == Some(Guard::ConditionalWrites) && draw.exists && previous.is_none() {
+            objects.push(ObjectSeed {
+                bucket: params["bucket"].as_str().unwrap_or(BUCKET).to_string(),
+                key: params["key"].as_str().unwrap_or_default().to_string(),
+                body: "the version before".into(),
+            });
+        }
+        let replaces = previous.map(|p| p.id.clone());
+        intents.push(IntentSpec {
+            id: format!("i{}", i + 1),
+            action: action.name.to_string(),
+            params,
+            replaces,
+        });
     }
-    let contracts: Vec<vocabulary::Contract> = SERVICES
+    // The services the intents act on: faults and events aim at these, where they can fire.
+    let used: Vec<&'static str> = vocabulary::SERVICES
         .iter()
-        .map(|s| {
-            let mut c =
-                crate::model::default_contract(s).unwrap_or_else(vocabulary::Contract::payments_default);
-            if let Some(p) = services.get(*s) {
-                c.apply(p.clone());
-            }
-            c
-        })
+        .copied()
+        .filter(|s| intents.iter().any(|i| vocabulary::action(&i.action).is_some_and(|a| a.service == *s)))
         .collect();
+    let mut services = BTreeMap::new();
+    let mut contracts = BTreeMap::new();
+    for (s, service) in vocabulary::SERVICES.iter().enumerate() {
+        let patch = patch(&terms[s % terms.len()], service);
+        let mut contract = Contract::default_for(service).unwrap_or_else(Contract::payments_default);
+        contract.apply(patch.clone());
+        // Announced where an intent uses the service; payments and workspaces always, as
+        // every run has them.
+        if s < 2 || used.contains(service) {
+            services.insert(service.to_string(), patch);
+        }
+        contracts.insert(*service, contract);
+    }
+    let aim = |draw: usize| used[draw % used.len()];
+    let faults_on = enabled(&swarm.faults_off);
     let mut faults = Vec::new();
     for (i, d) in fault_draws.iter().enumerate() {
-        let contract = &contracts[d.service];
-        let fault = fault_for(d, contract);
-        if contract.admits(&fault).is_err() {
+        let service = aim(d.service);
+        let contract = &contracts[service];
+        // Among the kinds the swarm leaves on, those the contract admits: a fault it does not
+        // admit would be unfair, and a draw spent on one would be wasted.
+        let fault_of = |kind: usize| fault_for(kind, d.param, contract, service == "chain");
+        // Keys faults only where the service takes keys at all: elsewhere they change nothing.
+        let keys = Contract::default_for(service).is_some_and(|c| c.idempotency_keys == KeyPolicy::Honored);
+        let admitted: Vec<usize> = faults_on
+            .iter()
+            .copied()
+            .filter(|k| keys || !matches!(*k, IGNORE_KEYS | FORGET_KEYS))
+            // A late commit needs a settle bound past the timeout; within it, it is latency.
+            .filter(|k| *k != COMMIT_AFTER_TIMEOUT || contract.settle_ms_max > REQUEST_TIMEOUT_MS + 100)
+            .filter(|k| contract.admits(&fault_of(*k)).is_ok())
+            .collect();
+        if admitted.is_empty() {
             continue;
         }
+        let surface = surface(service);
+        // The fault before this one on the same service and method, which this one follows
+        // (a retry after it meets this fault).
+        let before = (d.follows && !sharp)
+            .then(|| {
+                let method = if d.at_read { surface.reads[d.nth as usize % 2].0 } else { surface.write.0 };
+                faults.iter().rev().find(|f: &&ServiceFault| {
+                    f.service == service && f.rule.method.as_deref() == Some(method) && f.rule.nth.is_some()
+                })
+            })
+            .flatten();
+        // After a refusal, the retry it causes is where an unsure answer does harm.
+        let unsure: Vec<usize> = admitted.iter().copied().filter(|k| *k < UNSURE_KINDS).collect();
+        let refused =
+            before.is_some_and(|f| matches!(f.rule.fault, FaultSpec::Refuse | FaultSpec::Reject { .. }));
+        let kind = weighted_kind(if refused && !unsure.is_empty() { &unsure } else { &admitted }, d.kind);
+        let fault = fault_of(kind);
+        // A read can be lost, hang, be refused or rejected, lag or be slow; what happens to a
+        // commit or a key happens at a write.
+        let at_read = kind == STALE_READ || (d.at_read && !sharp && READ_KINDS.contains(&kind));
+        let (method, call) = if at_read { surface.reads[d.nth as usize % 2] } else { surface.write };
         let mut rule = FaultRule::always(fault);
         rule.id = Some(format!("f{}", i + 1));
-        rule.method = METHODS[d.method].map(str::to_string);
-        rule.nth = Some(d.nth);
-        rule.times = d.times;
-        faults.push(ServiceFault { service: SERVICES[d.service].to_string(), rule });
+        rule.method = Some(method.to_string());
+        if let Some(call) = call {
+            rule.fields.insert("rpc_method".into(), call.into());
+        }
+        if let Some(aimed) = d.aim.map(|a| &intents[a % intents.len()])
+            && let Some(action) = vocabulary::action(&aimed.action)
+            && action.service == service
+        {
+            aim_at(&mut rule, action, aimed);
+        }
+        // Right after the window of the fault it follows, if it still aims where that one did.
+        let after = before
+            .filter(|f| {
+                f.rule.method == rule.method && f.rule.fields == rule.fields && f.rule.path == rule.path
+            })
+            .and_then(|f| f.rule.nth.map(|n| n + f.rule.times.unwrap_or(1)));
+        match (after, d.dense) {
+            (Some(next), _) => {
+                rule.nth = Some(next);
+                rule.times = d.times;
+            }
+            (None, _) if sharp => rule.nth = Some(1),
+            (None, Some(p)) => rule.probability = Some(f64::from(p) * 0.25),
+            (None, None) => {
+                rule.nth = Some(d.nth);
+                rule.times = d.times;
+            }
+        }
+        faults.push(ServiceFault { service: service.to_string(), rule });
     }
     // Where reads are eventual, they lag as far as the contract allows, on every read: that is
     // the world an executor reading back must be ready for.
-    for (service, contract) in SERVICES.iter().zip(&contracts) {
+    for service in &used {
+        let contract = &contracts[service];
         if contract.reads == Reads::Eventual && contract.read_lag_ms_max > 0 {
             let mut rule = FaultRule::always(FaultSpec::StaleRead { lag_ms: contract.read_lag_ms_max });
             rule.id = Some(format!("lag-{service}"));
-            rule.method = Some("GET".into());
+            rule.method = Some(surface(service).reads[0].0.to_string());
             faults.push(ServiceFault { service: service.to_string(), rule });
         }
     }
+    let events_on = enabled(&swarm.events_off);
     let mut events = Vec::new();
     let mut second_worker = false;
     for d in event_draws {
-        let service = SERVICES[d.service].to_string();
+        let service = aim(d.service);
+        let surface = surface(service);
+        let (method, _) = if d.at_read { surface.reads[d.nth as usize % 2] } else { surface.write };
+        // A chain's calls are all POSTs to one path: the n-th of them, up to the receipt reads
+        // after the broadcast (so also right after signing).
+        let nth = if service == "chain" { d.nth * 2 } else { d.nth };
         let request =
-            Point::Request { service: service.clone(), method: Some("POST".into()), path: None, nth: d.nth };
-        match d.kind {
-            0 => events.push(Event { at: request, action: EventAction::Crash { worker: "w1".into() } }),
+            Point::Request { service: service.to_string(), method: Some(method.into()), path: None, nth };
+        let w1 = || "w1".to_string();
+        match events_on[d.kind % events_on.len()] {
+            0 => events.push(Event { at: request, action: EventAction::Crash { worker: w1() } }),
             1 => {
                 let intent = &intents[d.intent % intents.len()];
                 events.push(Event {
                     at: Point::AfterPropose { after_propose: intent.id.clone() },
-                    action: EventAction::Crash { worker: "w1".into() },
+                    action: EventAction::Crash { worker: w1() },
                 });
             }
             2 if !second_worker => {
                 second_worker = true;
                 events.push(Event {
                     at: request.clone(),
-                    action: EventAction::Pause { worker: "w1".into(), for_ms: LEASE_MS * 2 },
+                    action: EventAction::Pause { worker: w1(), for_ms: LEASE_MS * 2 },
                 });
                 events.push(Event { at: request, action: EventAction::StartWorker { worker: "w2".into() } });
             }
-            _ => events.push(Event { at: request, action: EventAction::Reconcile { worker: "w1".into() } }),
+            // A pause shorter than the lease, and no one to take over.
+            3 => events.push(Event {
+                at: request,
+                action: EventAction::Pause { worker: w1(), for_ms: LEASE_MS / 3 * (d.param + 1) },
+            }),
+            // Within the terms: never as far as a key's retention where the service keeps keys;
+            // where it keeps none, as far as an hour, which moves no term at all but puts the
+            // service's stamps far from the executor's clock.
+            4 => {
+                let contract = &contracts[service];
+                let by_ms = match (contract.idempotency_keys, d.param) {
+                    (KeyPolicy::Honored, p) => (250 * (p + 1)).min(contract.key_retention_ms / 2),
+                    (_, 0) => 250,
+                    (_, _) => HOUR_MS,
+                };
+                events.push(Event {
+                    at: request,
+                    action: EventAction::ClockJump { service: service.to_string(), by_ms: by_ms.max(1) },
+                });
+            }
+            5 => events.push(Event { at: request, action: EventAction::Heal }),
+            // A crash once a phase is over: with the work of `act` (or `drain`) in flight.
+            6 => {
+                let phase = if d.param == 0 { PhaseName::Drain } else { PhaseName::Act };
+                events.push(Event {
+                    at: Point::Phase { after_phase: phase },
+                    action: EventAction::Crash { worker: w1() },
+                });
+            }
+            _ => events.push(Event { at: request, action: EventAction::Reconcile { worker: w1() } }),
         }
     }
     Scenario {
@@ -251,6 +572,7 @@ fn build(
         description: "generated".into(),
         limits: LimitOverrides { request_timeout_ms: Some(REQUEST_TIMEOUT_MS), lease_ms: Some(LEASE_MS) },
         services,
+        objects,
         intents,
         faults,
         events,
@@ -258,29 +580,45 @@ fn build(
     }
 }
 
-fn action_of(draw: &IntentDraw) -> &'static str {
-    if draw.workspace { "workspaces.create" } else { "payments.refund" }
+/// Narrows `rule` to the requests of one intent: `where` its business key is the intent's
+/// (form, JSON or query field), or for an object store its object's path.
+fn aim_at(rule: &mut FaultRule, action: &ActionSpec, intent: &IntentSpec) {
+    let key = intent.params.get(action.business_key).and_then(|v| v.as_str()).unwrap_or_default();
+    match action.param(action.business_key).map(|p| p.kind) {
+        Some(ParamKind::ObjectKey) => {
+            let bucket = intent.params.get("bucket").and_then(|v| v.as_str()).unwrap_or(BUCKET);
+            rule.path = Some(format!("/{bucket}/{key}"));
+        }
+        // A transfer's recipient is inside the signed bytes, which no rule sees.
+        Some(ParamKind::Address) => {}
+        _ => {
+            rule.fields.insert(action.business_key.to_string(), key.to_string());
+        }
+    }
 }
 
-/// The fault a draw names, with parameters sized to the contract (whether the contract admits
-/// it at all is checked by the caller).
-fn fault_for(d: &FaultDraw, c: &vocabulary::Contract) -> FaultSpec {
-    match d.kind {
-        0 => FaultSpec::Refuse,
-        1 => FaultSpec::Reject { status: [503, 429, 402][d.param as usize % 3], body: None },
-        2 => FaultSpec::ErrorAfterCommit { status: 500 },
-        3 => FaultSpec::DropAfterCommit,
-        4 => FaultSpec::TimeoutAfterCommit { hold_ms: REQUEST_TIMEOUT_MS * 3 },
+/// The fault of kind `kind` (see [`FAULT_KINDS`]), with parameters sized to the contract
+/// (whether the contract admits it at all is checked by the caller).
+fn fault_for(kind: usize, param: u64, c: &Contract, chain: bool) -> FaultSpec {
+    match kind {
+        0 => FaultSpec::DropAfterCommit,
+        1 => FaultSpec::ErrorAfterCommit { status: 500 },
+        2 => FaultSpec::TimeoutAfterCommit { hold_ms: REQUEST_TIMEOUT_MS * 3 },
         // Past the caller's timeout when the settle bound allows it: the commit lands after
         // the caller gave up, and a read-back right away says "not there".
-        5 => FaultSpec::CommitAfterTimeout {
-            delay_ms: Some(c.settle_ms_max.min(REQUEST_TIMEOUT_MS + 200 * (d.param + 1))),
+        COMMIT_AFTER_TIMEOUT => FaultSpec::CommitAfterTimeout {
+            delay_ms: Some(c.settle_ms_max.min(REQUEST_TIMEOUT_MS + 200 * (param + 1))),
         },
-        6 => FaultSpec::SilentNoop,
-        7 => FaultSpec::StaleRead { lag_ms: c.read_lag_ms_max },
-        8 => FaultSpec::ForgetKeys { older_than_ms: Some(c.key_retention_ms) },
-        9 => FaultSpec::IgnoreKeys,
-        _ => FaultSpec::Latency { before_ms: 100 * d.param, after_ms: 100 * (2 - d.param) },
+        4 => FaultSpec::SilentNoop,
+        STALE_READ => FaultSpec::StaleRead { lag_ms: c.read_lag_ms_max },
+        IGNORE_KEYS => FaultSpec::IgnoreKeys,
+        FORGET_KEYS => FaultSpec::ForgetKeys { older_than_ms: Some(c.key_retention_ms) },
+        REFUSE => FaultSpec::Refuse,
+        // A node answers a raw transaction it will not take with a JSON-RPC error, never with
+        // a 402; its HTTP rejections are the transient ones, which leave the nonce to be used.
+        REJECT if chain => FaultSpec::Reject { status: [429, 503][param as usize % 2], body: None },
+        REJECT => FaultSpec::Reject { status: [429, 503, 402][param as usize % 3], body: None },
+        _ => FaultSpec::Latency { before_ms: 100 * param, after_ms: 100 * (2 - param) },
     }
 }
 
@@ -292,7 +630,9 @@ pub fn case_tree(seed: u64, index: u64) -> Result<Box<dyn ValueTree<Value = Scen
     bytes[8..16].copy_from_slice(&index.to_le_bytes());
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
     let mut runner = TestRunner::new_with_rng(Config::default(), rng);
-    scenario_strategy(format!("generated-{index}")).new_tree(&mut runner).map_err(|e| e.to_string())
+    scenario_strategy(format!("generated-{index}"), size_for(index))
+        .new_tree(&mut runner)
+        .map_err(|e| e.to_string())
 }
 
 /// Generated case `index` of a run with `seed`.
@@ -331,24 +671,70 @@ pub fn shrink(
     // proptest's own order: after every simplify and every complicate, test the current value;
     // a failing one is kept and simplified further, a passing one is complicated back.
     let mut smallest = tree.current();
-    if !tree.simplify() {
-        return Shrunk { scenario: smallest, runs: 0, stopped: ShrinkStop::Minimal };
-    }
-    for runs in 0..runs_max {
-        let candidate = tree.current();
-        let more = match fails(&candidate) {
-            None => return Shrunk { scenario: smallest, runs, stopped: ShrinkStop::Budget },
-            Some(true) => {
-                smallest = candidate;
-                tree.simplify()
+    let mut runs = 0;
+    if tree.simplify() {
+        loop {
+            if runs == runs_max {
+                return Shrunk { scenario: smallest, runs, stopped: ShrinkStop::Runs };
             }
-            Some(false) => tree.complicate(),
-        };
-        if !more {
-            return Shrunk { scenario: smallest, runs: runs + 1, stopped: ShrinkStop::Minimal };
+            let candidate = tree.current();
+            runs += 1;
+            let more = match fails(&candidate) {
+                None => return Shrunk { scenario: smallest, runs: runs - 1, stopped: ShrinkStop::Budget },
+                Some(true) => {
+                    smallest = candidate;
+                    tree.simplify()
+                }
+                Some(false) => tree.complicate(),
+            };
+            if !more {
+                break;
+            }
         }
     }
-    Shrunk { scenario: smallest, runs: runs_max, stopped: ShrinkStop::Runs }
+    remove_steps(smallest, runs, runs_max, fails)
+}
+
+/// The last pass of [`shrink`]: proptest shrinks the draws behind a scenario, and a draw it
+/// cannot drop (one the swarm or the contract turned into something else) may leave a fault
+/// or an event the failure does not need. Each is removed in turn while the scenario still
+/// fails, until none can be.
+fn remove_steps(
+    mut smallest: Scenario,
+    mut runs: usize,
+    runs_max: usize,
+    mut fails: impl FnMut(&Scenario) -> Option<bool>,
+) -> Shrunk {
+    let mut removed = true;
+    while removed {
+        removed = false;
+        let candidates = (0..smallest.faults.len())
+            .map(|i| (true, i))
+            .chain((0..smallest.events.len()).map(|i| (false, i)))
+            .rev();
+        for (fault, i) in candidates {
+            let mut candidate = smallest.clone();
+            if fault {
+                candidate.faults.remove(i);
+            } else {
+                candidate.events.remove(i);
+            }
+            if runs == runs_max {
+                return Shrunk { scenario: smallest, runs, stopped: ShrinkStop::Runs };
+            }
+            runs += 1;
+            match fails(&candidate) {
+                None => return Shrunk { scenario: smallest, runs: runs - 1, stopped: ShrinkStop::Budget },
+                Some(true) => {
+                    smallest = candidate;
+                    removed = true;
+                    break;
+                }
+                Some(false) => {}
+            }
+        }
+    }
+    Shrunk { scenario: smallest, runs, stopped: ShrinkStop::Minimal }
 }
 
 /// How many steps a scenario has: intents, faults and events.
@@ -398,6 +784,133 @@ mod tests {
         assert!(fails(&small), "case {index}");
         assert_eq!(small.intents.len(), 1, "{small:#?}");
         assert!(steps(&small) <= 2, "{small:#?}");
+    }
+
+    #[test]
+    fn the_fault_table_makes_every_kind_of_the_vocabulary() {
+        let c = Contract::payments_default();
+        let made: std::collections::BTreeSet<&str> =
+            (0..FAULT_KINDS).map(|k| fault_for(k, 0, &c, false).kind()).collect();
+        let known: std::collections::BTreeSet<&str> = vocabulary::rule::FAULT_KINDS.iter().copied().collect();
+        assert_eq!(made, known);
+    }
+
+    #[test]
+    fn the_generator_draws_every_action_fault_kind_and_event() {
+        use std::collections::BTreeSet;
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for index in 0..3_000 {
+            let s = case(1, index).unwrap();
+            for i in &s.intents {
+                seen.insert(format!("action {}", i.action));
+                if i.replaces.is_some() {
+                    seen.insert(format!("lineage {}", i.action));
+                }
+            }
+            for f in &s.faults {
+                let at = if f.rule.method.as_deref() == Some(surface(&f.service).write.0)
+                    && f.rule.fields.get("rpc_method").is_none_or(|m| m == "eth_sendRawTransaction")
+                {
+                    "write"
+                } else {
+                    "read"
+                };
+                seen.insert(format!("{} {} at a {at}", f.service, f.rule.fault.kind()));
+                if f.rule.probability.is_some() {
+                    seen.insert("probability".into());
+                }
+                if f.rule.fields.keys().any(|k| k != "rpc_method") || f.rule.path.is_some() {
+                    seen.insert("where".into());
+                }
+            }
+            let takeover = s.events.iter().any(|e| matches!(e.action, EventAction::StartWorker { .. }));
+            for e in &s.events {
+                let what = match (&e.at, &e.action) {
+                    (Point::Request { service, method, .. }, EventAction::Crash { .. }) => {
+                        let at = if method.as_deref() == Some(surface(service).write.0) {
+                            "write"
+                        } else {
+                            "read"
+                        };
+                        format!("crash at a {service} {at}")
+                    }
+                    (Point::AfterPropose { .. }, EventAction::Crash { .. }) => "crash after propose".into(),
+                    (Point::Phase { .. }, EventAction::Crash { .. }) => "crash after a phase".into(),
+                    (_, EventAction::Pause { .. }) if takeover => "pause with a takeover".into(),
+                    (_, EventAction::Pause { .. }) => "pause without a takeover".into(),
+                    (_, EventAction::ClockJump { service, .. }) => format!("clock jump on {service}"),
+                    (_, EventAction::Heal) => "heal".into(),
+                    (_, EventAction::Reconcile { .. }) => "reconcile".into(),
+                    (_, other) => format!("{other:?}"),
+                };
+                seen.insert(what);
+            }
+        }
+        let mut missing = Vec::new();
+        let mut want = |what: String| {
+            if !seen.contains(&what) {
+                missing.push(what);
+            }
+        };
+        for action in vocabulary::ACTIONS {
+            want(format!("action {}", action.name));
+            want(format!("lineage {}", action.name));
+        }
+        for service in vocabulary::SERVICES {
+            let keys =
+                Contract::default_for(service).is_some_and(|c| c.idempotency_keys == KeyPolicy::Honored);
+            for kind in vocabulary::rule::FAULT_KINDS {
+                if keys || !matches!(*kind, "ignore_keys" | "forget_keys") {
+                    let at = if *kind == "stale_read" { "read" } else { "write" };
+                    want(format!("{service} {kind} at a {at}"));
+                }
+            }
+            want(format!("crash at a {service} write"));
+            // A chain's reads are POSTs to the one path its writes use: a crash point counts
+            // them all, so a crash during a lookup is not told apart there.
+            if *service != "chain" {
+                want(format!("crash at a {service} read"));
+            }
+            want(format!("clock jump on {service}"));
+        }
+        for what in [
+            "crash after propose",
+            "crash after a phase",
+            "pause with a takeover",
+            "pause without a takeover",
+            "heal",
+            "reconcile",
+            "probability",
+            "where",
+        ] {
+            want(what.to_string());
+        }
+        assert!(missing.is_empty(), "not drawn in 3,000 cases: {missing:?}");
+    }
+
+    #[test]
+    fn cases_grow_with_their_index() {
+        let most = |range: std::ops::Range<u64>| range.map(|i| case(2, i).unwrap().intents.len()).max();
+        assert_eq!(most(0..CASES_PER_SIZE), Some(2));
+        assert_eq!(most(CASES_PER_SIZE * SIZE_STEPS..CASES_PER_SIZE * (SIZE_STEPS + 1)), Some(6));
+    }
+
+    #[test]
+    fn shrinking_leaves_no_fault_or_event_the_failure_does_not_need() {
+        // A stand-in property: "fails" while a drop after commit is armed.
+        let needs = |s: &Scenario| s.faults.iter().any(|f| f.rule.fault == FaultSpec::DropAfterCommit);
+        let (index, tree) = (0..2_000)
+            .map(|i| (i, case_tree(5, i).unwrap()))
+            .find(|(_, t)| {
+                needs(&t.current()) && t.current().faults.len() >= 3 && !t.current().events.is_empty()
+            })
+            .expect("a generated case with a drop, other faults and an event");
+        let shrunk = shrink(tree, 1_000, |s| Some(needs(s)));
+        assert_eq!(shrunk.stopped, ShrinkStop::Minimal, "case {index}");
+        let small = shrunk.scenario;
+        assert_eq!(small.faults.len(), 1, "case {index}: {small:#?}");
+        assert!(small.events.is_empty(), "case {index}: {small:#?}");
+        assert!(needs(&small));
     }
 
     #[test]

@@ -66,10 +66,10 @@ const HEADLINES: &[Headline] = &[
     },
     Headline {
         bench: "twice-tests/search",
-        name: "baseline p = 0.5 over twice, cases to the first violation",
-        sentence: "Where both catch a mutant, the baseline at its highest fault rate (half of all requests) needs \
-                   {} the cases twice's generator needs: it faults every request it can, while the generator \
-                   spreads 0 to 3 faults per case over eleven kinds, contract terms and process events.",
+        name: "mutants where twice needs at most the baseline's best",
+        sentence: "Of the mutants both catch, twice's generator needs at most the cases the baseline needs at \
+                   its best setting for that mutant for {}: swarm testing, faults aimed at writes and the \
+                   answers that leave a caller unsure, and small cases first.",
         target: None,
     },
     Headline {
