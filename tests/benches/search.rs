@@ -392,7 +392,7 @@ fn main() -> Result<()> {
         "mutants",
         &format!("{at_most} of {}", both_best.len()),
         &format!(
-            "Of the {} mutants both sides find, those where twice's median cases to the first violation is              at most the baseline's at its best setting for that mutant. Target: all of them; {}.",
+            "Of the {} mutants both sides find, those where twice's median cases to the first violation is at most the baseline's at its best setting for that mutant. Target: all of them; {}.",
             both_best.len(),
             if behind.is_empty() { "met".to_string() } else { format!("NOT met: {}", behind.join(", ")) }
         ),

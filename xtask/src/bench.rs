@@ -6,6 +6,7 @@
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write as _};
+use std::path::Path;
 use std::process::Stdio;
 
 use anyhow::{Context, Result, bail};
@@ -165,7 +166,35 @@ pub(crate) fn bench() -> Result<i32> {
             );
         }
     }
-    let headlines = headlines(&records)?;
+    write(&root, &readme, &records)
+}
+
+/// `cargo xtask bench --from-log FILE`: the documents rewritten from the `BENCH` lines of a
+/// run's saved output, without measuring again (a run whose figures could not be written,
+/// say because a headline no longer matched, is not lost). The machine and the date are
+/// taken now, so the log must come from this machine.
+pub(crate) fn bench_from_log(log: &Path) -> Result<i32> {
+    let root = root();
+    let readme_path = root.join(README);
+    let readme = fs::read_to_string(&readme_path)
+        .with_context(|| format!("could not read {}", readme_path.display()))?;
+    let text = fs::read_to_string(log).with_context(|| format!("could not read {}", log.display()))?;
+    let mut records = Records::default();
+    for (n, line) in text.lines().enumerate() {
+        if let Some(json) = line.strip_prefix(RECORD_PREFIX) {
+            records.add(json).with_context(|| format!("{}:{}: malformed record", log.display(), n + 1))?;
+        }
+    }
+    if records.figures.is_empty() {
+        bail!("{} holds no `{RECORD_PREFIX}{{json}}` line; {BENCH_DOC} left as it was", log.display());
+    }
+    write(&root, &readme, &records)
+}
+
+/// Writes `docs/benchmarks.md`, its JSON and README.md's headlines from `records`.
+fn write(root: &Path, readme: &str, records: &Records) -> Result<i32> {
+    let readme_path = root.join(README);
+    let headlines = headlines(records)?;
     let machine = machine();
     let json_path = root.join(BENCH_JSON);
     // An unreadable previous run is no reason to lose this one: it is only left out.
@@ -179,13 +208,13 @@ pub(crate) fn bench() -> Result<i32> {
         },
         Err(_) => None,
     };
-    let doc = render(&machine, &records, &headlines, previous.as_ref());
+    let doc = render(&machine, records, &headlines, previous.as_ref());
     let path = root.join(BENCH_DOC);
     fs::write(&path, doc).with_context(|| format!("could not write {}", path.display()))?;
     let saved = Saved { date: machine.date.clone(), figures: records.figures.clone() };
     fs::write(&json_path, serde_json::to_string_pretty(&saved)? + "\n")
         .with_context(|| format!("could not write {}", json_path.display()))?;
-    let readme = with_headlines(&readme, &headlines.join("\n"))?;
+    let readme = with_headlines(readme, &headlines.join("\n"))?;
     fs::write(&readme_path, readme).with_context(|| format!("could not write {}", readme_path.display()))?;
     println!("xtask: wrote {BENCH_DOC}, {BENCH_JSON} and the headlines of {README}");
     Ok(0)

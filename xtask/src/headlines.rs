@@ -97,7 +97,7 @@ const HEADLINES: &[Headline] = &[
     },
     Headline {
         bench: "harness/python",
-        name: "live, catalog + 20 generated (59 scenarios), Python executor, 8 jobs",
+        name: "live, catalog + 20 generated (88 scenarios), Python executor, 8 jobs",
         sentence: "The catalog and 20 generated cases run live against the Python example executor (a \
                    process per worker, the real SDKs) in {}, 8 scenarios at a time on 2 cores, as `twice run \
                    --executor` runs them by default; at 2, 8 and 16 at a time every timing-sensitive verdict held.",

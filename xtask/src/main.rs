@@ -5,6 +5,8 @@
 //! - `cargo xtask bench`: builds the release `twice-executor` (which `harness/run` drives) and
 //!   prepares the Python venv (which `harness/python` drives, through `TWICE_PYTHON`), runs
 //!   every benchmark in [`BENCHES`](bench::BENCHES) and rewrites `docs/benchmarks.md` from what they report.
+//! - `cargo xtask bench --from-log FILE`: rewrites the same documents from the `BENCH` lines of
+//!   a saved run's output, without measuring again.
 //!
 //!
 //! One module per concern: `test.rs` (the `test` command), `venv.rs` (the Python venv both
@@ -38,6 +40,9 @@ commands:
                   tests/requirements.txt), then run `cargo test --workspace ARGS...`
                   with TWICE_PYTHON set to its interpreter
   bench           run the benchmarks and rewrite docs/benchmarks.md
+  bench --from-log FILE
+                  rewrite docs/benchmarks.md from the output of a run saved in FILE
+                  (on this machine), without measuring again
   help            print this message";
 
 fn main() {
@@ -45,6 +50,9 @@ fn main() {
     let code = match args.first().map(String::as_str) {
         Some("test") => run(|| test(&args[1..])),
         Some("bench") if args.len() == 1 => run(bench),
+        Some("bench") if args.len() == 3 && args[1] == "--from-log" => {
+            run(|| bench::bench_from_log(Path::new(&args[2])))
+        }
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             0
