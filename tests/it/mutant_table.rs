@@ -237,7 +237,7 @@ pub const MUTANTS: &[Mutant] = &[
         bug: Bug::NoLease,
         failure_modes: &["stale_worker"],
         catalog: &[("stale_worker_overwrite", NO_STALE_WRITE)],
-        also: &[("two_workers_race_a_lookup", NO_DUPLICATE)],
+        also: &[],
         // Judged by what happened, not by the missing header: the generator's takeovers
         // rarely leave the paused worker a send still due on a fenced service, so what the
         // search finds first (seed 20, case 975) is a refund the woken worker made after its
