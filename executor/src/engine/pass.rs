@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use super::reconcile::Decision;
 use super::send::Send;
-use super::{DrainError, Executor, PassReport, SAFETY_MARGIN_MS, Transition};
-use crate::config::KeyPolicy;
+use super::{DrainError, Executor, PassReport, Transition};
 use crate::log::{Change, LogError};
 use crate::model::{Action, Intent, State};
 use crate::services::{self, Lookup};
@@ -43,10 +42,7 @@ impl Executor {
         if services::resend_is_guarded(&sending.action, contract) {
             return true;
         }
-        contract.idempotency_keys == KeyPolicy::Honored
-            && new.key_first_sent_ms.is_some_and(|t| {
-                at + self.config.limits.request_timeout_ms + SAFETY_MARGIN_MS < t + contract.key_retention_ms
-            })
+        self.key_kept_through_a_send(contract, new.key_first_sent_ms, at)
     }
 
     /// One pass over the unresolved intents.

@@ -5,7 +5,7 @@
 
 use super::pass::Planned;
 use super::{Executor, SAFETY_MARGIN_MS};
-use crate::config::{Acks, KeyPolicy};
+use crate::config::{Acks, Contract, KeyPolicy};
 use crate::model::{Action, Intent, State};
 use crate::services::{self, Lookup};
 
@@ -20,6 +20,22 @@ pub(super) enum Decision {
 
 impl Executor {
     /// After a lookup: what the intent becomes.
+    /// Whether a send under a key first sent at `key_first_sent_ms`, leaving at `at_ms`, still
+    /// reaches a service that keeps that key (allowing for the request's own time and a
+    /// margin): only then does the service replay the first answer instead of acting again.
+    pub(super) fn key_kept_through_a_send(
+        &self,
+        contract: &Contract,
+        key_first_sent_ms: Option<u64>,
+        at_ms: u64,
+    ) -> bool {
+        contract.idempotency_keys == KeyPolicy::Honored
+            && key_first_sent_ms.is_some_and(|t| {
+                at_ms + self.config.limits.request_timeout_ms + SAFETY_MARGIN_MS
+                    < t + contract.key_retention_ms
+            })
+    }
+
     /// What `found`, a lookup sent at `looked_at_ms`, means for `intent` at `now`.
     pub(super) fn decide(
         &self,
@@ -116,11 +132,8 @@ impl Executor {
             }
             Lookup::Superseded { .. } => Decision::Stay,
             Lookup::Absent => {
-                let key_safe = contract.idempotency_keys == KeyPolicy::Honored
-                    && contract.acks == Acks::Reliable
-                    && intent.key_first_sent_ms.is_some_and(|t| {
-                        now + limits.request_timeout_ms + SAFETY_MARGIN_MS < t + contract.key_retention_ms
-                    });
+                let key_safe = contract.acks == Acks::Reliable
+                    && self.key_kept_through_a_send(contract, intent.key_first_sent_ms, now);
                 // A conditional put or a signed transaction can land at most once however
                 // often it is sent, so it need not wait for the settle bound either.
                 let guarded = services::resend_is_guarded(action, contract);
