@@ -155,10 +155,22 @@ impl Executor {
         std::fs::create_dir_all(state_dir)
             .map_err(|source| OpenError::StateDir { path: state_dir.display().to_string(), source })?;
         let log = IntentLog::open(&state_dir.join(LOG_FILE), durability)?;
+        Ok(Executor::with_log(config, log, world))
+    }
+
+    /// As [`Executor::open`], on the log named `name` in this process's memory
+    /// ([`IntentLog::open_in_memory`]): the simulation's storage, shared by every worker of
+    /// a run that opens the same name, for as long as one connection to it stays open.
+    pub fn open_in_memory(config: Config, name: &str, world: World) -> Result<Executor, OpenError> {
+        let log = IntentLog::open_in_memory(name)?;
+        Ok(Executor::with_log(config, log, world))
+    }
+
+    fn with_log(config: Config, log: IntentLog, world: World) -> Executor {
         // A fresh incarnation per process: leases of an earlier life of this worker are
         // recognised as dead (same worker id, other incarnation) and taken over at once.
         let owner = format!("{}#{}", config.worker_id, world.ids.next_id());
-        Ok(Executor { config, owner, log: Mutex::new(log), world })
+        Executor { config, owner, log: Mutex::new(log), world }
     }
 
     pub fn config(&self) -> &Config {

@@ -77,12 +77,41 @@ impl IntentLog {
             Durability::Normal => "NORMAL",
         };
         conn.pragma_update(None, "synchronous", sync).map_err(err)?;
+        IntentLog::ready(conn, path.to_path_buf())
+    }
+
+    /// Opens (creating if needed) the log named `name` in this process's memory: SQLite's
+    /// `memdb` file system, shared by every connection of the process that opens the same
+    /// name, and gone once the last of them closes. The simulation's storage: the same
+    /// schema, statements and transactions as a file, without the kernel's file creation,
+    /// locks and writes. What a simulated crash loses is what it loses on disk: every change
+    /// is one transaction that runs to its end between two awaits, so a crash (a dropped
+    /// task) falls between transactions, never inside one, and no power cut is simulated.
+    pub fn open_in_memory(name: &str) -> Result<IntentLog, LogError> {
+        use rusqlite::OpenFlags;
+        let path = PathBuf::from(format!("memory:{name}"));
+        let err = |source| LogError::Sqlite { path: path.clone(), source };
+        no_memory_statistics();
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        // A name starting with "/" is what makes a memdb database shared between connections.
+        let conn = Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), flags).map_err(err)?;
+        conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(err)?;
+        conn.pragma_update(None, "synchronous", "OFF").map_err(err)?;
+        IntentLog::ready(conn, path)
+    }
+
+    /// Creates the schema where it is missing.
+    fn ready(conn: Connection, path: PathBuf) -> Result<IntentLog, LogError> {
+        let err = |source| LogError::Sqlite { path: path.clone(), source };
         // A log already at this schema is opened without writing: another worker may hold the
         // write lock for a long time (stopped by SIGSTOP in the middle of a transaction), and
         // a worker starting beside it must not wait on that lock just to open the file.
         let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(err)?;
         if version == SCHEMA_VERSION {
-            return Ok(IntentLog { conn, path: path.to_path_buf() });
+            return Ok(IntentLog { conn, path });
         }
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS intents (
@@ -126,7 +155,7 @@ impl IntentLog {
         )
         .map_err(err)?;
         conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err)?;
-        Ok(IntentLog { conn, path: path.to_path_buf() })
+        Ok(IntentLog { conn, path })
     }
 
     pub fn path(&self) -> &Path {
@@ -166,11 +195,12 @@ impl IntentLog {
 
     /// One intent by id.
     pub fn get(&self, id: &str) -> Result<Option<Intent>, LogError> {
-        let row = self
+        // Cached, as every statement here: lineage checks ask for rows by id at every pass.
+        let mut stmt = self
             .conn
-            .query_row(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"), [id], read_row)
-            .optional()
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"))
             .map_err(|e| self.sqlite(e))?;
+        let row = stmt.query_row([id], read_row).optional().map_err(|e| self.sqlite(e))?;
         match row {
             None => Ok(None),
             Some(r) => r.map(Some).map_err(|problem| self.corrupt(id, problem)),
@@ -184,10 +214,19 @@ impl IntentLog {
 
     /// How many intents the log holds.
     pub fn count(&self) -> Result<usize, LogError> {
-        self.conn
-            .query_row("SELECT COUNT(*) FROM intents", [], |r| r.get::<_, i64>(0))
-            .map(|n| n as usize)
-            .map_err(|e| self.sqlite(e))
+        let mut stmt =
+            self.conn.prepare_cached("SELECT COUNT(*) FROM intents").map_err(|e| self.sqlite(e))?;
+        stmt.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as usize).map_err(|e| self.sqlite(e))
+    }
+
+    /// How many intents are `recorded` or `submitted`: what a drain waits on, counted without
+    /// reading the rows.
+    pub fn busy(&self) -> Result<usize, LogError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM intents WHERE state IN ('recorded', 'submitted')")
+            .map_err(|e| self.sqlite(e))?;
+        stmt.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as usize).map_err(|e| self.sqlite(e))
     }
 
     /// Intents not yet terminal, in the order they were recorded.
@@ -589,6 +628,32 @@ mod tests {
         assert_eq!(second.count().unwrap(), 0, "reads go on beside the held write lock");
         holder.execute_batch("ROLLBACK").unwrap();
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The sim's log: every worker that opens the name sees what the others committed, a
+    /// worker's connection going (its crash) loses nothing committed while another keeps the
+    /// name open, and the last one going frees it.
+    #[test]
+    fn an_in_memory_log_is_shared_by_name_and_outlives_a_dropped_connection() {
+        let name = format!("twice-log-memory-{}", std::process::id());
+        let keeper = IntentLog::open_in_memory(&name).unwrap();
+        let mut first = IntentLog::open_in_memory(&name).unwrap();
+        let mut row = transfer("a", 0);
+        row.evidence = Evidence::default();
+        first.record(&row).unwrap();
+        // Mid-transaction work that a crash interrupts is never committed.
+        first.conn.execute_batch("BEGIN IMMEDIATE; UPDATE intents SET state = 'failed'").unwrap();
+        drop(first);
+        let second = IntentLog::open_in_memory(&name).unwrap();
+        let found = second.get("a").unwrap().expect("the committed row outlives the connection");
+        assert_eq!(found.state, State::Recorded, "the open transaction was rolled back");
+        assert_eq!(keeper.count().unwrap(), 1);
+        assert_eq!(second.busy().unwrap(), 1);
+        drop((keeper, second));
+        let fresh = IntentLog::open_in_memory(&name).unwrap();
+        assert_eq!(fresh.count().unwrap(), 0, "the last connection going freed the log");
+        let other = IntentLog::open_in_memory(&format!("{name}-other")).unwrap();
+        assert_eq!(other.count().unwrap(), 0, "another name is another log");
     }
 
     fn transfer(id: &str, nonce: u64) -> Intent {

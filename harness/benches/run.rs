@@ -8,8 +8,8 @@
 //! - **sim, cases per second**: [`GENERATED`] generated cases (seed [`SEED`], the default of
 //!   `twice run`) through [`run::run_cases`], the function `twice run` uses, on [`THREADS`]
 //!   threads and on one: each case runs on its own paused current-thread runtime with the
-//!   fakes and the reference executor in process (a real SQLite log per case), then is
-//!   checked. The cases are generated before the clock starts (generating them is timed
+//!   fakes and the reference executor in process (a real SQLite log per case, in SQLite's
+//!   in-process `memdb`), then is checked. The cases are generated before the clock starts (generating them is timed
 //!   apart). [`SIM_ROUNDS`] rounds, interleaved (two threads, one thread, repeat), after an
 //!   unmeasured warm-up; every round must pass every case and give byte-identical results.
 //! - **sim, end to end**: what `twice run` does with its defaults, in process: load the
@@ -203,13 +203,10 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     let rates = |threads: usize| -> Vec<f64> {
         walls[&threads].iter().map(|w| GENERATED as f64 / w).collect::<Vec<f64>>()
     };
-    // Where the cases' SQLite logs went: sim::case_dir picks a tmpfs when there is one.
-    let state = sim::case_dir(work, &cases[0].scenario, 0);
-    let state = state.parent().unwrap_or(&state).display().to_string();
     let setup = format!(
         "{GENERATED} generated cases (seed {SEED}, as `twice run` makes them) through run::run_cases, \
          each on its own paused current-thread tokio runtime with the fakes and the reference executor in \
-         process (a real SQLite log per case, in {state}), then checked; generating the cases \
+         process (a real SQLite log per case, in SQLite's in-process memdb), then checked; generating the cases \
          ({generate_us:.0} µs each) is not timed. Median of {SIM_ROUNDS} rounds after a warm-up of \
          {WARMUP}; every round passed every case and gave byte-identical results, on either thread count."
     );

@@ -55,6 +55,8 @@ pub enum SetupError {
     UnknownService { scenario: String, service: String },
     #[error("scenario {scenario}: {problem}")]
     Rejected { scenario: String, problem: String },
+    #[error("cannot open the run's intent log: {0}")]
+    Storage(String),
 }
 
 /// Whether workers are told of `service` in this scenario, and its ledger and journal are
@@ -84,9 +86,15 @@ pub fn secrets() -> BTreeMap<String, String> {
 
 /// The address of the chain account, from [`CHAIN_PRIVATE_KEY`].
 pub fn chain_account() -> String {
-    executor::signing::ChainKey::parse(CHAIN_PRIVATE_KEY)
-        .map(|k| k.address().to_string())
-        .expect("CHAIN_PRIVATE_KEY is a valid key (a unit test checks it)")
+    // Derived once: it is an elliptic-curve multiplication, and every run seeds the account.
+    static ACCOUNT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ACCOUNT
+        .get_or_init(|| {
+            executor::signing::ChainKey::parse(CHAIN_PRIVATE_KEY)
+                .map(|k| k.address().to_string())
+                .expect("CHAIN_PRIVATE_KEY is a valid key (a unit test checks it)")
+        })
+        .clone()
 }
 
 /// Sets contracts, seeds what the scenario uses (payment intents, buckets and objects, the

@@ -170,12 +170,7 @@ impl Executor {
             let report = self.pass().await?;
             let progressed = report.sent > 0 || !report.transitions.is_empty();
             transitions.extend(report.transitions);
-            let busy = self
-                .log()
-                .active()?
-                .iter()
-                .filter(|i| matches!(i.state, State::Recorded | State::Submitted))
-                .count();
+            let busy = self.log().busy()?;
             if busy == 0 {
                 return Ok(transitions);
             }

@@ -2,6 +2,8 @@
 //! account's pending nonce, fees) and with which key, what a broadcast's answer means in
 //! geth's words, and the lookup: the receipt of the hash, then the account's nonce.
 
+use std::sync::Mutex;
+
 use serde_json::{Value, json};
 
 use super::{Lookup, WriteOutcome, base, excerpt, lookup_request};
@@ -45,7 +47,19 @@ pub fn chain_key(config: &Config) -> Result<ChainKey, String> {
         .secrets
         .get(CHAIN_PRIVATE_KEY_SECRET)
         .ok_or_else(|| format!("init gave no secret \"{CHAIN_PRIVATE_KEY_SECRET}\""))?;
-    ChainKey::parse(text).map_err(|e| e.to_string())
+    // The last key parsed, kept for the process: deriving its address is an elliptic-curve
+    // multiplication, and every proposal and every pass that signs asks for the key, in every
+    // worker (the simulation starts thousands of them with the same secret).
+    static LAST: Mutex<Option<(String, ChainKey)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((seen, key)) = last.as_ref()
+        && seen == text
+    {
+        return Ok(key.clone());
+    }
+    let key = ChainKey::parse(text).map_err(|e| e.to_string())?;
+    *last = Some((text.clone(), key.clone()));
+    Ok(key)
 }
 
 /// Reads what a transfer from `account` is signed against. The fees leave room for the base

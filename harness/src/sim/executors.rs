@@ -43,6 +43,10 @@ pub struct WorkerSetup {
     /// Starts at 1; a restart after a crash is the next incarnation.
     pub incarnation: u32,
     pub state_dir: PathBuf,
+    /// The run's intent log in this process's memory, for the reference executor
+    /// ([`executor::Executor::open_in_memory`]): the backend keeps it open for the whole
+    /// run, so that it outlives every crash of every worker.
+    pub log_name: String,
     pub services: BTreeMap<String, executor::Service>,
     /// As the protocol's `init.secrets`: `payments_api_key`, `chain_private_key`.
     pub secrets: BTreeMap<String, String>,
@@ -86,10 +90,10 @@ impl SimFactory for Reference {
             transport: setup.transport,
             hooks: Arc::new(executor::world::NoHooks),
         };
-        // NORMAL durability: a sim crash is a dropped process, never a power cut.
+        // In memory: a sim crash is a dropped task, never a power cut, and what it loses is
+        // what it would lose on disk (see `IntentLog::open_in_memory`).
         let executor =
-            executor::Executor::open(config, &setup.state_dir, executor::Durability::Normal, world)
-                .map_err(|e| e.to_string())?;
+            executor::Executor::open_in_memory(config, &setup.log_name, world).map_err(|e| e.to_string())?;
         Ok(Box::new(ReferenceSim(executor)))
     }
 }

@@ -127,6 +127,11 @@ pub struct SimBackend<'a> {
     /// The workers' clock: the same virtual time, without any service's jumps.
     clock: executor::world::TokioClock,
     state_dir: PathBuf,
+    /// The name of the run's intent log in memory, and a connection to it that keeps it
+    /// (and everything workers committed to it) alive across their crashes until the run
+    /// ends.
+    log_name: String,
+    _log: executor::log::IntentLog,
     timeline: Timeline,
 }
 
@@ -164,6 +169,7 @@ impl Backend for SimBackend<'_> {
             worker_id: name.to_string(),
             incarnation,
             state_dir: self.state_dir.clone(),
+            log_name: self.log_name.clone(),
             services: self.services.clone(),
             secrets: setup::secrets(),
             limits: setup::limits_for(self.scenario),
@@ -326,6 +332,10 @@ pub async fn run(
     let (trips_tx, trips_rx) = mpsc::unbounded_channel();
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
     let timeline = Timeline::default();
+    static NEXT_LOG: AtomicU64 = AtomicU64::new(0);
+    let log_name = format!("twice-sim-{}-{}", std::process::id(), NEXT_LOG.fetch_add(1, Ordering::Relaxed));
+    let log = executor::log::IntentLog::open_in_memory(&log_name)
+        .map_err(|e| setup::SetupError::Storage(e.to_string()))?;
     let backend = SimBackend {
         scenario,
         factory,
@@ -341,6 +351,8 @@ pub async fn run(
         base: base.clone(),
         clock: executor::world::TokioClock::starting_at(EPOCH_MS),
         state_dir: work_dir.join("state"),
+        log_name,
+        _log: log,
         timeline: timeline.clone(),
     };
     let world = World { scenario, fakes, clock: Arc::new(base), timeline, settle_ms };
@@ -372,7 +384,9 @@ pub fn run_blocking_timed(
         .build()
         .map_err(|e| RunError::Runtime("simulation", e))?;
     let dir = case_dir(work_dir, scenario, seed);
-    engine::fresh_dir(&dir)?;
+    // Made by whichever executor keeps files there (the reference keeps its log in memory);
+    // emptied first in case a process that had this id before left it behind.
+    let _ = std::fs::remove_dir_all(&dir);
     let observed = runtime.block_on(async {
         let started = tokio::time::Instant::now();
         let observed = run(scenario, seed, factory, &dir).await;
