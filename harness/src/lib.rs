@@ -44,6 +44,7 @@ pub mod pipeline;
 pub mod points;
 pub mod process;
 pub mod run;
+pub mod serve;
 pub mod setup;
 pub mod shrink;
 pub mod sim;

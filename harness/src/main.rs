@@ -1,8 +1,6 @@
 //! `twice`: the command line.
 
-mod serve;
-
-use harness::exit;
+use harness::{exit, serve};
 
 use clap::{Parser, Subcommand};
 
@@ -35,8 +33,13 @@ enum Command {
         #[command(subcommand)]
         command: ReportCommand,
     },
-    /// Start the fake services on loopback with their control API (see docs/faults.md).
+    /// Start the fake services on loopback with their control API, and serve's own endpoint
+    /// for a scenario's world, its steps and the verdict on an application's claims (see
+    /// docs/byo.md).
     Serve(serve::ServeArgs),
+    /// Send an application's claims to a running `twice serve` and write the report of its
+    /// verdict (exit 0: all held, 1: a violation, 2: could not check).
+    Check(serve::CheckArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -61,6 +64,7 @@ fn main() {
         Command::CheckExecutor(args) => finish(harness::cli::check_executor(args)),
         Command::Scenarios { command: ScenariosCommand::List } => finish(harness::cli::list()),
         Command::Report { command: ReportCommand::Merge(args) } => finish(harness::cli::merge(args)),
+        Command::Check(args) => finish(serve::check(args)),
         Command::Serve(args) => args,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {

@@ -149,6 +149,19 @@ pub fn run_case(
 ) -> ScenarioResult {
     let seed = case_seed(run_seed, &case.source, &case.scenario.name);
     let observed = observe(&case.scenario, seed, driver, work_dir);
+    judge(case, run_seed, seed, observed, replay_prefix)
+}
+
+/// Checks what was observed of a case and puts its result together: the verdicts, hazards,
+/// attribution and replay command of [`run_case`], for an observation made by a driver or
+/// (`twice serve`) assembled from an application's claims and the fakes' ledgers.
+pub fn judge(
+    case: &Case,
+    run_seed: u64,
+    seed: u64,
+    observed: Observed,
+    replay_prefix: &str,
+) -> ScenarioResult {
     let verdicts = check::check(&case.scenario, &observed);
     let outcome = if observed.executor_error.is_some() {
         Outcome::ExecutorError
@@ -260,13 +273,25 @@ pub fn results(
     shard: Option<Shard>,
     results: Vec<ScenarioResult>,
 ) -> RunResults {
+    results_of(seed, driver.kind(), driver.describe(), shard, results)
+}
+
+/// As [`results`], for a driver named `driver` (`sim`, `live`, `serve`) and an executor
+/// described as `executor`.
+pub fn results_of(
+    seed: u64,
+    driver: &str,
+    executor: String,
+    shard: Option<Shard>,
+    results: Vec<ScenarioResult>,
+) -> RunResults {
     let totals = Totals::of(&results);
     RunResults {
         schema: RESULTS_SCHEMA.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         seed,
-        driver: driver.kind().into(),
-        executor: driver.describe(),
+        driver: driver.into(),
+        executor,
         shard,
         strict: false,
         totals,

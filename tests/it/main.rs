@@ -6,6 +6,7 @@
 //! from `tests/requirements.txt`, passed in `TWICE_PYTHON`.
 
 mod boundaries;
+mod byo;
 mod executor_crash;
 mod executor_faults;
 mod executor_fencing;

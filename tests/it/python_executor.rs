@@ -32,13 +32,13 @@ const SINGLE_WORKER_CASES: u64 = 40;
 /// Live runs of these tests take turns: each already runs [`JOBS`] cases at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
 
-fn machine() -> MutexGuard<'static, ()> {
+pub(super) fn machine() -> MutexGuard<'static, ()> {
     // A test that failed while holding it leaves nothing half-done behind.
     MACHINE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `$TWICE_PYTHON examples/executors/python/executor.py ARGS...`.
-fn python_executor(args: &[&str]) -> ExecutorCommand {
+pub(super) fn python_executor(args: &[&str]) -> ExecutorCommand {
     let python = std::env::var_os("TWICE_PYTHON").unwrap_or_else(|| {
         panic!(
             "TWICE_PYTHON is not set: the Python executor runs on the SDKs pinned in \
@@ -55,7 +55,7 @@ fn python_executor(args: &[&str]) -> ExecutorCommand {
 }
 
 /// A fresh directory for one test's runs, private to this process.
-fn work_dir(test: &str) -> PathBuf {
+pub(super) fn work_dir(test: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("python-executor-{}", std::process::id()))
         .join(test);

@@ -4,6 +4,7 @@ mod catalog;
 mod conformance;
 mod live;
 mod reports;
+mod serve;
 mod sim;
 
 use std::io::{Read, Write};

@@ -1,0 +1,282 @@
+//! Serve's own control endpoint, beside the fakes' (`docs/byo.md`): a scenario's world on
+//! demand, its steps, the verdict on an application's claims, and a reset of every fake.
+//!
+//! Errors answer `{"error": {"message": ...}}` with 400 (a bad body), 404 (no such route or
+//! step) or 409 (no scenario set up yet); a verdict, violated or not, answers 200.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::claims;
+use super::world::World;
+use crate::run::{self, Case, Source};
+use crate::{check, exit, pipeline};
+
+/// The largest body the endpoint reads: a scenario file or the claims of a large test.
+pub const CONTROL_BODY_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// A client has this long to send a request's headers, and as long again for its body.
+const CONTROL_READ_MS_MAX: u64 = 30_000;
+/// What the replay hint of a verdict starts with: the test reruns against this.
+pub const REPLAY_PREFIX: &str = "twice serve";
+
+/// The control endpoint, listening.
+pub struct ControlServer {
+    pub addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl ControlServer {
+    pub async fn start(world: Arc<World>, addr: SocketAddr) -> std::io::Result<ControlServer> {
+        let socket = TcpListener::bind(addr).await?;
+        let addr = socket.local_addr()?;
+        let (stop, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    _ = stopped.changed() => break,
+                    accepted = socket.accept() => match accepted {
+                        Ok((stream, _)) => {
+                            let world = Arc::clone(&world);
+                            connections.spawn(async move {
+                                let service = service_fn(move |req| {
+                                    let world = Arc::clone(&world);
+                                    async move { Ok::<_, std::convert::Infallible>(handle(&world, req).await) }
+                                });
+                                let _ = http1::Builder::new()
+                                    .timer(TokioTimer::new())
+                                    .header_read_timeout(Duration::from_millis(CONTROL_READ_MS_MAX))
+                                    .serve_connection(TokioIo::new(stream), service)
+                                    .await;
+                            });
+                        }
+                        // Out of descriptors: wait for connections to close, then go on.
+                        Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                    },
+                    Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                }
+            }
+            connections.shutdown().await;
+        });
+        Ok(ControlServer { addr, stop, task })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+fn answer(status: u16, body: &Value) -> Response<Full<Bytes>> {
+    let bytes = serde_json::to_vec_pretty(body).unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(bytes)));
+    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
+    response
+        .headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    response
+}
+
+fn error(status: u16, message: impl Into<String>) -> Response<Full<Bytes>> {
+    answer(status, &json!({"error": {"message": message.into()}}))
+}
+
+async fn handle(world: &World, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let read = tokio::time::timeout(
+        Duration::from_millis(CONTROL_READ_MS_MAX),
+        Limited::new(body, CONTROL_BODY_BYTES_MAX).collect(),
+    )
+    .await;
+    let body = match read {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(_)) => return error(413, format!("the body is larger than {CONTROL_BODY_BYTES_MAX} bytes")),
+        Err(_) => return error(408, format!("the body did not arrive within {CONTROL_READ_MS_MAX} ms")),
+    };
+    let path = parts.uri.path().trim_end_matches('/');
+    let query = parts.uri.query().unwrap_or("");
+    let method = parts.method.as_str();
+    match (method, path) {
+        ("GET", "/__twice") | ("GET", "/__twice/health") => {
+            answer(200, &json!({"service": "serve", "ok": true, "urls": world.urls()}))
+        }
+        ("GET", "/__twice/urls") => answer(200, &json!(world.urls())),
+        ("GET", "/__twice/scenario") => match describe(world) {
+            Some(described) => answer(200, &described),
+            None => error(409, "no scenario is set up: POST /__twice/scenario first"),
+        },
+        ("POST", "/__twice/scenario") => set_scenario(world, &body),
+        ("POST", "/__twice/reset") => {
+            world.reset();
+            answer(200, &json!({"reset": true}))
+        }
+        ("POST", "/__twice/check") => check_claims(world, &body),
+        ("GET", "/__twice/steps") => match describe(world) {
+            Some(described) => answer(200, &described["steps"]),
+            None => error(409, "no scenario is set up: POST /__twice/scenario first"),
+        },
+        (_, p) if p.starts_with("/__twice/steps/") => {
+            let rest = &p["/__twice/steps/".len()..];
+            let (index, done) = match rest.strip_suffix("/done") {
+                Some(index) => (index, true),
+                None => (rest, false),
+            };
+            let Ok(index) = index.parse::<usize>() else {
+                return error(404, format!("no step \"{index}\": steps are numbered from 0"));
+            };
+            match (method, done) {
+                ("POST", true) => match world.done(index) {
+                    Ok(step) => answer(200, &json!(step)),
+                    Err(e) => error(if e.starts_with("no step") { 404 } else { 409 }, e),
+                },
+                ("GET", false) => {
+                    let wait_ms = match wait_ms(query) {
+                        Ok(ms) => ms,
+                        Err(e) => return error(400, e),
+                    };
+                    match world.wait(index, wait_ms).await {
+                        Ok(step) => answer(200, &json!(step)),
+                        Err(e) => error(if e.starts_with("no step") { 404 } else { 409 }, e),
+                    }
+                }
+                _ => error(404, format!("no control route {method} {p}; see docs/byo.md")),
+            }
+        }
+        _ => error(404, format!("no control route {method} {path}; see docs/byo.md")),
+    }
+}
+
+/// `wait_ms=N` from a query; 0 without one.
+fn wait_ms(query: &str) -> Result<u64, String> {
+    let mut wait_ms = 0;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("wait_ms", value) => {
+                wait_ms = value
+                    .parse()
+                    .map_err(|_| format!("wait_ms: \"{value}\" is not a number of milliseconds"))?;
+            }
+            (other, _) => return Err(format!("unknown query parameter \"{other}\" (only wait_ms)")),
+        }
+    }
+    Ok(wait_ms)
+}
+
+/// The body of `POST /__twice/scenario`: one of a catalog name, a file on serve's machine,
+/// or a scenario's TOML text.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetScenario {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    file: Option<String>,
+    #[serde(default)]
+    toml: Option<String>,
+}
+
+fn set_scenario(world: &World, body: &[u8]) -> Response<Full<Bytes>> {
+    let asked: SetScenario = match serde_json::from_slice(body) {
+        Ok(asked) => asked,
+        Err(e) => {
+            return error(
+                400,
+                format!("expected {{\"name\": CATALOG_NAME}}, {{\"file\": PATH}} or {{\"toml\": TEXT}}: {e}"),
+            );
+        }
+    };
+    let case = match (asked.name, asked.file, asked.toml) {
+        (Some(name), None, None) => pipeline::load(&name).map_err(|e| format!("{e:#}")),
+        (None, Some(file), None) => pipeline::load(&file).map_err(|e| format!("{e:#}")),
+        (None, None, Some(text)) => scenarios::parse_scenario(&text, "the posted TOML")
+            .map(|scenario| Case { scenario, source: Source::File { path: "the posted TOML".into() } })
+            .map_err(|e| e.to_string()),
+        _ => Err("give exactly one of \"name\", \"file\" and \"toml\"".to_string()),
+    };
+    let case = match case {
+        Ok(case) => case,
+        Err(e) => return error(400, e),
+    };
+    if let Err(e) = world.set(case) {
+        return error(400, e.to_string());
+    }
+    match describe(world) {
+        Some(described) => answer(200, &described),
+        None => error(409, "the scenario was reset meanwhile"),
+    }
+}
+
+/// The scenario set up, its steps and the URLs: what `GET /__twice/scenario` answers.
+pub fn describe(world: &World) -> Option<Value> {
+    let guard = world.lock();
+    let current = guard.as_ref()?;
+    let scenario = &current.case.scenario;
+    let test_steps = current.steps.iter().filter(|s| s.by == super::world::By::Test).count();
+    Some(json!({
+        "name": scenario.name,
+        "seed": world.seed,
+        "urls": world.urls(),
+        // What an executor is told in the protocol's `init`: each used service's contract
+        // (its terms decide what is safe) and the limits the scenario's timing assumes.
+        "contracts": crate::setup::contracts(scenario, &world.fakes),
+        "limits": crate::setup::limits_for(scenario),
+        "intents": scenario.intents,
+        "expect": scenario.expect,
+        "steps": current.steps,
+        "test_steps": test_steps,
+        "scenario": scenario,
+    }))
+}
+
+/// `POST /__twice/check`: the verdict on the application's claims.
+fn check_claims(world: &World, body: &[u8]) -> Response<Full<Bytes>> {
+    let guard = world.lock();
+    let Some(current) = guard.as_ref() else {
+        return error(409, "no scenario is set up: POST /__twice/scenario first");
+    };
+    let parsed = match claims::parse(body, &current.case.scenario) {
+        Ok(parsed) => parsed,
+        Err(e) => return error(400, e),
+    };
+    let observed = world.observed(current, parsed);
+    let case = Case { scenario: current.case.scenario.clone(), source: current.case.source.clone() };
+    drop(guard);
+    let result = run::judge(&case, world.seed, world.seed, observed, REPLAY_PREFIX);
+    let results = run::results_of(world.seed, "serve", "an application (claims)".into(), None, vec![result]);
+    let code = if results.failed() { exit::VIOLATION } else { exit::OK };
+    let held = check::all_held(&results.results[0].verdicts);
+    answer(
+        200,
+        &json!({
+            "exit_code": code,
+            "held": held,
+            "summary": run::summary(&results),
+            "results": results,
+        }),
+    )
+}
+
+/// The URLs serve writes to `--urls-file`: each service's, and `control` for serve's own.
+pub fn urls_json(urls: &BTreeMap<String, String>) -> String {
+    serde_json::to_string_pretty(urls).unwrap_or_default() + "\n"
+}

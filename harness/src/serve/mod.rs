@@ -1,0 +1,235 @@
+//! `twice serve`: the fakes on loopback with their control API, and serve's own control
+//! endpoint (a scenario's world on demand, its steps, the verdict on an application's
+//! claims, a reset of every fake), until Ctrl-C or SIGTERM. `docs/byo.md` is the user's view.
+
+pub mod claims;
+pub mod control;
+pub mod world;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use fake_services::{Fakes, Listener, Server, TokioClock};
+
+use control::ControlServer;
+use world::{StepTap, World};
+
+/// Options of `twice serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Loopback unless given: the control API has no authentication.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    pub bind: IpAddr,
+    /// Port for the payments fake (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub payments_port: u16,
+    /// Port for the workspaces fake (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub workspaces_port: u16,
+    /// Port for the files fake (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub files_port: u16,
+    /// Port for the chain fake (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub chain_port: u16,
+    /// Port for serve's own control endpoint: scenario, steps, check, reset (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub control_port: u16,
+    /// Also write the base URLs as JSON to this file ({"payments": "http://...", ...,
+    /// "control": "http://..."}), once every listener is up: a test can wait for the file.
+    #[arg(long, value_name = "PATH")]
+    pub urls_file: Option<PathBuf>,
+    /// Seed for every random choice the fakes make (ids, fault probabilities).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Set up this scenario's world at start (a catalog name or a scenario file), as
+    /// `POST /__twice/scenario` does.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub scenario: Option<String>,
+}
+
+impl ServeArgs {
+    /// The port asked for `service`.
+    pub fn port(&self, service: &str) -> u16 {
+        match service {
+            "payments" => self.payments_port,
+            "workspaces" => self.workspaces_port,
+            "files" => self.files_port,
+            "chain" => self.chain_port,
+            _ => 0,
+        }
+    }
+}
+
+/// Serve, listening.
+pub struct Served {
+    pub world: Arc<World>,
+    servers: Vec<Server>,
+    control: ControlServer,
+}
+
+impl Served {
+    /// Base URL per service, and `control`.
+    pub fn urls(&self) -> BTreeMap<String, String> {
+        self.world.urls()
+    }
+
+    pub async fn stop(self) {
+        for server in self.servers {
+            server.stop().await;
+        }
+        self.control.stop().await;
+    }
+}
+
+/// Starts every fake and the control endpoint as `args` say, sets up `--scenario` if given,
+/// and writes `--urls-file`.
+pub async fn start(args: &ServeArgs) -> anyhow::Result<Served> {
+    let scenario = match &args.scenario {
+        Some(name) => Some(crate::pipeline::load(name)?),
+        None => None,
+    };
+    let base: Arc<dyn fake_services::Clock> = Arc::new(TokioClock::from_wall_clock());
+    let fakes = Fakes::new(Arc::clone(&base), args.seed);
+    let world = Arc::new(World::new(fakes.clone(), base, args.seed));
+    let tap: Arc<dyn fake_services::Tap> = Arc::new(StepTap(Arc::clone(&world)));
+    let mut servers = Vec::new();
+    for fake in fakes.all() {
+        let addr = SocketAddr::new(args.bind, args.port(fake.name()));
+        let flag = format!("--{}-port", fake.name());
+        let listener = Listener { origin: None, tap: Some(Arc::clone(&tap)) };
+        let server = Server::start_with(fake, addr, listener)
+            .await
+            .with_context(|| format!("cannot listen on {addr}; pick another {flag} or --bind address"))?;
+        servers.push(server);
+    }
+    let addr = SocketAddr::new(args.bind, args.control_port);
+    let control = ControlServer::start(Arc::clone(&world), addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}; pick another --control-port or --bind address"))?;
+    {
+        let mut urls = world.urls.lock().unwrap_or_else(|p| p.into_inner());
+        for server in &servers {
+            urls.insert(server.name().to_string(), server.url());
+        }
+        urls.insert("control".into(), control.url());
+    }
+    if let Some(case) = scenario {
+        world.set(case)?;
+    }
+    if let Some(path) = &args.urls_file {
+        // Written whole under another name, then renamed: a test polling for the file never
+        // reads half of it.
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, control::urls_json(&world.urls()))
+            .with_context(|| format!("cannot write {}", partial.display()))?;
+        std::fs::rename(&partial, path).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(Served { world, servers, control })
+}
+
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let served = start(&args).await?;
+    println!("twice serve: fakes listening (seed {}); Ctrl-C to stop", args.seed);
+    for (name, url) in served.urls() {
+        let control =
+            if name == "control" { "scenario, steps, check, reset" } else { "control: URL/__twice/" };
+        println!("  {name:<11} {url}   {control}");
+    }
+    if let Some(current) = served.world.lock().as_ref() {
+        let steps = current.steps.len();
+        println!(
+            "  scenario    {} ({} intents, {steps} steps)",
+            current.case.scenario.name,
+            current.case.scenario.intents.len()
+        );
+    }
+    if !args.bind.is_loopback() {
+        eprintln!(
+            "warning: listening on {} — anyone who can reach it can add faults and read ledgers",
+            args.bind
+        );
+    }
+    wait_for_stop().await?;
+    served.stop().await;
+    println!("twice serve: stopped");
+    Ok(())
+}
+
+async fn wait_for_stop() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("cannot watch Ctrl-C")?,
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}
+
+/// Options of `twice check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The URLs file `twice serve --urls-file` wrote (its `control` entry is where the
+    /// claims go).
+    #[arg(long, value_name = "PATH")]
+    pub urls_file: PathBuf,
+    /// The application's claims: {"claims": [{"id", "action", "state", ...}]} (docs/byo.md).
+    #[arg(long, value_name = "PATH")]
+    pub claims: PathBuf,
+    /// Where the report files go.
+    #[arg(long, default_value = "twice-report")]
+    pub report_dir: PathBuf,
+}
+
+/// How long `twice check` waits for serve's verdict.
+pub const CHECK_MS_MAX: u64 = 60_000;
+
+/// `twice check`: posts the claims to a running serve, writes the report files of its
+/// verdict, and exits as `twice run` does (0 held, 1 violated, 2 could not check).
+pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
+    use executor::world::{HttpRequest, HttpTransport, Transport};
+    let started = std::time::Instant::now();
+    let text = std::fs::read_to_string(&args.urls_file)
+        .with_context(|| format!("cannot read {}", args.urls_file.display()))?;
+    let urls: BTreeMap<String, String> = serde_json::from_str(&text).with_context(|| {
+        format!("{}: expected the JSON object twice serve --urls-file writes", args.urls_file.display())
+    })?;
+    let control = urls.get("control").with_context(|| {
+        format!(
+            "{}: no \"control\" URL; write it with a twice serve of this version",
+            args.urls_file.display()
+        )
+    })?;
+    let body =
+        std::fs::read(&args.claims).with_context(|| format!("cannot read {}", args.claims.display()))?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let request = HttpRequest {
+        method: "POST",
+        url: format!("{control}/__twice/check"),
+        headers: vec![("content-type".into(), "application/json".into())],
+        body,
+        timeout_ms: CHECK_MS_MAX,
+    };
+    let answer = runtime
+        .block_on(HttpTransport.send(request))
+        .map_err(|e| anyhow::anyhow!("no verdict from twice serve at {control}: {e}"))?;
+    let value: serde_json::Value = serde_json::from_slice(&answer.body)
+        .with_context(|| format!("twice serve at {control} answered {} with no JSON", answer.status))?;
+    if answer.status != 200 {
+        let message = value["error"]["message"].as_str().unwrap_or("no message");
+        anyhow::bail!("{}: {message}", args.claims.display());
+    }
+    let results: reports::model::RunResults = serde_json::from_value(value["results"].clone())
+        .context("twice serve's verdict is not in this version's results shape")?;
+    crate::pipeline::report(&results, &args.report_dir)?;
+    print!("{}", crate::run::summary(&results));
+    println!(
+        "report: {} (results.json, summary.md, junit.xml, report.html; {:.1} s)",
+        args.report_dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(if results.failed() { crate::exit::VIOLATION } else { crate::exit::OK })
+}

@@ -1,0 +1,313 @@
+//! `twice serve` as a test suite uses it: a scenario's world on demand, its steps, the
+//! verdict on an application's claims, a reset, every port flag, and `twice check` from the
+//! shell. Real sockets and a real child process; the "application" is this test, making the
+//! requests an app's SDK would.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use executor::world::{HttpRequest, HttpResponse, HttpTransport, Transport};
+use harness::serve::{self, ServeArgs};
+use serde_json::{Value, json};
+
+use super::{read_urls, twice, wait_bounded};
+
+const REQUEST_MS_MAX: u64 = 30_000;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn args() -> ServeArgs {
+    ServeArgs {
+        bind: "127.0.0.1".parse().unwrap(),
+        payments_port: 0,
+        workspaces_port: 0,
+        files_port: 0,
+        chain_port: 0,
+        control_port: 0,
+        urls_file: None,
+        seed: 3,
+        scenario: None,
+    }
+}
+
+async fn call(method: &'static str, url: String, body: Value) -> HttpResponse {
+    let body = if body.is_null() { vec![] } else { serde_json::to_vec(&body).unwrap() };
+    HttpTransport
+        .send(HttpRequest { method, url, headers: vec![], body, timeout_ms: REQUEST_MS_MAX })
+        .await
+        .unwrap()
+}
+
+async fn json_of(method: &'static str, url: String, body: Value) -> (u16, Value) {
+    let answer = call(method, url, body).await;
+    (answer.status, serde_json::from_slice(&answer.body).unwrap_or(Value::Null))
+}
+
+/// A refund as stripe-python sends it.
+fn refund(payments: &str, payment_intent: &str, amount: u64, key: &str) -> HttpRequest {
+    HttpRequest {
+        method: "POST",
+        url: format!("{payments}/v1/refunds"),
+        headers: vec![
+            ("authorization".into(), "Bearer sk_test_twice".into()),
+            ("content-type".into(), "application/x-www-form-urlencoded".into()),
+            ("idempotency-key".into(), key.into()),
+        ],
+        body: format!("payment_intent={payment_intent}&amount={amount}").into_bytes(),
+        timeout_ms: REQUEST_MS_MAX,
+    }
+}
+
+fn claims(id: &str, state: &str) -> Value {
+    json!({"claims": [{"id": id, "action": "payments.refund", "state": state, "attempts": 1}]})
+}
+
+#[test]
+fn a_scenario_is_set_up_by_name_and_describes_its_intents_contracts_and_steps() {
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        let control = served.urls()["control"].clone();
+        let (status, body) = json_of("GET", format!("{control}/__twice/scenario"), Value::Null).await;
+        assert_eq!(status, 409, "nothing set up yet: {body}");
+
+        let set = json!({"name": "crash_while_refund_in_flight"});
+        let (status, body) = json_of("POST", format!("{control}/__twice/scenario"), set).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["intents"][0]["id"], "refund-2207");
+        assert_eq!(body["expect"]["refund-2207"], "confirmed");
+        assert_eq!(body["contracts"]["payments"]["key_retention_ms"], 2000);
+        assert!(body["limits"]["request_timeout_ms"].as_u64().is_some(), "{body}");
+        let step = &body["steps"][0];
+        assert_eq!((step["do"].as_str(), step["by"].as_str()), (Some("crash"), Some("test")));
+        assert_eq!(step["at"]["path"], "/v1/refunds");
+        assert_eq!(step["progress"], "pending");
+        assert!(step["how"].as_str().unwrap().contains("SIGKILL"), "{step}");
+
+        let (status, body) =
+            json_of("POST", format!("{control}/__twice/scenario"), json!({"name": "lost_refund_reply_x"})).await;
+        assert_eq!(status, 400);
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("did you mean \"lost_refund_reply\""), "{message}");
+        let (status, body) =
+            json_of("POST", format!("{control}/__twice/scenario"), json!({"name": "a", "toml": "b"})).await;
+        assert_eq!(status, 400, "{body}");
+        let toml = "name = \"bad\"\n[[intents]]\nid = \"r1\"\naction = \"payments.refund\"\nparams = { amount = 1 }\n";
+        let (status, body) = json_of("POST", format!("{control}/__twice/scenario"), json!({"toml": toml})).await;
+        assert_eq!(status, 400);
+        assert!(body["error"]["message"].as_str().unwrap().contains("payment_intent"), "{body}");
+        served.stop().await;
+    });
+}
+
+/// A crash step: the request that reaches the point is held, the test learns it is reached,
+/// does what it must to its app, says it is done, and the request goes on to its answer.
+#[test]
+fn a_test_step_holds_its_request_until_the_test_says_it_is_done() {
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        let urls = served.urls();
+        let (control, payments) = (urls["control"].clone(), urls["payments"].clone());
+        let set = json!({"name": "crash_while_refund_in_flight"});
+        assert_eq!(json_of("POST", format!("{control}/__twice/scenario"), set).await.0, 200);
+
+        let (status, step) =
+            json_of("GET", format!("{control}/__twice/steps/0?wait_ms=50"), Value::Null).await;
+        assert_eq!(
+            (status, step["progress"].as_str()),
+            (200, Some("pending")),
+            "not reached within the wait"
+        );
+        let sent = tokio::spawn(HttpTransport.send(refund(&payments, "pi_2207", 800, "k-1")));
+        let (_, step) = json_of("GET", format!("{control}/__twice/steps/0?wait_ms=20000"), Value::Null).await;
+        assert_eq!(step["progress"], "reached", "{step}");
+        assert_eq!(step["request"], "POST /v1/refunds at payments");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!sent.is_finished(), "the request is held while the test acts");
+        let (status, step) = json_of("POST", format!("{control}/__twice/steps/0/done"), Value::Null).await;
+        assert_eq!((status, step["progress"].as_str()), (200, Some("done")));
+        let answer =
+            tokio::time::timeout(Duration::from_millis(REQUEST_MS_MAX), sent).await.unwrap().unwrap();
+        assert_eq!(answer.unwrap().status, 200, "the held request goes on to its answer");
+
+        let (status, body) = json_of("GET", format!("{control}/__twice/steps/7"), Value::Null).await;
+        assert_eq!(status, 404, "{body}");
+        let (status, body) = json_of("GET", format!("{control}/__twice/steps/0?wait=1"), Value::Null).await;
+        assert_eq!(status, 400, "{body}");
+        served.stop().await;
+    });
+}
+
+#[test]
+fn check_answers_the_verdict_in_its_own_words_and_refuses_bad_claims_with_the_field() {
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        let urls = served.urls();
+        let (control, payments) = (urls["control"].clone(), urls["payments"].clone());
+        assert_eq!(
+            json_of("POST", format!("{control}/__twice/check"), claims("refund-4812", "failed")).await.0,
+            409
+        );
+        let set = json!({"name": "lost_refund_reply"});
+        assert_eq!(json_of("POST", format!("{control}/__twice/scenario"), set).await.0, 200);
+
+        // The app's first send commits and loses its reply (the scenario's fault); a retry
+        // under the same key replays the refund.
+        assert!(HttpTransport.send(refund(&payments, "pi_4812", 5000, "k-1")).await.is_err());
+        assert_eq!(HttpTransport.send(refund(&payments, "pi_4812", 5000, "k-1")).await.unwrap().status, 200);
+
+        let (status, verdict) =
+            json_of("POST", format!("{control}/__twice/check"), claims("refund-4812", "confirmed")).await;
+        assert_eq!(status, 200, "{verdict}");
+        assert_eq!(
+            (verdict["exit_code"].as_i64(), verdict["held"].as_bool()),
+            (Some(0), Some(true)),
+            "{verdict}"
+        );
+        let result = &verdict["results"]["results"][0];
+        assert_eq!(result["intents"][0]["effects"].as_array().unwrap().len(), 1, "{result}");
+
+        let (_, verdict) =
+            json_of("POST", format!("{control}/__twice/check"), claims("refund-4812", "failed")).await;
+        assert_eq!(verdict["exit_code"], 1);
+        let summary = verdict["summary"].as_str().unwrap();
+        assert!(
+            summary
+                .contains("honest-terminal-states: refund-4812 claims failed, but the ledger has payments"),
+            "{summary}"
+        );
+        assert!(summary.contains("replay: twice serve --scenario lost_refund_reply"), "{summary}");
+
+        let (status, body) =
+            json_of("POST", format!("{control}/__twice/check"), claims("refund-9", "failed")).await;
+        assert_eq!(status, 400);
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("claims[0].id: \"refund-9\" is not an intent of scenario lost_refund_reply"),
+            "{message}"
+        );
+        served.stop().await;
+    });
+}
+
+#[test]
+fn reset_forgets_the_scenario_and_every_ledger() {
+    runtime().block_on(async {
+        let served =
+            serve::start(&ServeArgs { scenario: Some("lost_refund_reply".into()), ..args() }).await.unwrap();
+        let urls = served.urls();
+        let (control, payments) = (urls["control"].clone(), urls["payments"].clone());
+        assert_eq!(json_of("GET", format!("{control}/__twice/scenario"), Value::Null).await.0, 200);
+        let _ = HttpTransport.send(refund(&payments, "pi_4812", 5000, "k-1")).await;
+        let (_, ledger) = json_of("GET", format!("{payments}/__twice/ledger"), Value::Null).await;
+        assert_eq!(ledger["effects"].as_array().unwrap().len(), 1);
+
+        let (status, _) = json_of("POST", format!("{control}/__twice/reset"), Value::Null).await;
+        assert_eq!(status, 200);
+        let (_, ledger) = json_of("GET", format!("{payments}/__twice/ledger"), Value::Null).await;
+        assert_eq!(ledger["effects"], json!([]), "every ledger is empty");
+        let (_, rules) = json_of("GET", format!("{payments}/__twice/rules"), Value::Null).await;
+        assert_eq!(rules["rules"], json!([]), "every rule is gone");
+        assert_eq!(json_of("GET", format!("{control}/__twice/scenario"), Value::Null).await.0, 409);
+        served.stop().await;
+    });
+}
+
+/// Each port flag binds its own listener, and only its own.
+#[test]
+fn each_port_flag_binds_its_service_and_no_other() {
+    for service in ["payments", "workspaces", "files", "chain", "control"] {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        let dir = std::env::temp_dir().join(format!("twice-serve-port-{}-{service}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let urls_file = dir.join("urls.json");
+        let _ = std::fs::remove_file(&urls_file);
+        let mut child = twice()
+            .args(["serve", &format!("--{service}-port"), &port.to_string(), "--urls-file"])
+            .arg(&urls_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let urls = read_urls(&urls_file, &mut child);
+        let urls: BTreeMap<String, String> = serde_json::from_value(urls).unwrap();
+        assert_eq!(urls[service], format!("http://127.0.0.1:{port}"), "{urls:?}");
+        let others: Vec<&String> =
+            urls.iter().filter(|(name, _)| *name != service).map(|(_, url)| url).collect();
+        assert_eq!(others.len(), 4, "{urls:?}");
+        assert!(others.iter().all(|url| !url.ends_with(&format!(":{port}"))), "{urls:?}");
+        let _ = child.kill();
+        let _ = wait_bounded(&mut child);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// `twice check` from the shell: the report files, and `twice run`'s exit codes.
+#[test]
+fn twice_check_writes_the_report_and_exits_as_run_does() {
+    let dir = std::env::temp_dir().join(format!("twice-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let urls_file = dir.join("urls.json");
+    let started = Instant::now();
+    let mut child = twice()
+        .args(["serve", "--scenario", "lost_refund_reply", "--urls-file"])
+        .arg(&urls_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let urls = read_urls(&urls_file, &mut child);
+    println!("serve ready after {} ms", started.elapsed().as_millis());
+    let payments = urls["payments"].as_str().unwrap().to_string();
+    runtime().block_on(async {
+        let _ = HttpTransport.send(refund(&payments, "pi_4812", 5000, "k-1")).await;
+    });
+    let check = |claims: &Value, name: &str| {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_vec(claims).unwrap()).unwrap();
+        let report = dir.join(name);
+        let out = twice()
+            .args(["check", "--urls-file"])
+            .arg(&urls_file)
+            .arg("--claims")
+            .arg(&path)
+            .arg("--report-dir")
+            .arg(&report)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            report,
+        )
+    };
+    let (code, stdout, _, report) = check(&claims("refund-4812", "confirmed"), "honest");
+    assert_eq!(code, Some(0), "{stdout}");
+    for file in ["results.json", "summary.md", "junit.xml", "report.html"] {
+        assert!(report.join(file).is_file(), "{file} written");
+    }
+    let (code, stdout, _, report) = check(&claims("refund-4812", "failed"), "lying");
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("honest-terminal-states"), "{stdout}");
+    let junit = std::fs::read_to_string(report.join("junit.xml")).unwrap();
+    assert!(junit.contains("<failure"), "{junit}");
+    let (code, _, stderr, _) = check(
+        &json!({"claims": [{"id": "refund-4812", "action": "payments.refund", "state": "done"}]}),
+        "bad",
+    );
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("claims[0].state: \"done\" is not a state"), "{stderr}");
+
+    let _ = child.kill();
+    let _ = wait_bounded(&mut child);
+    let mut stderr = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
