@@ -116,54 +116,83 @@ async fn handle(world: &World, req: Request<Incoming>) -> Response<Full<Bytes>> 
     let path = parts.uri.path().trim_end_matches('/');
     let query = parts.uri.query().unwrap_or("");
     let method = parts.method.as_str();
-    match (method, path) {
-        ("GET", "/__twice") | ("GET", "/__twice/health") => {
-            answer(200, &json!({"service": "serve", "ok": true, "urls": world.urls()}))
-        }
-        ("GET", "/__twice/urls") => answer(200, &json!(world.urls())),
-        ("GET", "/__twice/scenario") => match describe(world) {
-            Some(described) => answer(200, &described),
-            None => error(409, "no scenario is set up: POST /__twice/scenario first"),
-        },
-        ("POST", "/__twice/scenario") => set_scenario(world, &body),
-        ("POST", "/__twice/reset") => {
+    let Some((route, index)) = route(method, path) else {
+        return error(404, format!("no control route {method} {path}; see docs/byo.md"));
+    };
+    let no_scenario = || error(409, "no scenario is set up: POST /__twice/scenario first");
+    let step_error = |e: String| error(if e.starts_with("no step") { 404 } else { 409 }, e);
+    match route {
+        Route::Health => answer(200, &json!({"service": "serve", "ok": true, "urls": world.urls()})),
+        Route::Urls => answer(200, &json!(world.urls())),
+        Route::GetScenario => describe(world).map_or_else(no_scenario, |d| answer(200, &d)),
+        Route::SetScenario => set_scenario(world, &body),
+        Route::Reset => {
             world.reset();
             answer(200, &json!({"reset": true}))
         }
-        ("POST", "/__twice/check") => check_claims(world, &body),
-        ("GET", "/__twice/steps") => match describe(world) {
-            Some(described) => answer(200, &described["steps"]),
-            None => error(409, "no scenario is set up: POST /__twice/scenario first"),
+        Route::Check => check_claims(world, &body),
+        Route::Steps => describe(world).map_or_else(no_scenario, |d| answer(200, &d["steps"])),
+        Route::WaitStep => match wait_ms(query) {
+            Err(e) => error(400, e),
+            Ok(wait_ms) => match world.wait(index, wait_ms).await {
+                Ok(step) => answer(200, &json!(step)),
+                Err(e) => step_error(e),
+            },
         },
-        (_, p) if p.starts_with("/__twice/steps/") => {
-            let rest = &p["/__twice/steps/".len()..];
-            let (index, done) = match rest.strip_suffix("/done") {
-                Some(index) => (index, true),
-                None => (rest, false),
-            };
-            let Ok(index) = index.parse::<usize>() else {
-                return error(404, format!("no step \"{index}\": steps are numbered from 0"));
-            };
-            match (method, done) {
-                ("POST", true) => match world.done(index) {
-                    Ok(step) => answer(200, &json!(step)),
-                    Err(e) => error(if e.starts_with("no step") { 404 } else { 409 }, e),
-                },
-                ("GET", false) => {
-                    let wait_ms = match wait_ms(query) {
-                        Ok(ms) => ms,
-                        Err(e) => return error(400, e),
-                    };
-                    match world.wait(index, wait_ms).await {
-                        Ok(step) => answer(200, &json!(step)),
-                        Err(e) => error(if e.starts_with("no step") { 404 } else { 409 }, e),
-                    }
-                }
-                _ => error(404, format!("no control route {method} {p}; see docs/byo.md")),
+        Route::StepDone => match world.done(index) {
+            Ok(step) => answer(200, &json!(step)),
+            Err(e) => step_error(e),
+        },
+    }
+}
+
+/// What a control request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Health,
+    Urls,
+    GetScenario,
+    SetScenario,
+    Reset,
+    Check,
+    Steps,
+    WaitStep,
+    StepDone,
+}
+
+/// Every route of the control endpoint: method, path (`{n}` is a step's number) and what it
+/// asks for. The router reads this table and nothing else, so `docs/openapi/serve.json`,
+/// which a test compares with it, lists exactly what is served.
+pub const ROUTES: &[(&str, &str, Route)] = &[
+    ("GET", "/__twice", Route::Health),
+    ("GET", "/__twice/health", Route::Health),
+    ("GET", "/__twice/urls", Route::Urls),
+    ("GET", "/__twice/scenario", Route::GetScenario),
+    ("POST", "/__twice/scenario", Route::SetScenario),
+    ("POST", "/__twice/reset", Route::Reset),
+    ("POST", "/__twice/check", Route::Check),
+    ("GET", "/__twice/steps", Route::Steps),
+    ("GET", "/__twice/steps/{n}", Route::WaitStep),
+    ("POST", "/__twice/steps/{n}/done", Route::StepDone),
+];
+
+/// The route `method` and `path` ask for, with the step number where the path has one.
+pub fn route(method: &str, path: &str) -> Option<(Route, usize)> {
+    ROUTES.iter().find_map(|(m, pattern, route)| {
+        if *m != method {
+            return None;
+        }
+        match pattern.split_once("{n}") {
+            None => (*pattern == path).then_some((*route, 0)),
+            Some((before, after)) => {
+                let n = path.strip_prefix(before)?.strip_suffix(after)?;
+                // Digits only: "1/done" is another route's, "x" no step at all.
+                (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| n.parse().ok().map(|n| (*route, n)))
+                    .flatten()
             }
         }
-        _ => error(404, format!("no control route {method} {path}; see docs/byo.md")),
-    }
+    })
 }
 
 /// `wait_ms=N` from a query; 0 without one.

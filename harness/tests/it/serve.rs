@@ -311,3 +311,31 @@ fn twice_check_writes_the_report_and_exits_as_run_does() {
     let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The OpenAPI document of serve's endpoint lists exactly the routes the router serves (the
+/// router reads `control::ROUTES` and nothing else), each with its answers described.
+#[test]
+fn the_openapi_document_lists_exactly_the_routes_serve_answers() {
+    use harness::serve::control::{ROUTES, route};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi/serve.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(doc["openapi"], "3.0.3");
+    let mut documented = std::collections::BTreeSet::new();
+    for (path, operations) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in operations.as_object().unwrap() {
+            assert!(operation["summary"].is_string(), "{method} {path} has a summary");
+            assert!(!operation["responses"].as_object().unwrap().is_empty(), "{method} {path} has responses");
+            documented.insert((method.to_ascii_uppercase(), path.clone()));
+        }
+    }
+    let served: std::collections::BTreeSet<(String, String)> =
+        ROUTES.iter().map(|(m, p, _)| (m.to_string(), p.to_string())).collect();
+    assert_eq!(documented, served, "docs/openapi/serve.json and control::ROUTES differ");
+    // And the router answers each of them, with a step number where the path takes one.
+    for (method, pattern, expected) in ROUTES {
+        let concrete = pattern.replace("{n}", "3");
+        assert_eq!(route(method, &concrete).map(|(r, _)| r), Some(*expected), "{method} {concrete}");
+    }
+    assert_eq!(route("GET", "/__twice/steps/3/done"), None, "done is a POST");
+    assert_eq!(route("GET", "/__twice/steps/x"), None);
+}
