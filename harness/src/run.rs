@@ -305,8 +305,9 @@ pub fn results_of(
 pub fn summary(run: &RunResults) -> String {
     let t = &run.totals;
     let mut out = format!(
-        "twice: {} scenarios against {} (seed {}): {} passed, {} violated, {} executor errors, {} hazards{}\n",
+        "twice: {} scenario{} against {} (seed {}): {} passed, {} violated, {} executor errors, {} hazards{}\n",
         t.scenarios,
+        if t.scenarios == 1 { "" } else { "s" },
         run.executor,
         run.seed,
         t.passed,

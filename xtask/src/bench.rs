@@ -79,6 +79,15 @@ pub(crate) const BENCHES: &[Bench] = &[
                 complexity is stated as the exponent b in cost ~ size^b.",
     },
     Bench {
+        package: "harness",
+        target: "serve",
+        about: "`twice serve` as a test suite meets it: the release binary from spawn to ready (its URLs \
+                file written, every fake and the control endpoint listening), and on a running serve one \
+                scenario set up and one verdict asked for (`POST /__twice/scenario`, then `POST \
+                /__twice/check`) over loopback, and a reset. Target: a start well under a second, so that a \
+                serve per test is affordable.",
+    },
+    Bench {
         package: "twice-tests",
         target: "search",
         about: "Search power: for each mutant executor of the failure-mode list (one deliberate bug each, \
