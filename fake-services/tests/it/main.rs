@@ -7,4 +7,5 @@ mod client;
 mod control;
 mod faults;
 mod files;
+mod payment_intents;
 mod props;
