@@ -68,6 +68,15 @@ impl Fake {
         }
     }
 
+    /// Largest request body this fake reads: [`crate::wire::BODY_BYTES_MAX`], or more for a
+    /// service whose clients send larger bodies ([`files::BODY_BYTES_MAX`]).
+    pub fn body_bytes_max(&self) -> usize {
+        match self {
+            Fake::Files(_) => files::BODY_BYTES_MAX,
+            Fake::Payments(_) | Fake::Workspaces(_) | Fake::Chain(_) => crate::wire::BODY_BYTES_MAX,
+        }
+    }
+
     /// An error in this service's wire shape, for what the transport refuses before the fake
     /// sees a request (an oversized body, a body that never finishes).
     pub fn transport_error(&self, status: u16, message: &str) -> FakeResponse {

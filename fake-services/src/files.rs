@@ -15,14 +15,20 @@
 //! verified; SigV4 signatures are accepted without verification. Errors are S3's XML
 //! document, and every answer carries `x-amz-request-id` and `x-amz-id-2`.
 //!
-//! Effects: `object.put` for every PUT that stores an object, `object.deleted` for every
-//! delete that removed one (see `docs/faults.md`). Buckets and seeded objects are not effects.
+//! Multipart uploads: CreateMultipartUpload (`POST /{bucket}/{key}?uploads`), UploadPart
+//! (`PUT ?partNumber=N&uploadId=U`), CompleteMultipartUpload (`POST ?uploadId=U`, conditional
+//! like a PUT), AbortMultipartUpload (`DELETE ?uploadId=U`) and ListParts (`GET ?uploadId=U`);
+//! a multipart object's ETag is `"<md5 of the parts' md5s>-<count>"`.
+//!
+//! Effects: `object.put` for every PUT that stores an object and every completed multipart
+//! upload, `object.deleted` for every delete that removed one (see `docs/faults.md`). Buckets,
+//! seeded objects, and uploads or parts before their Complete are not effects.
 
 //! The module is split by concept: this file holds the fake itself ([`Files`]: construction,
 //! seeding, the fields rules match, and the dispatch of each operation through the shared
 //! pipeline); `store.rs` the buckets and versioned keys; `route.rs` which operation a request
 //! is; one file per operation group (`buckets.rs`, `get.rs`, `list.rs`, `put.rs`,
-//! `delete.rs`); `conditional.rs` the conditions of writes and the 409 claim; `payload.rs`
+//! `delete.rs`, `multipart.rs`); `conditional.rs` the conditions of writes and the 409 claim; `payload.rs`
 //! bodies, checksums and stored headers; `answer.rs` the common errors and the stamp;
 //! `seed.rs` seeding; and below them `body.rs`, `http.rs` and `xml.rs`, the wire formats.
 
@@ -34,6 +40,7 @@ mod delete;
 mod get;
 mod http;
 mod list;
+mod multipart;
 mod payload;
 mod put;
 mod route;
@@ -59,11 +66,17 @@ use buckets::{list_buckets, prepare_create_bucket, prepare_delete_bucket};
 use get::{GetRequest, get_object};
 use http::percent_decode;
 use list::{ListQuery, list_objects};
+use multipart::{PartsQuery, Target, list_parts};
 use route::{Op, route};
 use seed::{seed_bucket, seed_from_json, seed_object};
 
 /// The service's name in rules, ledgers and URLs files.
 pub const NAME: &str = "files";
+
+/// Largest request body the files fake reads; larger is 413 `EntityTooLarge`. More than the
+/// other fakes' 1 MiB because S3 clients send whole parts: boto3 switches to multipart at
+/// 8 MiB and sends 8 MiB parts, and S3 refuses parts but the last under 5 MiB.
+pub const BODY_BYTES_MAX: usize = 16 * 1024 * 1024;
 
 /// The files fake. Cheap to clone; clones share state.
 #[derive(Clone)]
@@ -101,9 +114,14 @@ impl Files {
         seed_object(&mut self.core.lock().state, bucket, key, body, None, now_ms)
     }
 
-    /// Fields a rule can match: `bucket`, `key` (both decoded) and the query parameters.
+    /// Fields a rule can match: `bucket`, `key` (both decoded), the query parameters, and
+    /// `operation`, S3's name for what the request asks (`PutObject`, `UploadPart`,
+    /// `CompleteMultipartUpload`, ...), which tells apart requests that share a method and a path.
     pub fn fields(req: &FakeRequest) -> BTreeMap<String, String> {
         let mut fields: BTreeMap<String, String> = req.query_pairs().into_iter().collect();
+        if let Ok(op) = route(req) {
+            fields.insert("operation".into(), op.name(&req.method).into());
+        }
         let path = req.path.strip_prefix('/').unwrap_or(&req.path);
         let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
         if let Some(bucket) = percent_decode(bucket).filter(|b| !b.is_empty()) {
@@ -170,6 +188,25 @@ impl Files {
             Op::PutObject { bucket, key } => write(self.prepare_put(req, bucket, key)).await,
             Op::DeleteObject { bucket, key } => write(self.prepare_delete(req, bucket, key)).await,
             Op::DeleteObjects { bucket } => write(self.prepare_delete_objects(req, bucket)).await,
+            Op::CreateMultipartUpload { bucket, key } => {
+                write(self.prepare_create_upload(req, bucket, key)).await
+            }
+            Op::UploadPart { bucket, key, upload_id, part_number } => {
+                write(self.prepare_upload_part(req, Target { bucket, key, upload_id }, part_number)).await
+            }
+            Op::CompleteMultipartUpload { bucket, key, upload_id } => {
+                write(self.prepare_complete(req, Target { bucket, key, upload_id })).await
+            }
+            Op::AbortMultipartUpload { bucket, key, upload_id } => {
+                write(self.prepare_abort(req, Target { bucket, key, upload_id })).await
+            }
+            Op::ListParts { bucket, key, upload_id } => match PartsQuery::parse(req) {
+                Ok(query) => {
+                    let target = Target { bucket, key, upload_id };
+                    self.core.read(ctx, |inner, until| list_parts(inner, &target, &query, until)).await
+                }
+                Err(e) => Outcome::of(e.response(method)),
+            },
         }
     }
 }

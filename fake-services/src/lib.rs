@@ -3,8 +3,9 @@
 //!
 //! A guided tour:
 //!
-//! - A fake is a [`Fake`]: [`payments::Payments`] (Stripe-style refunds) or
-//!   [`workspaces::Workspaces`] (a SaaS create API). It turns a [`FakeRequest`] into a
+//! - A fake is a [`Fake`]: [`payments::Payments`] (Stripe-style PaymentIntents and refunds),
+//!   [`workspaces::Workspaces`] (a SaaS create API), [`files::Files`] (S3, multipart uploads
+//!   included) or [`chain::Chain`] (Ethereum JSON-RPC). It turns a [`FakeRequest`] into a
 //!   [`Disposition`]: an answer, a closed connection or a reset one. It knows nothing of
 //!   sockets, so the same fake serves loopback HTTP ([`server::Server`], behind
 //!   `twice serve`) and in-process callers on virtual time.

@@ -1,9 +1,13 @@
-//! Payments: a Stripe-style refunds API.
+//! Payments: Stripe-style PaymentIntents and refunds.
 //!
 //! `POST /v1/refunds` (form-encoded), `GET /v1/refunds/{id}`, `GET /v1/refunds` filtered by
-//! `payment_intent` or `charge`, with Stripe's error envelope, `Request-Id`, 401 without a
-//! key and Stripe's idempotency rules (see `docs/faults.md` and the wire reference). Payment
-//! intents to refund are seeded through the control API.
+//! `payment_intent` or `charge`; PaymentIntents created, retrieved, confirmed and canceled
+//! (`intents.rs`); with Stripe's error envelope, `Request-Id`, 401 without a key and Stripe's
+//! idempotency rules (see `docs/faults.md` and the wire reference). Payment intents to refund
+//! are created through the API or seeded through the control API (a seeded intent has
+//! succeeded).
+
+mod intents;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +25,8 @@ use crate::wire::{Disposition, FakeRequest, FakeResponse};
 /// The service's name in rules, ledgers and URLs files.
 pub const NAME: &str = "payments";
 
-/// A payment intent that refunds can draw on.
+/// A seeded payment intent that refunds can draw on: it has succeeded, and its whole amount
+/// was received on `charge`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentIntent {
     pub id: String,
@@ -66,8 +71,9 @@ impl Refund {
 /// The payments fake's objects.
 #[derive(Debug, Default)]
 pub struct PaymentsState {
-    intents: BTreeMap<String, PaymentIntent>,
-    /// Charge id to payment intent id.
+    /// Every PaymentIntent, created or seeded, with its versions.
+    intents: BTreeMap<String, intents::History>,
+    /// Charge id to payment intent id, for every intent that has been charged.
     charges: BTreeMap<String, String>,
     /// In creation order.
     refunds: Vec<Refund>,
@@ -122,7 +128,8 @@ impl Payments {
         amount: u64,
         currency: &str,
     ) -> Result<PaymentIntent, String> {
-        seed_intent(&mut self.core.lock(), id, amount, currency)
+        let now_ms = self.core.clock.now_ms();
+        seed_intent(&mut self.core.lock(), id, amount, currency, now_ms)
     }
 
     /// Fields a rule can match: form fields (nested ones as `metadata[k]`) and query parameters.
@@ -136,7 +143,8 @@ impl Payments {
 
     pub async fn handle(&self, req: FakeRequest) -> Disposition {
         if req.path.starts_with("/__twice") {
-            let response = self.core.control(&req, seed_from_json);
+            let now_ms = self.core.clock.now_ms();
+            let response = self.core.control(&req, |inner, body| seed_from_json(inner, body, now_ms));
             return Disposition::Respond(response);
         }
         let is_write = req.method == "POST";
@@ -145,14 +153,32 @@ impl Payments {
         if let Some(done) = self.core.intercept(&ctx) {
             return done;
         }
+        let ctx_ref = &ctx;
+        let write = |prepared: Result<(String, Commit<PaymentsState>), ApiError>| async move {
+            match prepared {
+                Ok((fingerprint, commit)) => self.core.write(ctx_ref, fingerprint, commit).await,
+                Err(e) => Outcome::of(self.core.error(&e)),
+            }
+        };
+        let exists = |id: &str| self.core.lock().state.intents.contains_key(id);
         let outcome = match authorize(&req) {
             Err(e) => Outcome::of(self.core.error(&e)),
             Ok(()) => match route(&req) {
-                Route::Create => match self.prepare_create(&req) {
-                    Ok((fingerprint, commit)) => self.core.write(&ctx, fingerprint, commit).await,
+                Route::Create => write(self.prepare_create(&req)).await,
+                Route::Retrieve(id) => self.core.read(&ctx, |inner, until| retrieve(inner, &id, until)).await,
+                Route::CreateIntent => write(intents::prepare_create(&req)).await,
+                Route::RetrieveIntent(id) => match intents::check_retrieve(&req) {
+                    Ok(()) => self.core.read(&ctx, |inner, until| intents::retrieve(inner, &id, until)).await,
                     Err(e) => Outcome::of(self.core.error(&e)),
                 },
-                Route::Retrieve(id) => self.core.read(&ctx, |inner, until| retrieve(inner, &id, until)).await,
+                Route::ConfirmIntent(id) => {
+                    let exists = exists(&id);
+                    write(intents::prepare_confirm(&req, id, exists)).await
+                }
+                Route::CancelIntent(id) => {
+                    let exists = exists(&id);
+                    write(intents::prepare_cancel(&req, id, exists)).await
+                }
                 Route::List => match parse_list(&req) {
                     Ok(query) => self.core.read(&ctx, |inner, until| list(inner, &query, until)).await,
                     Err(e) => Outcome::of(self.core.error(&e)),
@@ -169,23 +195,9 @@ impl Payments {
 
     /// Validates a create request; what is left for the commit depends on state.
     fn prepare_create(&self, req: &FakeRequest) -> Result<(String, Commit<PaymentsState>), ApiError> {
-        if let Some(key) = req.header_str("idempotency-key") {
-            if key.len() > KEY_CHARS_MAX {
-                return Err(ApiError::invalid(format!(
-                    "Idempotency-Key must be at most {KEY_CHARS_MAX} characters long."
-                )));
-            }
-        } else if req.headers.contains_key("idempotency-key") {
-            return Err(ApiError::invalid("Idempotency-Key must be printable ASCII."));
-        }
+        check_key(req)?;
         let params = form::decode(&req.body).map_err(ApiError::invalid)?;
-        for name in params.keys() {
-            if !CREATE_PARAMS.contains(&name.as_str()) {
-                return Err(
-                    ApiError::invalid(format!("Received unknown parameter: {name}")).param(name.clone())
-                );
-            }
-        }
+        unknown_parameters(&params, CREATE_PARAMS)?;
         let amount = match params.get("amount") {
             None => None,
             Some(v) => Some(positive_integer(v, "amount")?),
@@ -213,37 +225,35 @@ impl Payments {
         {
             return Err(ApiError::invalid(format!("Invalid currency: {currency}")).param("currency"));
         }
+        // Which intent the refund draws on is settled here; how much it may draw, and whether
+        // the intent has a charge at all, only at the commit, since a confirm or another
+        // refund may commit in between.
         let intent = {
             let inner = self.core.lock();
             let state = &inner.state;
             let by_pi = match &pi {
-                Some(id) => {
-                    Some(state.intents.get(id).cloned().ok_or_else(|| missing("payment_intent", id))?)
-                }
+                Some(id) if state.intents.contains_key(id) => Some(id.clone()),
+                Some(id) => return Err(missing("payment_intent", id)),
                 None => None,
             };
             let by_charge = match &charge {
-                Some(ch) => {
-                    let pi_id = state.charges.get(ch).ok_or_else(|| missing("charge", ch))?;
-                    state.intents.get(pi_id).cloned()
-                }
+                Some(ch) => Some(state.charges.get(ch).cloned().ok_or_else(|| missing("charge", ch))?),
                 None => None,
             };
-            match (by_pi, by_charge) {
-                (None, None) => {
+            match (by_pi, by_charge, &charge) {
+                (Some(a), Some(b), Some(ch)) if a != b => {
+                    return Err(ApiError::invalid(format!(
+                        "The charge {ch} does not belong to the payment intent {a}."
+                    ))
+                    .param("charge"));
+                }
+                (Some(a), _, _) => a,
+                (None, Some(b), _) => b,
+                (None, None, _) => {
                     return Err(ApiError::invalid(
                         "One of the following parameters is required: charge, payment_intent.",
                     ));
                 }
-                (Some(a), Some(b)) if a.id != b.id => {
-                    return Err(ApiError::invalid(format!(
-                        "The charge {} does not belong to the payment intent {}.",
-                        b.charge, a.id
-                    ))
-                    .param("charge"));
-                }
-                (Some(a), _) => a,
-                (None, Some(b)) => b,
             }
         };
         let fingerprint = Value::Object(params).to_string();
@@ -259,19 +269,62 @@ enum Route {
     Create,
     Retrieve(String),
     List,
+    CreateIntent,
+    RetrieveIntent(String),
+    ConfirmIntent(String),
+    CancelIntent(String),
     Unknown,
 }
 
 fn route(req: &FakeRequest) -> Route {
     let path = req.path.trim_end_matches('/');
+    // `/v1/payment_intents/{id}` and what follows it, split once.
+    let intent = path.strip_prefix("/v1/payment_intents/").and_then(|rest| {
+        let (id, action) = rest.split_once('/').unwrap_or((rest, ""));
+        (!id.is_empty() && !action.contains('/')).then(|| (id.to_string(), action))
+    });
     match (req.method.as_str(), path) {
         ("POST", "/v1/refunds") => Route::Create,
         ("GET", "/v1/refunds") => Route::List,
+        ("POST", "/v1/payment_intents") => Route::CreateIntent,
+        ("GET", p) if p.starts_with("/v1/payment_intents/") => match intent {
+            Some((id, "")) => Route::RetrieveIntent(id),
+            _ => Route::Unknown,
+        },
+        ("POST", p) if p.starts_with("/v1/payment_intents/") => match intent {
+            Some((id, "confirm")) => Route::ConfirmIntent(id),
+            Some((id, "cancel")) => Route::CancelIntent(id),
+            _ => Route::Unknown,
+        },
         ("GET", p) => match p.strip_prefix("/v1/refunds/") {
             Some(id) if !id.is_empty() && !id.contains('/') => Route::Retrieve(id.to_string()),
             _ => Route::Unknown,
         },
         _ => Route::Unknown,
+    }
+}
+
+/// Stripe's limits on an `Idempotency-Key`: at most 255 characters of printable ASCII.
+fn check_key(req: &FakeRequest) -> Result<(), ApiError> {
+    if let Some(key) = req.header_str("idempotency-key") {
+        if key.len() > KEY_CHARS_MAX {
+            return Err(ApiError::invalid(format!(
+                "Idempotency-Key must be at most {KEY_CHARS_MAX} characters long."
+            )));
+        }
+    } else if req.headers.contains_key("idempotency-key") {
+        return Err(ApiError::invalid("Idempotency-Key must be printable ASCII."));
+    }
+    Ok(())
+}
+
+/// The first parameter that is not one of `known`, as Stripe reports it.
+fn unknown_parameters(params: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
+    match params.keys().find(|name| !known.contains(&name.as_str())) {
+        Some(name) => {
+            Err(ApiError::invalid(format!("Received unknown parameter: {name}")).param(name.clone()))
+        }
+        None => Ok(()),
     }
 }
 
@@ -340,17 +393,32 @@ fn create_refund(
     inner: &mut Inner<PaymentsState>,
     mode: Mode,
     stamp: &Stamp,
-    intent: &PaymentIntent,
+    intent_id: &str,
     amount: Option<u64>,
     reason: Option<String>,
     metadata: Map<String, Value>,
 ) -> FakeResponse {
-    let remaining = intent.amount.saturating_sub(inner.state.refunded(&intent.id));
+    // The intent was there when the request was checked; only a reset in between removes it.
+    let Some(intent) = inner.state.intents.get(intent_id).map(|h| h.current().clone()) else {
+        return stripe_error(&missing("payment_intent", intent_id));
+    };
+    // Only a charge that succeeded can be refunded, and at most what it received.
+    let Some(charge) = intent.latest_charge.clone().filter(|_| intent.status == intents::Status::Succeeded)
+    else {
+        return stripe_error(
+            &ApiError::invalid(format!(
+                "This PaymentIntent ({}) does not have a successful charge to refund.",
+                intent.id
+            ))
+            .param("payment_intent"),
+        );
+    };
+    let remaining = intent.amount_received.saturating_sub(inner.state.refunded(&intent.id));
     let amount = amount.unwrap_or(remaining);
     let refund = Refund {
         id: inner.new_id("re_", 24),
         amount,
-        charge: intent.charge.clone(),
+        charge: charge.clone(),
         payment_intent: intent.id.clone(),
         currency: intent.currency.clone(),
         metadata,
@@ -362,7 +430,7 @@ fn create_refund(
     }
     if remaining == 0 {
         return stripe_error(
-            &ApiError::invalid(format!("Charge {} has already been refunded.", intent.charge))
+            &ApiError::invalid(format!("Charge {charge} has already been refunded."))
                 .code("charge_already_refunded"),
         );
     }
@@ -486,6 +554,7 @@ fn seed_intent(
     id: Option<&str>,
     amount: u64,
     currency: &str,
+    now_ms: u64,
 ) -> Result<PaymentIntent, String> {
     if amount == 0 {
         return Err("a payment intent needs an amount of at least 1".into());
@@ -503,12 +572,12 @@ fn seed_intent(
     let charge = format!("ch_{}", id.strip_prefix("pi_").unwrap_or(&id));
     let intent =
         PaymentIntent { id: id.clone(), charge: charge.clone(), amount, currency: currency.to_string() };
-    inner.state.charges.insert(charge, id.clone());
-    inner.state.intents.insert(id, intent.clone());
+    inner.state.charges.insert(charge.clone(), id.clone());
+    inner.state.intents.insert(id.clone(), intents::seeded(id, charge, amount, currency, now_ms));
     Ok(intent)
 }
 
-fn seed_from_json(inner: &mut Inner<PaymentsState>, body: &[u8]) -> Result<Value, String> {
+fn seed_from_json(inner: &mut Inner<PaymentsState>, body: &[u8], now_ms: u64) -> Result<Value, String> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Seed {
@@ -530,7 +599,7 @@ fn seed_from_json(inner: &mut Inner<PaymentsState>, body: &[u8]) -> Result<Value
     })?;
     let mut seeded = Vec::new();
     for s in seed.payment_intents {
-        let pi = seed_intent(inner, s.id.as_deref(), s.amount, &s.currency)?;
+        let pi = seed_intent(inner, s.id.as_deref(), s.amount, &s.currency, now_ms)?;
         seeded.push(json!({"id": pi.id, "charge": pi.charge, "amount": pi.amount, "currency": pi.currency}));
     }
     Ok(json!({"payment_intents": seeded}))

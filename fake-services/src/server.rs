@@ -2,8 +2,8 @@
 //!
 //! The transport only turns bytes into a [`FakeRequest`] and a [`Disposition`] back into
 //! bytes, or into a closed (FIN) or reset (RST) connection. Reading is bounded: headers
-//! within [`HEADER_READ_MS_MAX`], bodies within [`BODY_READ_MS_MAX`] and
-//! [`crate::wire::BODY_BYTES_MAX`].
+//! within [`HEADER_READ_MS_MAX`], bodies within [`BODY_READ_MS_MAX`] and the fake's
+//! [`Fake::body_bytes_max`].
 //!
 //! A program that embeds the fakes can start a listener with a [`Listener`]: an origin label
 //! put on every request it reads (so that journals say which caller sent what), and a
@@ -27,7 +27,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::fake::Fake;
-use crate::wire::{BODY_BYTES_MAX, Disposition, FakeRequest, FakeResponse};
+use crate::wire::{Disposition, FakeRequest, FakeResponse};
 
 /// A client has this long to send a request's headers.
 pub const HEADER_READ_MS_MAX: u64 = 30_000;
@@ -158,10 +158,11 @@ async fn serve_connection(fake: Fake, stream: TcpStream, listener: Listener) {
         let twin = Arc::clone(&twin);
         let listener = listener.clone();
         async move {
-            let mut request = match read_request(req).await {
+            let body_bytes_max = fake.body_bytes_max();
+            let mut request = match read_request(req, body_bytes_max).await {
                 Ok(request) => request,
                 Err(ReadError::TooLarge) => {
-                    let message = format!("The request body is larger than {BODY_BYTES_MAX} bytes.");
+                    let message = format!("The request body is larger than {body_bytes_max} bytes.");
                     return Ok(to_hyper(fake.transport_error(413, &message)));
                 }
                 Err(ReadError::Slow) => {
@@ -209,11 +210,11 @@ enum ReadError {
     Broken,
 }
 
-async fn read_request(req: Request<Incoming>) -> Result<FakeRequest, ReadError> {
+async fn read_request(req: Request<Incoming>, body_bytes_max: usize) -> Result<FakeRequest, ReadError> {
     let (parts, body) = req.into_parts();
     let collected = tokio::time::timeout(
         Duration::from_millis(BODY_READ_MS_MAX),
-        Limited::new(body, BODY_BYTES_MAX).collect(),
+        Limited::new(body, body_bytes_max).collect(),
     )
     .await
     .map_err(|_| ReadError::Slow)?;

@@ -7,7 +7,8 @@
 use bytes::Bytes;
 use http::HeaderMap;
 
-/// Largest request body a fake reads; a larger one is answered 413 in the service's shape.
+/// Largest request body a fake reads, unless the fake allows more (see
+/// [`crate::Fake::body_bytes_max`]); a larger one is answered 413 in the service's shape.
 pub const BODY_BYTES_MAX: usize = 1024 * 1024;
 
 /// One request, already read off whatever transport carried it.

@@ -295,3 +295,122 @@ async fn boto3_aws_chunked_uploads_and_delete_objects() {
     assert_eq!(kinds, [("object.put", "reports/chunked.txt"), ("object.deleted", "reports/chunked.txt")]);
     assert_eq!(run.ledger[0].params["body"], "framed-by-botocore", "the ledger holds the decoded body");
 }
+
+/// Nine MiB: over boto3's 8 MiB multipart threshold, so two parts of 8 MiB and 1 MiB.
+const NINE_MIB: usize = 9 * 1024 * 1024;
+
+/// The operations of a step's HTTP attempts, in order.
+fn operations(attempts: &Value) -> Vec<&str> {
+    match attempts.as_array() {
+        Some(all) => all.iter().map(|a| a["operation"].as_str().unwrap_or_default()).collect(),
+        None => Vec::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_upload_file_over_8_mib_goes_multipart_and_reads_back_identical() {
+    let run = run_boto3(&[&format!("upload_file key=big.bin size={NINE_MIB} seed=7")], vec![], |_| {}).await;
+    let seen = run.step(0);
+    assert_eq!((&seen["ok"], &seen["uploaded"]), (&json!(true), &json!(true)), "{seen:#}");
+    assert_eq!(
+        operations(&seen["upload_attempts"]),
+        ["CreateMultipartUpload", "UploadPart", "UploadPart", "CompleteMultipartUpload"],
+        "{seen:#}"
+    );
+    // botocore checksums each part (CRC32, its default), and the fake verified it.
+    for attempt in
+        seen["upload_attempts"].as_array().unwrap().iter().filter(|a| a["operation"] == "UploadPart")
+    {
+        assert!(attempt["x-amz-checksum-crc32"].is_string(), "{attempt:#}");
+    }
+    let expected = seen["expected_etag"].as_str().unwrap();
+    assert!(expected.ends_with("-2\""), "{seen:#}");
+    assert_eq!(seen["head_etag"], expected, "S3's multipart ETag, computed by the script from the bytes");
+    assert_eq!((&seen["identical"], &seen["read_back_md5"]), (&json!(true), &seen["md5"]), "{seen:#}");
+
+    let puts = run.puts();
+    assert_eq!((puts.len(), run.ledger.len()), (1, 1), "parts are not effects");
+    assert_eq!(puts[0].object_id, "reports/big.bin");
+    assert_eq!(
+        (&puts[0].params["etag"], &puts[0].params["size"], &puts[0].params["multipart"]["parts"]),
+        (&json!(expected), &json!(NINE_MIB), &json!(2))
+    );
+}
+
+/// The Complete commits and its reply is lost: botocore retries it, the upload is gone
+/// (NoSuchUpload), boto3 raises, and yet the object is there, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_upload_file_whose_complete_loses_its_reply_leaves_one_object() {
+    let run = run_boto3(
+        &[&format!("upload_file key=big.bin size={NINE_MIB} seed=8")],
+        vec![
+            FaultRule::always(FaultSpec::DropAfterCommit)
+                .field("operation", "CompleteMultipartUpload")
+                .nth(1),
+        ],
+        |_| {},
+    )
+    .await;
+    let seen = run.step(0);
+    assert_eq!(seen["uploaded"], false, "{seen:#}");
+    assert!(seen["upload_error"].as_str().unwrap_or_default().contains("NoSuchUpload"), "{seen:#}");
+    let ops = operations(&seen["upload_attempts"]);
+    assert_eq!(ops.iter().filter(|o| **o == "CompleteMultipartUpload").count(), 2, "{seen:#}");
+    // The caller holds an error for an object that exists, byte for byte.
+    assert_eq!(seen["head_etag"], seen["expected_etag"], "{seen:#}");
+    assert_eq!(seen["identical"], true, "{seen:#}");
+
+    let completes: Vec<(String, Option<u16>)> = run
+        .journal
+        .iter()
+        .filter(|e| e.method == "POST" && e.path == "/reports/big.bin")
+        .map(|e| (e.outcome.clone(), e.status))
+        .collect();
+    assert!(completes.contains(&("closed".to_string(), Some(200))), "{completes:?}");
+    assert!(completes.contains(&("answered".to_string(), Some(404))), "{completes:?}");
+    // s3transfer then aborts the upload it believes failed, which S3 no longer holds either.
+    let aborts: Vec<Option<u16>> =
+        run.journal.iter().filter(|e| e.method == "DELETE").map(|e| e.status).collect();
+    assert_eq!(aborts, [Some(404)], "{:#?}", run.journal);
+    assert_eq!(
+        (run.puts().len(), run.ledger.len()),
+        (1, 1),
+        "{:#?}",
+        run.ledger.iter().map(|e| &e.kind).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_multipart_bad_input_gets_s3s_errors() {
+    let run = run_boto3(
+        &[
+            "mpu key=small.bin sizes=1024,1024",
+            "mpu key=order.bin sizes=5242880,10 order=2,1",
+            "mpu key=gone.bin sizes=10 upload_id=bogus",
+            "put key=exists.txt body=quarterly",
+            "mpu key=exists.txt sizes=10 if_none_match=*",
+            "mpu key=fine.bin sizes=5242880,10",
+        ],
+        vec![],
+        |_| {},
+    )
+    .await;
+    let error = |i: usize| {
+        let step = run.step(i);
+        assert_eq!(step["ok"], false, "{step:#}");
+        (
+            step["status"].as_u64().unwrap_or_default(),
+            step["error"]["Code"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    assert_eq!(error(0), (400, "EntityTooSmall".into()));
+    assert_eq!(run.step(0)["error"]["MinSizeAllowed"], "5242880");
+    assert_eq!(error(1), (400, "InvalidPartOrder".into()));
+    assert_eq!(error(2), (404, "NoSuchUpload".into()));
+    assert_eq!(error(4), (412, "PreconditionFailed".into()));
+    let fine = run.step(5);
+    assert_eq!(fine["ok"], true, "{fine:#}");
+    assert!(fine["etag"].as_str().unwrap_or_default().ends_with("-2\""), "{fine:#}");
+    let objects: Vec<&str> = run.puts().iter().map(|e| e.object_id.as_str()).collect();
+    assert_eq!(objects, ["reports/exists.txt", "reports/fine.bin"], "only what completed is an effect");
+}

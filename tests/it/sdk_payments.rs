@@ -282,3 +282,141 @@ async fn stripe_python_lists_and_retrieves_the_refund_it_created() {
     assert_eq!(refunds.len(), 1, "{:#?}", run.ledger);
     assert_eq!(refunds[0].object_id, id);
 }
+
+fn effects<'a>(run: &'a Run, kind: &str) -> Vec<&'a Effect> {
+    run.ledger.iter().filter(|e| e.kind == kind).collect()
+}
+
+/// The error a failed step holds: `(class, status, code)`.
+fn error_of(step: &Value) -> (String, u64, String) {
+    assert_eq!(step["ok"], false, "{step}");
+    (
+        step["error"]["class"].as_str().unwrap_or_default().to_string(),
+        step["status"].as_u64().unwrap_or_default(),
+        step["error"]["code"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_python_creates_retrieves_confirms_cancels_and_refunds_payment_intents() {
+    let run = run_payments(
+        "stripe_refunds.py",
+        &[
+            "pi_create amount=2000",
+            "pi_retrieve",
+            "pi_confirm payment_method=pm_card_visa",
+            "create payment_intent=last amount=500",
+            "create payment_intent=last",
+            "create payment_intent=last amount=1",
+            "pi_create amount=900 payment_method=pm_card_visa",
+            "pi_cancel cancellation_reason=abandoned",
+            "pi_confirm",
+            "pi_retrieve id=pi_nope",
+            "pi_create amount=10",
+            "pi_retrieve id=pi_1",
+        ],
+        vec![],
+    )
+    .await;
+
+    let created = step(&run, 0);
+    assert_eq!((&created["ok"], &created["class"]), (&true.into(), &"PaymentIntent".into()), "{created}");
+    let a = created["object"]["id"].as_str().unwrap().to_string();
+    assert!(a.starts_with("pi_"), "{created}");
+    assert_eq!(
+        (&created["object"]["status"], &created["object"]["amount_received"]),
+        (&"requires_payment_method".into(), &0.into())
+    );
+    assert_eq!(step(&run, 1)["object"], created["object"], "retrieve sees what create answered");
+
+    let confirmed = step(&run, 2);
+    assert_eq!(
+        (&confirmed["object"]["status"], &confirmed["object"]["amount_received"]),
+        (&"succeeded".into(), &2000.into()),
+        "{confirmed}"
+    );
+    let charge = confirmed["object"]["latest_charge"].as_str().unwrap();
+
+    // Refunds against the intent the SDK made: up to what it received, then Stripe's code.
+    let (first, rest) = (step(&run, 3), step(&run, 4));
+    assert_eq!((&first["object"]["amount"], &first["object"]["charge"]), (&500.into(), &charge.into()));
+    assert_eq!(rest["object"]["amount"], 1500, "{rest}");
+    assert_eq!(
+        error_of(step(&run, 5)),
+        ("InvalidRequestError".into(), 400, "charge_already_refunded".into())
+    );
+
+    let b = step(&run, 6)["object"]["id"].as_str().unwrap().to_string();
+    assert_eq!(step(&run, 6)["object"]["status"], "requires_confirmation");
+    let canceled = step(&run, 7);
+    assert_eq!(
+        (&canceled["object"]["status"], &canceled["object"]["cancellation_reason"]),
+        (&"canceled".into(), &"abandoned".into()),
+        "{canceled}"
+    );
+
+    // Bad input and a transition the state forbids come back in Stripe's shape, which the
+    // SDK turns into its own error classes.
+    assert_eq!(
+        error_of(step(&run, 8)),
+        ("InvalidRequestError".into(), 400, "payment_intent_unexpected_state".into())
+    );
+    let missing = step(&run, 9);
+    assert_eq!(error_of(missing), ("InvalidRequestError".into(), 404, "resource_missing".into()));
+    assert_eq!(missing["error"]["param"], "intent", "{missing}");
+    assert_eq!(error_of(step(&run, 10)), ("InvalidRequestError".into(), 400, "amount_too_small".into()));
+    let seeded = step(&run, 11);
+    assert_eq!(
+        (&seeded["object"]["status"], &seeded["object"]["amount_received"]),
+        (&"succeeded".into(), &5000.into()),
+        "{seeded}"
+    );
+
+    let kinds: Vec<(&str, &str)> = run
+        .ledger
+        .iter()
+        .map(|e| (e.kind.as_str(), e.object_id.as_str()))
+        .filter(|(k, _)| !k.starts_with("refund"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("payment_intent.created", a.as_str()),
+            ("payment_intent.succeeded", a.as_str()),
+            ("payment_intent.created", b.as_str()),
+            ("payment_intent.canceled", b.as_str()),
+        ]
+    );
+    let refunds = refunds(&run);
+    assert_eq!(refunds.len(), 2, "{:#?}", run.ledger);
+    assert!(refunds.iter().all(|r| r.params["payment_intent"] == a.as_str() && r.params["charge"] == charge));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_python_survives_a_lost_reply_on_a_confirmed_create_with_one_intent() {
+    let run = run_payments(
+        "stripe_refunds.py",
+        &["pi_create amount=3000 confirm=true payment_method=pm_card_visa", "create payment_intent=last"],
+        vec![FaultRule::always(FaultSpec::DropAfterCommit).method("POST").path("/v1/payment_intents").nth(1)],
+    )
+    .await;
+
+    // The SDK retried with its own key and got the stored first result.
+    let seen = step(&run, 0);
+    assert_eq!((&seen["ok"], &seen["object"]["status"]), (&true.into(), &"succeeded".into()), "{seen}");
+    assert_eq!(seen["headers"]["idempotent-replayed"], "true", "{seen}");
+    let posts = run.requests("POST", "/v1/payment_intents");
+    assert_eq!(posts.len(), 2, "{posts:#?}");
+    let key = posts[0].idempotency_key.clone().expect("stripe-python sends a key on every POST");
+    assert_eq!(posts[1].idempotency_key.as_deref(), Some(key.as_str()));
+    assert_eq!((posts[0].outcome.as_str(), posts[1].replayed), ("closed", true));
+
+    // One intent, charged once, and the refund drew on it.
+    let id = seen["object"]["id"].as_str().unwrap();
+    let created = effects(&run, "payment_intent.created");
+    let succeeded = effects(&run, "payment_intent.succeeded");
+    assert_eq!((created.len(), succeeded.len()), (1, 1), "{:#?}", run.ledger);
+    assert_eq!((created[0].object_id.as_str(), succeeded[0].object_id.as_str()), (id, id));
+    assert_eq!(created[0].idempotency_key.as_deref(), Some(key.as_str()));
+    assert_eq!(step(&run, 1)["object"]["amount"], 3000, "{}", run.seen);
+}

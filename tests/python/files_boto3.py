@@ -17,6 +17,16 @@ Each STEP is one argument, an operation and its `name=value` parameters:
       client.delete_object.
   delete_many keys=K1,K2,...
       client.delete_objects.
+  upload_file key=K size=N [seed=S]
+      client.upload_file of N pseudo-random bytes (random.Random(S)) from a temporary file,
+      with boto3's default TransferConfig: multipart from 8 MiB on, in 8 MiB parts. Reports
+      the ETag S3 would give (computed here from the bytes), then HEADs the key and reads it
+      back: "head_etag", "read_back_md5", "identical". A failed upload (boto3's
+      S3UploadFailedError) is reported in "error" and the key is still looked at.
+  mpu key=K sizes=N1,N2,... [order=2,1] [upload_id=ID] [if_none_match=*]
+      The low-level calls: create_multipart_upload, upload_part per size, then
+      complete_multipart_upload listing the parts in `order` (default: as uploaded) under
+      `upload_id` (default: the created one).
 
 The client: boto3.client("s3", endpoint_url=BASE_URL, region us-east-1, dummy credentials,
 Config(s3={"addressing_style": "path"}, retries={"mode": "standard"})): standard mode,
@@ -29,9 +39,14 @@ either the operation's result fields or "error" (botocore's Error dict: Code, Me
 Condition, ...).
 """
 
+import hashlib
+import os
+import random
 import sys
+import tempfile
 
 import boto3
+from boto3.exceptions import S3UploadFailedError
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from botocore.httpchecksum import StreamingChecksumBody
@@ -93,8 +108,10 @@ def main(argv):
     attempts = []
     force_trailer = {"on": False}
 
-    def record_attempt(request, **_):
-        attempts.append(lowered(request.headers, REQUEST_HEADERS))
+    def record_attempt(request, event_name="", **_):
+        attempt = lowered(request.headers, REQUEST_HEADERS)
+        attempt["operation"] = event_name.rsplit(".", 1)[-1]
+        attempts.append(attempt)
 
     def trailer(params, **_):
         # botocore sends checksums in an aws-chunked trailer only over https; a test of that
@@ -151,6 +168,58 @@ def main(argv):
                 )
             elif op == "delete":
                 result = client.delete_object(Bucket=BUCKET, Key=params.pop("key"))
+            elif op == "upload_file":
+                key = params.pop("key")
+                data = random.Random(int(params.pop("seed", "1"))).randbytes(int(params.pop("size")))
+                part_size = 8 * 1024 * 1024
+                parts = [data[i : i + part_size] for i in range(0, len(data), part_size)]
+                if len(data) >= part_size:
+                    md5s = b"".join(hashlib.md5(p).digest() for p in parts)
+                    entry["expected_etag"] = f'"{hashlib.md5(md5s).hexdigest()}-{len(parts)}"'
+                else:
+                    entry["expected_etag"] = f'"{hashlib.md5(data).hexdigest()}"'
+                entry["md5"] = hashlib.md5(data).hexdigest()
+                with tempfile.TemporaryDirectory() as folder:
+                    path = os.path.join(folder, "upload.bin")
+                    with open(path, "wb") as f:
+                        f.write(data)
+                    try:
+                        client.upload_file(path, BUCKET, key)
+                        entry["uploaded"] = True
+                    except S3UploadFailedError as e:
+                        entry["uploaded"] = False
+                        entry["upload_error"] = str(e)
+                entry["upload_attempts"] = list(attempts)
+                result = client.head_object(Bucket=BUCKET, Key=key)
+                entry["head_etag"] = result["ETag"]
+                read_back = client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+                entry["read_back_md5"] = hashlib.md5(read_back).hexdigest()
+                entry["identical"] = read_back == data
+            elif op == "mpu":
+                key = params.pop("key")
+                sizes = [int(n) for n in params.pop("sizes").split(",")]
+                created = client.create_multipart_upload(Bucket=BUCKET, Key=key)
+                upload_id = created["UploadId"]
+                uploaded = []
+                for number, size in enumerate(sizes, start=1):
+                    body = random.Random(number).randbytes(size)
+                    part = client.upload_part(
+                        Bucket=BUCKET, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+                    )
+                    uploaded.append({"ETag": part["ETag"], "PartNumber": number})
+                order = params.pop("order", None)
+                if order is not None:
+                    uploaded = [uploaded[int(n) - 1] for n in order.split(",")]
+                call = {
+                    "Bucket": BUCKET,
+                    "Key": key,
+                    "UploadId": params.pop("upload_id", upload_id),
+                    "MultipartUpload": {"Parts": uploaded},
+                }
+                if "if_none_match" in params:
+                    call["IfNoneMatch"] = params.pop("if_none_match")
+                result = client.complete_multipart_upload(**call)
+                entry.update(etag=result["ETag"], upload_id=upload_id)
             elif op == "delete_many":
                 keys = params.pop("keys").split(",")
                 result = client.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in keys]})

@@ -4,8 +4,16 @@ usage: stripe_refunds.py BASE_URL STEP [STEP ...]
 
 Each STEP is one argument, an operation and its `name=value` parameters:
 
-  create [payment_intent=pi_1] [amount=N] [key=IDEMPOTENCY_KEY]
-      client.v1.refunds.create; without `key` the SDK makes its own key.
+  create [payment_intent=pi_1|last] [amount=N] [key=IDEMPOTENCY_KEY]
+      client.v1.refunds.create; without `key` the SDK makes its own key. `last` is the last
+      PaymentIntent a `pi_create` step made.
+  pi_create amount=N [currency=usd] [confirm=true] [payment_method=pm_card_visa] [key=K]
+      client.v1.payment_intents.create.
+  pi_retrieve [id=pi_...]
+  pi_confirm [id=pi_...] [payment_method=pm_...]
+  pi_cancel [id=pi_...] [cancellation_reason=...]
+      client.v1.payment_intents.retrieve / confirm / cancel; the id defaults to the last
+      PaymentIntent a `pi_create` step made.
   list [payment_intent=pi_1]
       client.v1.refunds.list.
   retrieve [id=re_...]
@@ -63,6 +71,7 @@ def failure(op, e):
             "message": e.user_message,
             "type": getattr(error, "type", None) if error is not None else None,
             "code": e.code,
+            "param": getattr(error, "param", None) if error is not None else None,
         },
     }
 
@@ -74,6 +83,14 @@ def main(argv):
     client = stripe.StripeClient("sk_test_x", base_addresses={"api": base_url}, max_network_retries=2)
     steps = []
     last_refund = None
+    last_intent = None
+
+    def intent_id(params):
+        intent = params.pop("id", last_intent)
+        if intent is None:
+            usage("this step needs id=... or an earlier successful pi_create")
+        return intent
+
     for step in argv[2:]:
         words = step.split()
         if not words:
@@ -82,6 +99,8 @@ def main(argv):
         try:
             if op == "create":
                 create = {"payment_intent": params.pop("payment_intent", "pi_1")}
+                if create["payment_intent"] == "last":
+                    create["payment_intent"] = last_intent
                 if "amount" in params:
                     create["amount"] = int(params.pop("amount"))
                 options = {}
@@ -90,6 +109,32 @@ def main(argv):
                 refund = client.v1.refunds.create(params=create, options=options)
                 last_refund = refund.id
                 steps.append(success(op, refund))
+            elif op == "pi_create":
+                create = {"amount": int(params.pop("amount")), "currency": params.pop("currency", "usd")}
+                if "confirm" in params:
+                    create["confirm"] = params.pop("confirm") == "true"
+                if "payment_method" in params:
+                    create["payment_method"] = params.pop("payment_method")
+                options = {}
+                if "key" in params:
+                    options["idempotency_key"] = params.pop("key")
+                intent = client.v1.payment_intents.create(params=create, options=options)
+                last_intent = intent.id
+                steps.append(success(op, intent))
+            elif op == "pi_retrieve":
+                steps.append(success(op, client.v1.payment_intents.retrieve(intent_id(params))))
+            elif op == "pi_confirm":
+                intent = intent_id(params)
+                confirm = {}
+                if "payment_method" in params:
+                    confirm["payment_method"] = params.pop("payment_method")
+                steps.append(success(op, client.v1.payment_intents.confirm(intent, params=confirm)))
+            elif op == "pi_cancel":
+                intent = intent_id(params)
+                cancel = {}
+                if "cancellation_reason" in params:
+                    cancel["cancellation_reason"] = params.pop("cancellation_reason")
+                steps.append(success(op, client.v1.payment_intents.cancel(intent, params=cancel)))
             elif op == "list":
                 listing = client.v1.refunds.list(params={"payment_intent": params.pop("payment_intent", "pi_1")})
                 steps.append(success(op, listing))

@@ -186,6 +186,22 @@ pub(super) fn read_payload(req: &FakeRequest) -> Result<Payload, S3Error> {
     Ok(Payload { bytes, checksum: checksums.into_iter().next() })
 }
 
+/// Without a Content-Length (HTTP chunked transfer), S3 takes an upload only as an
+/// aws-chunked body that says its decoded length, as the SDKs send over TLS.
+pub(super) fn require_length(req: &FakeRequest) -> Result<(), S3Error> {
+    if req.headers.contains_key("transfer-encoding")
+        && !req.headers.contains_key("content-length")
+        && !req.headers.contains_key("x-amz-decoded-content-length")
+    {
+        return Err(S3Error::new(
+            411,
+            "MissingContentLength",
+            "You must provide the Content-Length HTTP header.",
+        ));
+    }
+    Ok(())
+}
+
 /// A header's value as text; a header that is present but not text is a 400, since S3
 /// could not read it either.
 pub(super) fn header(req: &FakeRequest, name: &str) -> Result<Option<String>, S3Error> {

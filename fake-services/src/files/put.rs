@@ -11,7 +11,7 @@ use super::Files;
 use super::answer::{empty, no_such_bucket, not_implemented};
 use super::body;
 use super::conditional::Conditions;
-use super::payload::{read_payload, stored_headers};
+use super::payload::{read_payload, require_length, stored_headers};
 use super::store::{FilesState, Object, object_id};
 use super::xml::S3Error;
 use crate::core::{Commit, Inner, Mode, Stamp};
@@ -28,18 +28,7 @@ impl Files {
         if req.headers.contains_key("x-amz-copy-source") {
             return Err(not_implemented("CopyObject (x-amz-copy-source)"));
         }
-        // Without a Content-Length (HTTP chunked transfer), S3 takes only an aws-chunked body
-        // that says its decoded length, as the SDKs send over TLS.
-        if req.headers.contains_key("transfer-encoding")
-            && !req.headers.contains_key("content-length")
-            && !req.headers.contains_key("x-amz-decoded-content-length")
-        {
-            return Err(S3Error::new(
-                411,
-                "MissingContentLength",
-                "You must provide the Content-Length HTTP header.",
-            ));
-        }
+        require_length(req)?;
         let payload = read_payload(req)?;
         let headers = stored_headers(req)?;
         let conditions = Conditions::of(req, true)?;

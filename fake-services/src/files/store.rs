@@ -72,6 +72,39 @@ impl Bucket {
     }
 }
 
+/// One part of a multipart upload.
+#[derive(Debug)]
+pub(super) struct Part {
+    pub(super) body: Bytes,
+    /// The MD5 of the body, which the object's multipart ETag is made of.
+    pub(super) md5: [u8; 16],
+    /// Quoted, as in the `ETag` header.
+    pub(super) etag: String,
+    /// CRC32 of the body, which a composite CRC32 checksum is made of.
+    pub(super) crc32: u32,
+    pub(super) modified_ms: u64,
+}
+
+/// A multipart upload between CreateMultipartUpload and its Complete or Abort.
+#[derive(Debug)]
+pub(super) struct Upload {
+    pub(super) bucket: String,
+    pub(super) key: String,
+    pub(super) initiated_ms: u64,
+    /// Headers the object will be stored with, from CreateMultipartUpload.
+    pub(super) headers: Vec<(String, String)>,
+    /// `x-amz-checksum-algorithm` of the create, uppercase (`CRC32`), if any.
+    pub(super) checksum_algorithm: Option<String>,
+    /// By part number.
+    pub(super) parts: BTreeMap<u32, Part>,
+}
+
+impl Upload {
+    pub(super) fn bytes(&self) -> usize {
+        self.parts.values().map(|p| p.body.len()).sum()
+    }
+}
+
 /// The files fake's buckets and objects.
 #[derive(Debug, Default)]
 pub struct FilesState {
@@ -79,6 +112,11 @@ pub struct FilesState {
     /// Conditional writes between their arrival and their commit, by `bucket/key`, with the
     /// claim number of the request that holds each.
     pub(super) conditional: BTreeMap<String, u64>,
+    /// Multipart uploads in progress, by upload id.
+    pub(super) uploads: BTreeMap<String, Upload>,
+    /// Bytes held by the parts of every upload in progress, kept as parts come and go so
+    /// that the bound on them is checked without a scan under the lock.
+    pub(super) upload_bytes: usize,
 }
 
 pub(super) fn object_id(bucket: &str, key: &str) -> String {

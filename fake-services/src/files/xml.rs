@@ -1,5 +1,6 @@
 //! S3's XML: the error document, the few result documents the files fake answers, and the
-//! `DeleteObjects` request it reads. Text is escaped with quick-xml, never by hand.
+//! two request bodies it reads (`DeleteObjects`, `CompleteMultipartUpload`). Text is escaped
+//! with quick-xml, never by hand.
 
 use std::borrow::Cow;
 
@@ -290,6 +291,135 @@ pub fn parse_delete(body: &[u8]) -> Result<DeleteRequest, S3Error> {
     Ok(request)
 }
 
+/// One `<Part>` of a `CompleteMultipartUpload` body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompletedPart {
+    pub part_number: u32,
+    /// As the client wrote it, quotes and all.
+    pub etag: String,
+    /// `<ChecksumCRC32>`, if the client sent one.
+    pub checksum_crc32: Option<String>,
+}
+
+/// S3 takes part numbers 1 to 10 000, so a complete lists at most this many parts.
+pub const PARTS_MAX: usize = 10_000;
+
+/// The elements a `<Part>` may hold: its number, its tag, and one checksum.
+const PART_LEAVES: &[&str] = &[
+    "PartNumber",
+    "ETag",
+    "ChecksumCRC32",
+    "ChecksumCRC32C",
+    "ChecksumCRC64NVME",
+    "ChecksumSHA1",
+    "ChecksumSHA256",
+];
+
+/// Reads `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"…"</ETag></Part>…
+/// </CompleteMultipartUpload>`, in the order written (the order is the caller's to get right:
+/// `InvalidPartOrder` is decided against the upload, not here). Anything else, no part at all,
+/// or a part without its number or tag is `MalformedXML`.
+pub fn parse_complete(body: &[u8]) -> Result<Vec<CompletedPart>, S3Error> {
+    let text = std::str::from_utf8(body).map_err(|_| malformed())?;
+    let mut reader = quick_xml::Reader::from_str(text);
+    let mut open: Vec<String> = Vec::new();
+    let mut text = String::new();
+    let mut parts = Vec::new();
+    // The leaves of the `<Part>` being read.
+    let mut leaves: Vec<(String, String)> = Vec::new();
+    let mut seen_root = false;
+    loop {
+        match reader.read_event().map_err(|_| malformed())? {
+            Event::Decl(_) | Event::Comment(_) | Event::PI(_) => {}
+            Event::DocType(_) => return Err(malformed()),
+            Event::Start(start) => {
+                let name = std::str::from_utf8(start.local_name().into_inner()).map_err(|_| malformed())?;
+                let allowed = match (open.last().map(String::as_str), name) {
+                    (None, "CompleteMultipartUpload") => !seen_root,
+                    (Some("CompleteMultipartUpload"), "Part") => true,
+                    (Some("Part"), leaf) => PART_LEAVES.contains(&leaf),
+                    _ => false,
+                };
+                if !allowed {
+                    return Err(malformed());
+                }
+                seen_root = true;
+                if name == "Part" {
+                    leaves.clear();
+                }
+                text.clear();
+                open.push(name.to_string());
+            }
+            Event::Empty(start) => {
+                let name = std::str::from_utf8(start.local_name().into_inner()).map_err(|_| malformed())?;
+                if !(open.last().map(String::as_str) == Some("Part") && name.starts_with("Checksum")) {
+                    return Err(malformed());
+                }
+            }
+            Event::Text(t) => {
+                let content = t.xml10_content().map_err(|_| malformed())?;
+                part_text(&open, &content, &mut text)?;
+            }
+            Event::CData(c) => {
+                let content = c.decode().map_err(|_| malformed())?;
+                part_text(&open, &content, &mut text)?;
+            }
+            Event::GeneralRef(r) => {
+                let resolved = match r.resolve_char_ref().map_err(|_| malformed())? {
+                    Some(c) => c.to_string(),
+                    None => {
+                        let name = r.decode().map_err(|_| malformed())?;
+                        quick_xml::escape::resolve_predefined_entity(&name).ok_or_else(malformed)?.to_string()
+                    }
+                };
+                part_text(&open, &resolved, &mut text)?;
+            }
+            Event::End(_) => {
+                let Some(name) = open.pop() else { return Err(malformed()) };
+                if name == "Part" {
+                    let leaf =
+                        |wanted: &str| leaves.iter().find(|(n, _)| n == wanted).map(|(_, v)| v.clone());
+                    let number = leaf("PartNumber").and_then(|n| n.trim().parse::<u32>().ok());
+                    let (Some(part_number), Some(etag)) = (number, leaf("ETag")) else {
+                        return Err(malformed());
+                    };
+                    if parts.len() == PARTS_MAX {
+                        return Err(malformed());
+                    }
+                    parts.push(CompletedPart {
+                        part_number,
+                        etag: etag.trim().to_string(),
+                        checksum_crc32: leaf("ChecksumCRC32").map(|c| c.trim().to_string()),
+                    });
+                } else if open.last().map(String::as_str) == Some("Part") {
+                    if leaves.iter().any(|(n, _)| *n == name) {
+                        return Err(malformed());
+                    }
+                    leaves.push((name, std::mem::take(&mut text)));
+                }
+                text.clear();
+            }
+            Event::Eof => break,
+        }
+    }
+    if !open.is_empty() || !seen_root || parts.is_empty() {
+        return Err(malformed());
+    }
+    Ok(parts)
+}
+
+/// Text is content only inside a part's leaves; elsewhere it may only be whitespace.
+fn part_text(open: &[String], content: &str, text: &mut String) -> Result<(), S3Error> {
+    match open.last().map(String::as_str) {
+        Some(leaf) if PART_LEAVES.contains(&leaf) => {
+            text.push_str(content);
+            Ok(())
+        }
+        _ if content.trim().is_empty() => Ok(()),
+        _ => Err(malformed()),
+    }
+}
+
 /// Checks that `body` is one well-formed XML document and returns its root element's local
 /// name (for `CreateBucketConfiguration`, whose content the fake does not need).
 pub fn root_of(body: &[u8]) -> Result<String, S3Error> {
@@ -354,6 +484,41 @@ mod tests {
         assert!(text.contains("<Key>a&lt;&amp;&gt;\u{fffd}b</Key>"), "{text}");
         assert!(text.ends_with("<RequestId>req_1</RequestId><HostId>host</HostId></Error>"), "{text}");
         assert!(error.response("HEAD").body.is_empty());
+    }
+
+    #[test]
+    fn complete_requests_parse_or_are_malformed() {
+        let good = r#"<?xml version="1.0" encoding="UTF-8"?>
+            <CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+            <Part><ETag>&quot;aa&quot;</ETag><PartNumber>2</PartNumber><ChecksumCRC32>AAAAAA==</ChecksumCRC32></Part>
+            <Part><PartNumber>1</PartNumber><ETag>"bb"</ETag></Part></CompleteMultipartUpload>"#;
+        assert_eq!(
+            parse_complete(good.as_bytes()).unwrap(),
+            vec![
+                CompletedPart {
+                    part_number: 2,
+                    etag: "\"aa\"".into(),
+                    checksum_crc32: Some("AAAAAA==".into())
+                },
+                CompletedPart { part_number: 1, etag: "\"bb\"".into(), checksum_crc32: None },
+            ]
+        );
+        for bad in [
+            "",
+            "<CompleteMultipartUpload/>",
+            "<CompleteMultipartUpload></CompleteMultipartUpload>",
+            "<CompleteMultipartUpload><Part><ETag>x</ETag></Part></CompleteMultipartUpload>",
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>",
+            "<CompleteMultipartUpload><Part><PartNumber>one</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>",
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><PartNumber>2</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>",
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag><Size>3</Size></Part></CompleteMultipartUpload>",
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>",
+            "<Other><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></Other>",
+            "<CompleteMultipartUpload>text<Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>",
+        ] {
+            let err = parse_complete(bad.as_bytes()).unwrap_err();
+            assert_eq!((err.status, err.code), (400, "MalformedXML"), "{bad}");
+        }
     }
 
     #[test]

@@ -78,6 +78,29 @@ fn refund_keyed(key: &str) -> Req {
     refund().key(key)
 }
 
+/// A confirmed PaymentIntent create with an idempotency key.
+fn intent_keyed(key: &str) -> Req {
+    Req::refund("amount=1000&currency=usd&confirm=true&payment_method=pm_card_visa")
+        .target_intent("")
+        .key(key)
+}
+
+trait IntentTarget {
+    /// The same form request, sent to `/v1/payment_intents/{rest}` (or the collection).
+    fn target_intent(self, rest: &str) -> Self;
+}
+
+impl IntentTarget for Req {
+    fn target_intent(mut self, rest: &str) -> Self {
+        self.target = if rest.is_empty() {
+            "/v1/payment_intents".into()
+        } else {
+            format!("/v1/payment_intents/{rest}")
+        };
+        self
+    }
+}
+
 fn ws() -> Req {
     Req::workspace("org-1")
 }
@@ -283,6 +306,37 @@ fn cases() -> Vec<Case> {
                 send(refund_keyed("k"), Status(200)),
             ],
             2,
+        ),
+        case(
+            "payment_intents: drop_after_commit on a confirmed create; the key replays, one intent charged",
+            P,
+            json!([{"fault": "drop_after_commit", "path": "/v1/payment_intents", "nth": 1}]),
+            vec![send(intent_keyed("k"), Closed), send(intent_keyed("k"), Replayed(200))],
+            2,
+        ),
+        case(
+            "payment_intents: error_after_commit's 500 is what the key replays",
+            P,
+            json!([{"fault": "error_after_commit", "path": "/v1/payment_intents", "nth": 1}]),
+            vec![send(intent_keyed("k"), Error(500, "api_error")), send(intent_keyed("k"), Replayed(500))],
+            2,
+        ),
+        case(
+            "payment_intents: silent_noop answers an intent that does not exist",
+            P,
+            json!([{"fault": "silent_noop", "path": "/v1/payment_intents"}]),
+            vec![send(intent_keyed("k"), Status(200))],
+            0,
+        ),
+        case(
+            "payment_intents: reject on confirm, nothing charged",
+            P,
+            json!([{"fault": {"kind": "reject", "status": 503}, "path": "/v1/payment_intents/*"}]),
+            vec![send(
+                Req::refund("payment_method=pm_card_visa").target_intent("pi_1/confirm"),
+                Error(503, "api_error"),
+            )],
+            0,
         ),
         // Workspaces.
         case("workspaces: refuse", W, json!([{"fault": "refuse"}]), vec![send(ws(), Reset)], 0),

@@ -621,10 +621,16 @@ async fn malformed_requests_get_s3s_error_codes() {
         (Req::new("POST", "/reports"), 405, "MethodNotAllowed"),
         (Req::new("DELETE", "/"), 405, "MethodNotAllowed"),
         (Req::new("PUT", "/reports/k?tagging").body("<Tagging/>"), 400, "NotImplemented"),
-        (Req::new("POST", "/reports/k?uploads"), 400, "NotImplemented"),
+        (Req::new("GET", "/reports/k?partNumber=1"), 400, "NotImplemented"),
+        (Req::new("GET", "/reports?uploads"), 400, "NotImplemented"),
+        (Req::new("PUT", "/reports/k?partNumber=0&uploadId=u").body("x"), 400, "InvalidArgument"),
+        (Req::new("PUT", "/reports/k?partNumber=10001&uploadId=u").body("x"), 400, "InvalidArgument"),
+        (Req::new("PUT", "/reports/k?partNumber=1&uploadId=nope").body("x"), 404, "NoSuchUpload"),
+        (Req::new("DELETE", "/reports/k?uploadId=nope"), 404, "NoSuchUpload"),
+        (Req::new("GET", "/reports/k?uploadId=nope"), 404, "NoSuchUpload"),
         (get("k?versionId=3HL4kqtJlcpXroDTDmJ"), 400, "InvalidArgument"),
         (Req::new("GET", "/reports?max-keys=lots"), 400, "InvalidArgument"),
-        (put("k", "x").body(vec![b'a'; 2 * 1024 * 1024]), 413, "EntityTooLarge"),
+        (put("k", "x").body(vec![b'a'; 17 * 1024 * 1024]), 413, "EntityTooLarge"),
     ];
     let mut failures = Vec::new();
     for (req, status, code) in cases {
@@ -685,7 +691,8 @@ fn query() -> impl Strategy<Value = String> {
         1 => prop::sample::select(vec!["delete", "delete=", "tagging", "uploads", "acl", "versionId=null", "versionId=x", "x-id=PutObject",
             "list-type=2", "list-type=2&max-keys=1&prefix=dir/", "list-type=2&delimiter=/", "marker=a&max-keys=2", "max-keys=-1",
             "continuation-token=%%%", "list-type=2&continuation-token=ZGlyL2E=", "encoding-type=url", "encoding-type=zip",
-            "response-content-type=text/x", "list-type=3"]).prop_map(String::from),
+            "response-content-type=text/x", "list-type=3", "uploadId=x", "partNumber=1&uploadId=x", "partNumber=0&uploadId=x",
+            "uploadId=x&max-parts=zz", "uploads&uploadId=x", "partNumber=2"]).prop_map(String::from),
         1 => "[ -~]{0,20}",
     ]
 }

@@ -7,4 +7,6 @@ mod client;
 mod control;
 mod faults;
 mod files;
+mod multipart;
+mod payment_intents;
 mod props;

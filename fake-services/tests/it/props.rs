@@ -24,6 +24,11 @@ fn path() -> impl Strategy<Value = String> {
         "/",
         "/v1",
         "/v1/refunds/re_x/extra",
+        "/v1/payment_intents",
+        "/v1/payment_intents/pi_1",
+        "/v1/payment_intents/pi_1/confirm",
+        "/v1/payment_intents/pi_1/cancel",
+        "/v1/payment_intents/pi_x/confirm",
     ])
     .prop_map(String::from);
     prop_oneof![3 => known, 1 => "(/[a-zA-Z0-9_%.~-]{0,12}){1,4}"]
@@ -59,6 +64,9 @@ fn form() -> impl Strategy<Value = Vec<u8>> {
         "expand[]",
         "expand[1]",
         "instructions_email",
+        "confirm",
+        "payment_method",
+        "cancellation_reason",
         "a[b][c]",
         "[",
         "]",
@@ -70,8 +78,15 @@ fn form() -> impl Strategy<Value = Vec<u8>> {
         "[0-9]{1,10}",
         "-?[0-9]{1,3}(\\.[0-9])?",
         "[ -~]{0,20}",
-        prop::sample::select(vec!["duplicate", "fraudulent", "requested_by_customer", "usd"])
-            .prop_map(String::from),
+        prop::sample::select(vec![
+            "duplicate",
+            "fraudulent",
+            "requested_by_customer",
+            "usd",
+            "true",
+            "pm_card_visa"
+        ])
+        .prop_map(String::from),
     ];
     prop::collection::vec((name, value), 0..6).prop_map(|pairs| {
         let mut s = form_urlencoded::Serializer::new(String::new());
