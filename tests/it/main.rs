@@ -7,6 +7,7 @@
 
 mod boundaries;
 mod byo;
+mod byo_python;
 mod executor_crash;
 mod executor_faults;
 mod executor_fencing;

@@ -1,6 +1,6 @@
-//! The Python venv of the SDK tests and the Python benchmark (`target/twice-venv`), kept
-//! exactly at `tests/requirements.txt`: both commands prepare it, so it has a module of its
-//! own.
+//! The Python venv of the SDK tests, the Python kit's tests and the Python benchmark
+//! (`target/twice-venv`), kept exactly at `tests/requirements.txt` plus the kit of
+//! `clients/python`: both commands prepare it, so it has a module of its own.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -12,18 +12,29 @@ use crate::target_dir;
 
 /// The venv for the Python SDK tests, under the target directory.
 const VENV_DIR: &str = "twice-venv";
-/// In the venv: the hash of the requirements it was installed from.
+/// In the venv: the hash of the requirements and the kit's `pyproject.toml` it was installed
+/// from.
 const VENV_STAMP: &str = "twice-requirements.hash";
 const REQUIREMENTS: &str = "tests/requirements.txt";
+/// The Python kit (`twice-kit`, import name `twice`), installed editable into the venv: its
+/// tests and the example apps' tests use its pytest plugin.
+const KIT: &str = "clients/python";
+/// What decides how the kit installs (name, entry points, build backend); its code is read in
+/// place, being installed editable.
+const KIT_PYPROJECT: &str = "clients/python/pyproject.toml";
 
-/// Makes `target/twice-venv` hold exactly what `tests/requirements.txt` asks for; returns the
-/// absolute path of its interpreter. Installs only when the requirements changed since the
-/// last install (or none finished).
+/// Makes `target/twice-venv` hold exactly what `tests/requirements.txt` asks for, and the kit
+/// of `clients/python`; returns the absolute path of its interpreter. Installs only when the
+/// requirements or the kit's `pyproject.toml` changed since the last install (or none
+/// finished).
 pub(crate) fn prepare_venv(root: &Path) -> Result<PathBuf> {
     let requirements_path = root.join(REQUIREMENTS);
     let requirements = fs::read(&requirements_path)
         .with_context(|| format!("could not read {}", requirements_path.display()))?;
-    let hash = format!("fnv1a64:{:016x}\n", fnv1a64(&requirements));
+    let kit_pyproject_path = root.join(KIT_PYPROJECT);
+    let kit_pyproject = fs::read(&kit_pyproject_path)
+        .with_context(|| format!("could not read {}", kit_pyproject_path.display()))?;
+    let hash = format!("fnv1a64:{:016x}\n", fnv1a64(&[requirements, kit_pyproject].concat()));
     let venv = target_dir(root).join(VENV_DIR);
     let python = venv.join("bin").join("python");
     let stamp = venv.join(VENV_STAMP);
@@ -69,6 +80,27 @@ pub(crate) fn prepare_venv(root: &Path) -> Result<PathBuf> {
         .with_context(|| format!("could not run {}\n{retry}", python.display()))?;
     if !status.success() {
         bail!("`pip install -r {REQUIREMENTS}` into {} failed ({status})\n{retry}", venv.display());
+    }
+    // Editable, so the kit's tests always run its current code; without build isolation and
+    // dependencies, so the build uses the flit_core pinned above and pip fetches nothing.
+    println!("xtask: installing the Python kit {KIT} into {} (pip, editable)", venv.display());
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-e",
+        ])
+        .arg(root.join(KIT))
+        .stdin(Stdio::null())
+        .status()
+        .with_context(|| format!("could not run {}\n{retry}", python.display()))?;
+    if !status.success() {
+        bail!("`pip install -e {KIT}` into {} failed ({status})\n{retry}", venv.display());
     }
     fs::write(&stamp, &hash).with_context(|| format!("could not write {}", stamp.display()))?;
     println!("xtask: Python test dependencies installed");

@@ -1,0 +1,373 @@
+"""The kit against a real `twice serve` (`$TWICE_BIN`, else `twice` on the PATH): the client's
+every helper over loopback HTTP, serve's start and stop, and the fixtures as pytest users
+meet them (in an inner pytest run through `pytester`).
+
+The requests the tests make to the fakes are plain `urllib` calls, so the kit's tests need
+nothing but the standard library and pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from twice import (
+    Claim,
+    ServeProcess,
+    ServeStartError,
+    Twice,
+    TwiceError,
+    TwiceHTTPError,
+    TwiceTimeout,
+    TwiceViolation,
+    find_twice,
+)
+
+pytest_plugins = ["pytester"]
+
+#: The bound on every request these tests make to a fake.
+HTTP_TIMEOUT_S = 10.0
+
+LOST_REPLY_TOML = """
+name = "kit_lost_reply"
+description = "A refund commits and its reply is lost."
+
+[payment_intents]
+pi_77 = 9000
+
+[[intents]]
+id = "refund-77"
+action = "payments.refund"
+params = { payment_intent = "pi_77", amount = 700 }
+
+[[faults]]
+service = "payments"
+method = "POST"
+path = "/v1/refunds"
+nth = 1
+fault = "drop_after_commit"
+"""
+
+
+def refund(
+    base: str, payment_intent: str, amount: int, key: Optional[str], timeout_s: float = HTTP_TIMEOUT_S
+) -> tuple[Optional[int], Any]:
+    """`POST /v1/refunds` as Stripe's SDKs send it; (status, body), or (None, the error) when
+    no reply came."""
+    headers = {"Authorization": "Bearer sk_test_kit", "Content-Type": "application/x-www-form-urlencoded"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    data = urllib.parse.urlencode({"payment_intent": payment_intent, "amount": amount}).encode()
+    request = urllib.request.Request(f"{base}/v1/refunds", data=data, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+    except (urllib.error.URLError, ConnectionError, OSError) as e:
+        return None, e
+
+
+def refunds_in(ledger: list[Any]) -> list[Any]:
+    return [e for e in ledger if e["kind"] == "refund.created"]
+
+
+# -- The client ---------------------------------------------------------------------------
+
+
+def test_a_catalog_scenario_is_described_with_its_intents_contracts_limits_and_steps(
+    twice_serve_session: Twice,
+) -> None:
+    scenario = twice_serve_session.load_scenario("crash_while_refund_in_flight")
+    assert scenario.name == "crash_while_refund_in_flight"
+    assert [(i.id, i.action, i.params) for i in scenario.intents] == [
+        ("refund-2207", "payments.refund", {"payment_intent": "pi_2207", "amount": 800})
+    ]
+    assert scenario.expect == {"refund-2207": "confirmed"}
+    assert scenario.contracts["payments"]["key_retention_ms"] == 2000
+    assert scenario.request_timeout_s == scenario.limits["request_timeout_ms"] / 1000
+    [step] = scenario.steps
+    assert (step.index, step.do, step.by, step.worker, step.progress) == (0, "crash", "test", "w1", "pending")
+    assert step.serve_sees_the_point and "SIGKILL" in step.how
+    # The same description comes back from GET.
+    assert twice_serve_session.scenario().intents == scenario.intents
+
+
+def test_a_scenario_loads_from_toml_text_and_from_a_file(twice_serve_session: Twice, tmp_path: Path) -> None:
+    assert twice_serve_session.load_scenario(LOST_REPLY_TOML).name == "kit_lost_reply"
+    path = tmp_path / "kit_lost_reply.toml"
+    path.write_text(LOST_REPLY_TOML.replace("kit_lost_reply", "kit_from_file"))
+    assert twice_serve_session.load_scenario(path).name == "kit_from_file"
+    assert twice_serve_session.load_scenario(str(path)).name == "kit_from_file"
+
+
+def test_serve_refusals_carry_serves_own_words(twice_serve_session: Twice) -> None:
+    with pytest.raises(TwiceHTTPError) as unknown:
+        twice_serve_session.load_scenario("lost_refund_replay")
+    assert unknown.value.status == 400
+    assert 'did you mean "lost_refund_reply"' in unknown.value.message
+    twice_serve_session.reset()
+    with pytest.raises(TwiceHTTPError) as none:
+        twice_serve_session.scenario()
+    assert none.value.status == 409 and "no scenario is set up" in none.value.message
+    with pytest.raises(TwiceError, match="no service 'ledgers'"):
+        twice_serve_session.url("ledgers")
+
+
+def test_rules_seeds_ledger_and_journal_show_a_lost_reply_and_its_replay(twice_serve_session: Twice) -> None:
+    twice = twice_serve_session
+    twice.reset()
+    twice.seed("payments", payment_intents=[{"id": "pi_9", "amount": 5000}])
+    [rule_id] = twice.add_rule(
+        "payments", {"id": "lost", "method": "POST", "path": "/v1/refunds", "nth": 1, "fault": "drop_after_commit"}
+    )
+    assert rule_id == "lost"
+    payments = twice.url("payments")
+
+    status, error = refund(payments, "pi_9", 1000, "key-9")
+    assert status is None, "the first reply is lost"
+    status, body = refund(payments, "pi_9", 1000, "key-9")
+    assert status == 200 and body["object"] == "refund"
+
+    # One refund: the retry under the same key got the saved one back.
+    [effect] = refunds_in(twice.ledger("payments"))
+    assert (effect["object_id"], effect["idempotency_key"]) == (body["id"], "key-9")
+    outcomes = [(e["outcome"], e["replayed"]) for e in twice.journal("payments") if e["path"] == "/v1/refunds"]
+    assert outcomes == [("closed", False), ("answered", True)]
+    [armed] = twice.rules("payments")
+    assert (armed["id"], armed["fired"]) == ("lost", 1)
+    twice.clear_rules("payments")
+    assert twice.rules("payments") == []
+
+
+def test_a_clock_jump_expires_keys_so_the_same_key_refunds_again(twice_serve_session: Twice) -> None:
+    twice = twice_serve_session
+    twice.reset()
+    twice.seed("payments", {"payment_intents": [{"id": "pi_8", "amount": 5000}]})
+    before = twice.clock("payments")["now_ms"]
+    assert refund(twice.url("payments"), "pi_8", 100, "key-8")[0] == 200
+    # Past the default contract's 24 h of key retention.
+    after = twice.jump_clock("payments", 25 * 3600 * 1000)
+    assert after["now_ms"] >= before + 25 * 3600 * 1000
+    assert refund(twice.url("payments"), "pi_8", 100, "key-8")[0] == 200
+    assert len(refunds_in(twice.ledger("payments"))) == 2
+    with pytest.raises(TwiceError, match="negative"):
+        twice.jump_clock("payments", -1)
+
+
+def test_a_step_is_reached_held_and_let_go(twice_serve_session: Twice) -> None:
+    twice = twice_serve_session
+    scenario = twice.load_scenario("crash_while_refund_in_flight")
+    intent = scenario.intents[0]
+    answered: list[tuple[Optional[int], Any]] = []
+    sender = threading.Thread(
+        target=lambda: answered.append(
+            refund(twice.url("payments"), intent.params["payment_intent"], intent.params["amount"], "key-2207")
+        )
+    )
+    sender.start()
+    try:
+        step = twice.wait_step(0, timeout_s=10)
+        assert step.progress == "reached" and step.request == "POST /v1/refunds at payments"
+        # Held: no answer while the step is not done.
+        time.sleep(0.2)
+        assert answered == []
+    finally:
+        done = twice.step_done(0)
+        sender.join(timeout=HTTP_TIMEOUT_S)
+    assert done.progress == "done" and not sender.is_alive()
+    assert answered[0][0] == 200
+    assert [s.progress for s in twice.steps()] == ["done"]
+
+
+def test_waiting_for_a_step_that_is_never_reached_is_bounded(twice_serve_session: Twice) -> None:
+    twice = twice_serve_session
+    twice.load_scenario("crash_while_refund_in_flight")
+    started = time.monotonic()
+    with pytest.raises(TwiceTimeout, match=r"step 0 \(crash\) still pending after 0.3 s"):
+        twice.wait_step(0, timeout_s=0.3)
+    assert time.monotonic() - started < 5
+    with pytest.raises(TwiceHTTPError, match="no step 3"):
+        twice.wait_step(3, timeout_s=0.1)
+
+
+def test_check_returns_the_verdict_when_every_invariant_held(twice_serve_session: Twice) -> None:
+    twice = twice_serve_session
+    scenario = twice.load_scenario(LOST_REPLY_TOML)
+    intent = scenario.intents[0]
+    assert refund(twice.url("payments"), "pi_77", 700, "k77")[0] is None
+    status, body = refund(twice.url("payments"), "pi_77", 700, "k77")
+    assert status == 200
+    verdict = twice.check(
+        [Claim(id=intent.id, action=intent.action, state="confirmed", attempts=2, evidence={"key": "k77"})]
+    )
+    assert verdict.held and verdict.exit_code == 0 and verdict.violated == []
+    assert verdict.line("no-duplicate-effect").status == "held"
+
+
+def test_check_raises_the_verdicts_summary_when_an_invariant_is_violated(twice_serve_session: Twice) -> None:
+    twice = twice_serve_session
+    twice.load_scenario(LOST_REPLY_TOML)
+    # No key: the retry is a second refund.
+    assert refund(twice.url("payments"), "pi_77", 700, None)[0] is None
+    assert refund(twice.url("payments"), "pi_77", 700, None)[0] == 200
+    claim = {"id": "refund-77", "action": "payments.refund", "state": "confirmed", "attempts": 2}
+    with pytest.raises(TwiceViolation) as caught:
+        twice.check([claim])
+    assert isinstance(caught.value, AssertionError)
+    verdict = caught.value.verdict
+    assert str(caught.value) == verdict.summary
+    assert "no-duplicate-effect" in verdict.violated
+    [first, second] = refunds_in(twice.ledger("payments"))
+    assert "no-duplicate-effect: intent refund-77 has 2 effects" in verdict.summary
+    assert first["object_id"] in verdict.summary and second["object_id"] in verdict.summary
+    # Asked not to raise, check hands the same verdict back.
+    again = twice.check([claim], raise_on_violation=False)
+    assert (again.exit_code, again.held, again.violated) == (1, False, verdict.violated)
+
+
+def test_a_malformed_claim_is_refused_with_the_field_never_judged(twice_serve_session: Twice) -> None:
+    twice = twice_serve_session
+    twice.load_scenario(LOST_REPLY_TOML)
+    with pytest.raises(TwiceHTTPError, match=r'claims\[0\].state: "done" is not a state'):
+        twice.check([{"id": "refund-77", "action": "payments.refund", "state": "done"}])
+    with pytest.raises(ValueError, match="'done' is not one of recorded"):
+        Claim(id="refund-77", action="payments.refund", state="done")
+
+
+# -- Serve as a child process ----------------------------------------------------------------
+
+
+def script(tmp_path: Path, name: str, body: str) -> str:
+    """An executable shell script standing in for the twice binary."""
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def test_serve_starts_answers_and_stops_on_sigterm() -> None:
+    serve = ServeProcess(seed=7)
+    with serve as twice:
+        assert twice.health()["ok"] is True
+        assert twice.serve is serve and serve.pid is not None
+        assert set(twice.urls) >= {"payments", "workspaces", "files", "chain", "control"}
+        assert twice.load_scenario("lost_refund_reply").seed == 7
+        workdir = serve.workdir
+    # SIGTERM is a clean stop for serve; its own directory is gone with it.
+    assert serve.pid is None and not workdir.exists()
+    with pytest.raises(TwiceError, match="not started"):
+        serve.client
+
+
+def test_a_serve_that_dies_at_start_is_reported_with_its_output(tmp_path: Path) -> None:
+    binary = script(tmp_path, "dies", "echo 'error: cannot listen on 127.0.0.1:1' >&2\nexit 2\n")
+    with pytest.raises(ServeStartError, match=r"exited with 2 before writing its URLs file:\nerror: cannot listen"):
+        ServeProcess(binary=binary).start()
+
+
+def test_a_serve_that_never_gets_ready_is_killed_after_its_bounds(tmp_path: Path) -> None:
+    # Ignores SIGTERM, never writes the URLs file: only SIGKILL ends it.
+    binary = script(tmp_path, "stuck", "trap '' TERM\necho starting\nwhile :; do sleep 0.05; done\n")
+    serve = ServeProcess(binary=binary, start_timeout_s=0.3, stop_timeout_s=0.3)
+    started = time.monotonic()
+    with pytest.raises(ServeStartError, match=r"did not write its URLs file within 0.3 s; it was stopped"):
+        serve.start()
+    assert time.monotonic() - started < 5
+    assert serve.pid is None
+
+
+def test_the_binary_comes_from_twice_bin_or_the_path_and_its_absence_is_explained(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    real = find_twice()
+    monkeypatch.setenv("TWICE_BIN", real)
+    assert find_twice() == real
+    monkeypatch.setenv("TWICE_BIN", str(tmp_path / "nothing-here"))
+    with pytest.raises(ServeStartError, match="TWICE_BIN names .* which is not an executable file"):
+        find_twice()
+    monkeypatch.delenv("TWICE_BIN")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ServeStartError) as missing:
+        find_twice()
+    assert "TWICE_BIN is not set" in str(missing.value) and "not on the PATH" in str(missing.value)
+    monkeypatch.setenv("PATH", os.path.dirname(real) + os.pathsep + str(tmp_path))
+    assert find_twice() == os.path.join(os.path.dirname(real), "twice")
+
+
+# -- The fixtures, as a pytest user meets them ------------------------------------------------
+
+
+def test_the_fixture_serves_one_test_and_stops_after_it(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pids = tmp_path / "pids.txt"
+    pytester.makepyfile(
+        f"""
+        import json, urllib.request
+
+        def test_serve_is_there(twice_serve):
+            with open({str(pids)!r}, "a") as f:
+                f.write(f"{{twice_serve.serve.pid}}\\n")
+            with urllib.request.urlopen(twice_serve.control + "/__twice/health", timeout=10) as r:
+                assert json.load(r)["ok"]
+
+        def test_each_test_has_its_own(twice_serve):
+            with open({str(pids)!r}, "a") as f:
+                f.write(f"{{twice_serve.serve.pid}}\\n")
+            assert twice_serve.load_scenario("lost_refund_reply").seed == 5
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--twice-seed", "5")
+    result.assert_outcomes(passed=2)
+    first, second = (int(line) for line in pids.read_text().split())
+    assert first != second
+    for pid in (first, second):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_violation_fails_the_users_test_with_the_summary(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import urllib.request
+
+        def refund(base):
+            request = urllib.request.Request(
+                base + "/v1/refunds", data=b"payment_intent=pi_1193&amount=1200", method="POST",
+                headers={"Authorization": "Bearer sk_test_x"})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status
+
+        def test_refunds_twice(twice_serve_session):
+            twice_serve_session.load_scenario("key_regenerated_per_attempt")
+            twice_serve_session.clear_rules("payments")
+            assert refund(twice_serve_session.url("payments")) == 200
+            assert refund(twice_serve_session.url("payments")) == 200
+            twice_serve_session.check([{"id": "refund-1193", "action": "payments.refund", "state": "confirmed"}])
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*TwiceViolation: twice: 1 scenarios*", "*no-duplicate-effect: intent refund-1193 has 2 effects*"]
+    )
+
+
+def test_without_a_binary_the_fixture_says_where_it_looked(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("TWICE_BIN", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    pytester.makepyfile("def test_needs_serve(twice_serve):\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*cannot find the twice binary: TWICE_BIN is not set*"])
