@@ -234,6 +234,20 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         let view = RequestView { method: &req.method, path: &req.path, fields: &fields };
         let plan = inner.engine.plan(&view, &mut inner.rng);
         let request_id = inner.new_id("req_", 14);
+        // One line per fault fired, for `twice serve`'s log (`RUST_LOG=twice::fault=info`);
+        // nothing is formatted unless a subscriber wants it.
+        for applied in &plan.applied {
+            tracing::info!(
+                target: "twice::fault",
+                service = self.name,
+                rule = %applied.rule,
+                fault = %applied.fault,
+                request_id = %request_id,
+                method = %req.method,
+                path = %req.path,
+                "fault fired"
+            );
+        }
         let seq = inner.journal.begin(JournalEntry {
             seq: 0,
             at_ms: now_ms,

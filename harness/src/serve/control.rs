@@ -222,6 +222,9 @@ struct SetScenario {
     file: Option<String>,
     #[serde(default)]
     toml: Option<String>,
+    /// With `toml`: where the text came from (a path), for the verdict's replay line.
+    #[serde(default)]
+    origin: Option<String>,
 }
 
 fn set_scenario(world: &World, body: &[u8]) -> Response<Full<Bytes>> {
@@ -234,11 +237,15 @@ fn set_scenario(world: &World, body: &[u8]) -> Response<Full<Bytes>> {
             );
         }
     };
+    if asked.origin.is_some() && asked.toml.is_none() {
+        return error(400, "\"origin\" goes with \"toml\": it names where the text came from");
+    }
+    let origin = asked.origin.unwrap_or_else(|| "scenario.toml".into());
     let case = match (asked.name, asked.file, asked.toml) {
         (Some(name), None, None) => pipeline::load(&name).map_err(|e| format!("{e:#}")),
         (None, Some(file), None) => pipeline::load(&file).map_err(|e| format!("{e:#}")),
-        (None, None, Some(text)) => scenarios::parse_scenario(&text, "the posted TOML")
-            .map(|scenario| Case { scenario, source: Source::File { path: "the posted TOML".into() } })
+        (None, None, Some(text)) => scenarios::parse_scenario(&text, &origin)
+            .map(|scenario| Case { scenario, source: Source::File { path: origin.clone() } })
             .map_err(|e| e.to_string()),
         _ => Err("give exactly one of \"name\", \"file\" and \"toml\"".to_string()),
     };

@@ -131,7 +131,15 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Served> {
     Ok(Served { world, servers, control })
 }
 
+/// The log filter when `RUST_LOG` says nothing: every fault fired and every step, from
+/// serve and the fakes.
+pub const LOG_DEFAULT: &str = "info";
+
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Log lines go to stderr, filtered as RUST_LOG says (`twice::fault=info,twice::serve=warn`).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(LOG_DEFAULT));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     let served = start(&args).await?;
     println!("twice serve: fakes listening (seed {}); Ctrl-C to stop", args.seed);
     for (name, url) in served.urls() {

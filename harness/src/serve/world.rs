@@ -145,6 +145,7 @@ impl World {
             kind: "scenario".into(),
             detail: format!("{} set up", case.scenario.name),
         }];
+        tracing::info!(target: "twice::serve", scenario = %case.scenario.name, steps = steps_len(&case), "scenario set up");
         let points = RequestPoints::new(&case.scenario);
         *self.lock() = Some(Current { case, steps, points, gates: Vec::new(), set_at_ms: now, moments });
         Ok(())
@@ -162,6 +163,7 @@ impl World {
         })?;
         if step.progress != Progress::Done {
             step.progress = Progress::Done;
+            tracing::info!(target: "twice::serve", step = index, action = step.action, "step done");
             if step.by == By::Serve {
                 let event = current.case.scenario.events[index].action.clone();
                 apply(&self.fakes, &event, &mut current.moments, self.base.now_ms());
@@ -254,6 +256,15 @@ impl Tap for StepTap {
             let step = &mut current.steps[index];
             step.reached_at_ms = Some(now);
             step.request = Some(format!("{} {} at {service}", request.method, request.path));
+            tracing::info!(
+                target: "twice::serve",
+                step = index,
+                action = step.action,
+                service,
+                method = %request.method,
+                path = %request.path,
+                "step's point reached"
+            );
             if step.by == By::Serve {
                 step.progress = Progress::Done;
                 let event = current.case.scenario.events[index].action.clone();
@@ -274,6 +285,10 @@ impl Tap for StepTap {
         world.moved.notify_waiters();
         gate
     }
+}
+
+fn steps_len(case: &Case) -> usize {
+    case.scenario.events.len()
 }
 
 /// Applies one of serve's own events to the fakes.

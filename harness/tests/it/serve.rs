@@ -339,3 +339,53 @@ fn the_openapi_document_lists_exactly_the_routes_serve_answers() {
     assert_eq!(route("GET", "/__twice/steps/3/done"), None, "done is a POST");
     assert_eq!(route("GET", "/__twice/steps/x"), None);
 }
+
+/// Every fault fired is a line in serve's log, with the rule, the request id and the
+/// service; RUST_LOG filters the lines as it does for any tracing program.
+#[test]
+fn each_fault_fired_is_a_log_line_and_rust_log_filters_them() {
+    for (filter, logged) in [("twice::fault=info", true), ("info,twice::fault=off", false)] {
+        let dir = std::env::temp_dir().join(format!("twice-serve-log-{}-{logged}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let urls_file = dir.join("urls.json");
+        let _ = std::fs::remove_file(&urls_file);
+        let mut child = twice()
+            .args(["serve", "--scenario", "lost_refund_reply", "--urls-file"])
+            .arg(&urls_file)
+            .env("RUST_LOG", filter)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let urls = read_urls(&urls_file, &mut child);
+        let payments = urls["payments"].as_str().unwrap().to_string();
+        runtime().block_on(async {
+            assert!(
+                HttpTransport.send(refund(&payments, "pi_4812", 5000, "k-1")).await.is_err(),
+                "the reply is lost"
+            );
+        });
+        super::signal(&child, "TERM");
+        assert_eq!(wait_bounded(&mut child), Some(0));
+        let mut stderr = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        let line = stderr.lines().find(|l| l.contains("fault fired"));
+        if logged {
+            let line = line.unwrap_or_else(|| panic!("no fault line in: {stderr}"));
+            for part in [
+                "service=\"payments\"",
+                "rule=rule-1",
+                "fault=drop_after_commit",
+                "request_id=req_",
+                "path=/v1/refunds",
+            ] {
+                assert!(line.contains(part), "{part} in {line}");
+            }
+        } else {
+            assert_eq!(line, None, "filtered out: {stderr}");
+            assert!(stderr.contains("scenario set up"), "the rest still logs: {stderr}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

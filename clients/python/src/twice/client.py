@@ -139,8 +139,8 @@ class Twice:
         `name_or_toml` is a catalog name (`"lost_refund_reply"`), a path to a scenario file
         (a `Path`, or a string ending in `.toml`), or a scenario's TOML text (a string with a
         newline). When the kit started serve itself (the fixtures do), a file is posted as
-        its absolute path, so that the verdict's replay line names it; otherwise its text is
-        posted, since serve may not see this machine's disk.
+        its absolute path; otherwise its text is posted (serve may not see this machine's
+        disk) with the path as its origin. Either way the verdict's replay line names it.
         """
         if isinstance(name_or_toml, os.PathLike) or (
             isinstance(name_or_toml, str) and "\n" not in name_or_toml and name_or_toml.endswith(".toml")
@@ -151,7 +151,7 @@ class Twice:
                     raise TwiceError(f"no scenario file {path}")
                 body: dict[str, str] = {"file": str(path)}
             else:
-                body = {"toml": path.read_text(encoding="utf-8")}
+                body = {"toml": path.read_text(encoding="utf-8"), "origin": str(path)}
         elif "\n" in name_or_toml:
             body = {"toml": name_or_toml}
         else:
