@@ -430,12 +430,16 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         let route = req.path.trim_start_matches("/__twice").trim_end_matches('/');
         let method = req.method.as_str();
         let bad = |message: String| FakeResponse::json(400, &json!({"error": {"message": message}}));
-        match (method, route) {
-            ("GET", "/health") | ("GET", "") => {
-                FakeResponse::json(200, &json!({"service": self.name, "ok": true}))
-            }
-            ("GET", "/rules") => FakeResponse::json(200, &json!({"rules": self.lock().engine.rules()})),
-            ("POST", "/rules") => {
+        let Some((control, id)) = control_route(method, route) else {
+            return FakeResponse::json(
+                404,
+                &json!({"error": {"message": format!("no control route {method} {}; see docs/faults.md", req.path)}}),
+            );
+        };
+        match control {
+            Control::Health => FakeResponse::json(200, &json!({"service": self.name, "ok": true})),
+            Control::Rules => FakeResponse::json(200, &json!({"rules": self.lock().engine.rules()})),
+            Control::AddRules => {
                 let rules: Vec<FaultRule> = match parse_one_or_many(&req.body) {
                     Ok(rules) => rules,
                     Err(e) => return bad(format!("invalid rule: {e}")),
@@ -452,23 +456,22 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 }
                 FakeResponse::json(201, &json!({"ids": ids}))
             }
-            ("DELETE", "/rules") => {
+            Control::ClearRules => {
                 self.lock().engine.clear();
                 FakeResponse::json(200, &json!({"cleared": true}))
             }
-            ("DELETE", r) if r.starts_with("/rules/") => {
-                let id = &r["/rules/".len()..];
+            Control::RemoveRule => {
                 if self.lock().engine.remove(id) {
                     FakeResponse::json(200, &json!({"removed": id}))
                 } else {
                     FakeResponse::json(404, &json!({"error": {"message": format!("no rule \"{id}\"")}}))
                 }
             }
-            ("GET", "/clock") => FakeResponse::json(
+            Control::Clock => FakeResponse::json(
                 200,
                 &json!({"now_ms": self.clock.now_ms(), "jumped_ms": self.clock.jumped_ms()}),
             ),
-            ("POST", "/clock/jump") => {
+            Control::JumpClock => {
                 #[derive(Deserialize)]
                 #[serde(deny_unknown_fields)]
                 struct Jump {
@@ -485,33 +488,31 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                     Err(e) => bad(format!("expected {{\"by_ms\": N}}: {e}")),
                 }
             }
-            ("GET", "/contract") => FakeResponse::json(200, &json!(self.lock().contract)),
-            ("PATCH", "/contract") | ("POST", "/contract") => {
-                match serde_json::from_slice::<ContractPatch>(&req.body) {
-                    Ok(patch) => {
-                        let mut inner = self.lock();
-                        inner.contract.apply(patch);
-                        FakeResponse::json(200, &json!(inner.contract))
-                    }
-                    Err(e) => bad(format!("invalid contract: {e}")),
+            Control::Contract => FakeResponse::json(200, &json!(self.lock().contract)),
+            Control::PatchContract => match serde_json::from_slice::<ContractPatch>(&req.body) {
+                Ok(patch) => {
+                    let mut inner = self.lock();
+                    inner.contract.apply(patch);
+                    FakeResponse::json(200, &json!(inner.contract))
                 }
-            }
-            ("POST", "/reset") => {
+                Err(e) => bad(format!("invalid contract: {e}")),
+            },
+            Control::Reset => {
                 self.reset();
                 FakeResponse::json(200, &json!({"reset": true}))
             }
-            ("POST", "/seed") => {
+            Control::Seed => {
                 let mut inner = self.lock();
                 match seed(&mut inner, &req.body) {
                     Ok(seeded) => FakeResponse::json(201, &seeded),
                     Err(e) => bad(e),
                 }
             }
-            ("GET", "/ledger") => {
+            Control::Ledger => {
                 let inner = self.lock();
                 FakeResponse::json(200, &json!({"service": self.name, "effects": inner.ledger.effects()}))
             }
-            ("GET", "/journal") => {
+            Control::Journal => {
                 let inner = self.lock();
                 let entries: Vec<_> = inner.journal.entries().collect();
                 FakeResponse::json(
@@ -519,12 +520,66 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                     &json!({"service": self.name, "entries": entries, "dropped": inner.journal.dropped()}),
                 )
             }
-            _ => FakeResponse::json(
-                404,
-                &json!({"error": {"message": format!("no control route {method} {}; see docs/faults.md", req.path)}}),
-            ),
         }
     }
+}
+
+/// What a control request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Health,
+    Rules,
+    AddRules,
+    ClearRules,
+    RemoveRule,
+    Clock,
+    JumpClock,
+    Contract,
+    PatchContract,
+    Reset,
+    Seed,
+    Ledger,
+    Journal,
+}
+
+/// Every route of a fake's control API: method, path (`{id}` is a rule's id) and what it asks
+/// for. The router reads this table and nothing else, so `docs/openapi/fakes.json`, which a
+/// test compares with it, lists exactly what is served.
+pub const CONTROL_ROUTES: &[(&str, &str, Control)] = &[
+    ("GET", "/__twice", Control::Health),
+    ("GET", "/__twice/health", Control::Health),
+    ("GET", "/__twice/rules", Control::Rules),
+    ("POST", "/__twice/rules", Control::AddRules),
+    ("DELETE", "/__twice/rules", Control::ClearRules),
+    ("DELETE", "/__twice/rules/{id}", Control::RemoveRule),
+    ("GET", "/__twice/clock", Control::Clock),
+    ("POST", "/__twice/clock/jump", Control::JumpClock),
+    ("GET", "/__twice/contract", Control::Contract),
+    ("PATCH", "/__twice/contract", Control::PatchContract),
+    ("POST", "/__twice/contract", Control::PatchContract),
+    ("POST", "/__twice/reset", Control::Reset),
+    ("POST", "/__twice/seed", Control::Seed),
+    ("GET", "/__twice/ledger", Control::Ledger),
+    ("GET", "/__twice/journal", Control::Journal),
+];
+
+/// The control route `method` and `path` (under `/__twice`, without it) ask for, with the
+/// rule id where the path has one.
+pub fn control_route<'p>(method: &str, path: &'p str) -> Option<(Control, &'p str)> {
+    let full = |pattern: &str| pattern.trim_start_matches("/__twice").to_string();
+    CONTROL_ROUTES.iter().find_map(|(m, pattern, control)| {
+        if *m != method {
+            return None;
+        }
+        let pattern = full(pattern);
+        match pattern.split_once("{id}") {
+            None => (pattern == path).then_some((*control, "")),
+            Some((before, after)) => {
+                let id = path.strip_prefix(before)?.strip_suffix(after)?;
+                (!id.is_empty() && !id.contains('/')).then_some((*control, id))
+            }
+        }
+    })
 }
 
 fn parse_one_or_many(body: &[u8]) -> Result<Vec<FaultRule>, String> {

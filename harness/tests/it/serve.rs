@@ -389,3 +389,41 @@ fn each_fault_fired_is_a_log_line_and_rust_log_filters_them() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// The fakes' control API, likewise: `docs/openapi/fakes.json` lists exactly
+/// `core::CONTROL_ROUTES`, which is all a fake's control router reads; and every fake answers
+/// every route (none says "no control route").
+#[test]
+fn the_openapi_document_of_the_fakes_lists_exactly_their_control_routes() {
+    use fake_services::core::{CONTROL_ROUTES, control_route};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi/fakes.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(doc["openapi"], "3.0.3");
+    let mut documented = std::collections::BTreeSet::new();
+    for (path, operations) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in operations.as_object().unwrap() {
+            assert!(operation["summary"].is_string(), "{method} {path} has a summary");
+            assert!(!operation["responses"].as_object().unwrap().is_empty(), "{method} {path} has responses");
+            documented.insert((method.to_ascii_uppercase(), path.clone()));
+        }
+    }
+    let served: std::collections::BTreeSet<(String, String)> =
+        CONTROL_ROUTES.iter().map(|(m, p, _)| (m.to_string(), p.to_string())).collect();
+    assert_eq!(documented, served, "docs/openapi/fakes.json and core::CONTROL_ROUTES differ");
+    assert_eq!(control_route("DELETE", "/rules/rule-1").map(|(_, id)| id), Some("rule-1"));
+    assert_eq!(control_route("DELETE", "/rules/a/b"), None);
+
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        for (service, url) in served.urls().into_iter().filter(|(name, _)| name != "control") {
+            for (method, pattern, _) in CONTROL_ROUTES {
+                let method: &'static str = method;
+                let answer =
+                    call(method, format!("{url}{}", pattern.replace("{id}", "rule-9")), Value::Null).await;
+                let body = String::from_utf8_lossy(&answer.body);
+                assert!(!body.contains("no control route"), "{service} {method} {pattern}: {body}");
+            }
+        }
+        served.stop().await;
+    });
+}
