@@ -358,7 +358,7 @@ def test_a_violation_fails_the_users_test_with_the_summary(pytester: pytest.Pyte
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*TwiceViolation: twice: 1 scenarios*", "*no-duplicate-effect: intent refund-1193 has 2 effects*"]
+        ["*TwiceViolation: twice: 1 scenario against*", "*no-duplicate-effect: intent refund-1193 has 2 effects*"]
     )
 
 
