@@ -6,8 +6,8 @@
 //! and events and moves numbers towards the simplest values, so a failure comes back as a
 //! small scenario that replays by itself.
 //!
-//! Three things make the search find bugs in few cases, each known from the testing
-//! literature to beat uniform random choice:
+//! Four things make the search find bugs in few cases, where uniform random choice would
+//! need many (the first and the last are known from the testing literature to do so):
 //!
 //! - **Swarm testing**: each case first draws which actions, fault kinds and process events
 //!   it may use at all, then draws its steps from those only. A case with one fault kind
@@ -18,6 +18,9 @@
 //!   the caller unsure whether a write happened weigh three times as much as the others.
 //!   Some faults fire on every matching request with a seeded probability instead of on
 //!   one, and some aim at one intent's requests only (`where` on its business key).
+//! - **Aimed steps** ([`aimed_steps`]): a few sequences that independent draws almost never
+//!   line up (a refusal of an intent that a later one replaces; a worker stopped while its
+//!   read-back of a late commit is out) are set up whole where a case has what they need.
 //! - **Size that grows with the index** ([`size_for`]): the first cases are small (a bug a
 //!   small case shows is found, and shrunk, fastest); later ones have more intents, faults
 //!   and events, so bugs that need several steps still come up.
@@ -366,6 +369,131 @@ fn surface(service: &str) -> Surface {
     }
 }
 
+/// "Not now": a 429, which says the request was not executed and may be sent again.
+const NOT_NOW: FaultSpec = FaultSpec::Reject { status: 429, body: None };
+/// The event kind of a pause shorter than the lease, with no one to take over.
+const PAUSE: usize = 3;
+
+/// A fault aimed at one intent's first or second send, whatever its draw says (see
+/// [`aimed_steps`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// A 429 on the first send: the intent is sent again later.
+    NotNow,
+    /// An answer that leaves the caller unsure whether the second send (the retry after a
+    /// "not now") took effect, of a kind the swarm leaves on.
+    UnsureRetry,
+    /// The first send commits after the caller's timeout (see [`COMMIT_AFTER_TIMEOUT`]).
+    LateCommit,
+}
+
+/// The service an intent acts on.
+fn service_of(intent: &IntentSpec) -> &'static str {
+    vocabulary::action(&intent.action).map_or("payments", |a| a.service)
+}
+
+/// Whether a rule can single out an intent's requests (see [`aim_at`]): not a transfer's,
+/// whose recipient is inside the signed bytes. A "not now" that would land on whichever
+/// transfer goes first leaves a nonce gap behind it rather than the step it stands for.
+fn aimable(intent: &IntentSpec) -> bool {
+    service_of(intent) != "chain"
+}
+
+/// Whether an intent's effect is looked up by the first read its service sees from it: a
+/// GET that no precondition read (a put's HEAD) or shared JSON-RPC path (a chain's POSTs)
+/// comes before, so that a request point on the service's first read is its read-back.
+fn read_back_first(intent: &IntentSpec) -> bool {
+    vocabulary::action(&intent.action).is_some_and(|a| {
+        a.guard != Some(Guard::ConditionalWrites)
+            && a.service != "chain"
+            && surface(a.service).reads[0].0 == "GET"
+    })
+}
+
+/// The faults of a case that aim at one intent's sends, by fault draw index, for two
+/// sequences of steps that independent draws almost never line up, each a question that
+/// one wrong belief answers wrongly:
+///
+/// - **A refusal in a lineage.** A replacement may run only once what it replaces has
+///   certainly failed; a 429 is not that, as the original is sent again. In a case with a
+///   lineage, the first fault answers the replaced intent's first send "not now", and the
+///   second leaves its retry unsure (so the replacement must wait on an `unknown` original
+///   too). Whatever the swarm says: the lineage is the case's question. Not for a transfer,
+///   whose sends no rule can single out.
+/// - **A stopped read-back.** A lookup's "not there" says nothing of a commit still on its
+///   way, however long the worker takes to read it: what counts is when it was asked. In a
+///   case with a pause and no takeover (and no lineage), the first fault makes one
+///   intent's first send commit late, so that its read-back goes out before the commit
+///   lands (the pause, see [`late_write`], stops the worker there), and the second answers
+///   another intent's first send "not now", so that the run still has work while the
+///   worker is stopped (a drain with nothing left to do ends, and with it the pause).
+fn aimed_steps<'a>(
+    intents: &'a [IntentSpec],
+    faults: usize,
+    event_draws: &[EventDraw],
+    events_on: &[usize],
+    contracts: &BTreeMap<&str, Contract>,
+) -> BTreeMap<usize, (Step, &'a IntentSpec)> {
+    let mut steps = BTreeMap::new();
+    let replaced =
+        intents.iter().find(|i| intents.iter().any(|r| r.replaces.as_deref() == Some(i.id.as_str())));
+    if let Some(original) = replaced {
+        if aimable(original) {
+            steps.insert(0, (Step::NotNow, original));
+            steps.insert(1, (Step::UnsureRetry, original));
+        }
+        return steps;
+    }
+    let pauses = event_draws.iter().any(|d| events_on[d.kind % events_on.len()] == PAUSE);
+    // Preferably where only the read-back can settle the intent (a resend under its key
+    // cannot: the service ignores keys, forgets them before the read-back, or its acks may
+    // lie), where a second effect could land at all (no unique business key to refuse it),
+    // and where the settle bound leaves time for the pause within the lease.
+    let late = intents.iter().filter(|i| read_back_first(i)).min_by_key(|i| {
+        contracts.get(service_of(i)).map(|c| {
+            let key_settles = c.idempotency_keys == KeyPolicy::Honored
+                && c.acks == Acks::Reliable
+                && c.key_retention_ms > 2 * REQUEST_TIMEOUT_MS + 100;
+            (key_settles, c.unique_business_key, read_back_pause_ms(c) >= LEASE_MS - 100)
+        })
+    });
+    let other =
+        late.and_then(|l| intents.iter().find(|i| i.id != l.id && i.replaces.is_none() && aimable(i)));
+    if let (true, true, Some(late), Some(other)) = (pauses, faults >= 2, late, other) {
+        steps.insert(0, (Step::LateCommit, late));
+        steps.insert(1, (Step::NotNow, other));
+    }
+    steps
+}
+
+/// Where a pause without a takeover stops the worker at a read-back that races a late
+/// commit: the service of the first late commit at a write of a service whose intents read
+/// back with its first read, that read's method, and how long the pause lasts (long enough
+/// for the settle bound, counted from a read-back sent right after the timeout, to pass
+/// while the worker is stopped).
+fn late_write(
+    faults: &[ServiceFault],
+    contracts: &BTreeMap<&str, Contract>,
+) -> Option<(&'static str, &'static str, u64)> {
+    let fault = faults.iter().find(|f| {
+        matches!(f.rule.fault, FaultSpec::CommitAfterTimeout { .. })
+            && f.rule.method.as_deref() == Some(surface(&f.service).write.0)
+            && f.service != "chain"
+            && f.service != "files"
+    })?;
+    let service = vocabulary::SERVICES.iter().copied().find(|s| *s == fault.service)?;
+    let c = contracts.get(service)?;
+    Some((service, surface(service).reads[0].0, read_back_pause_ms(c).min(LEASE_MS - 100)))
+}
+
+/// How long a worker stopped at a read-back sent right after the timeout must stay stopped
+/// for the settle and read-lag bounds of the write to pass meanwhile. A pause is kept
+/// shorter than the lease, which the worker took as it sent the read-back: a worker that
+/// wakes without its lease may not act on what it read.
+fn read_back_pause_ms(c: &Contract) -> u64 {
+    c.settle_ms_max + c.read_lag_ms_max + 200
+}
+
 fn build(
     name: &str,
     sharp: bool,
@@ -421,30 +549,42 @@ fn build(
     }
     let aim = |draw: usize| used[draw % used.len()];
     let faults_on = enabled(&swarm.faults_off);
+    let events_on = enabled(&swarm.events_off);
+    let steps = aimed_steps(&intents, fault_draws.len(), event_draws, &events_on, &contracts);
     let mut faults = Vec::new();
     for (i, d) in fault_draws.iter().enumerate() {
-        let service = aim(d.service);
+        let step = steps.get(&i).copied();
+        let service = step.map(|(_, intent)| service_of(intent)).unwrap_or_else(|| aim(d.service));
         let contract = &contracts[service];
         // Among the kinds the swarm leaves on, those the contract admits: a fault it does not
         // admit would be unfair, and a draw spent on one would be wasted.
         let fault_of = |kind: usize| fault_for(kind, d.param, contract, service == "chain");
         // Keys faults only where the service takes keys at all: elsewhere they change nothing.
         let keys = Contract::default_for(service).is_some_and(|c| c.idempotency_keys == KeyPolicy::Honored);
+        // A late commit needs a settle bound past the timeout; within it, it is latency.
+        let late_commits = contract.settle_ms_max > REQUEST_TIMEOUT_MS + 100;
         let admitted: Vec<usize> = faults_on
             .iter()
             .copied()
             .filter(|k| keys || !matches!(*k, IGNORE_KEYS | FORGET_KEYS))
-            // A late commit needs a settle bound past the timeout; within it, it is latency.
-            .filter(|k| *k != COMMIT_AFTER_TIMEOUT || contract.settle_ms_max > REQUEST_TIMEOUT_MS + 100)
+            .filter(|k| *k != COMMIT_AFTER_TIMEOUT || late_commits)
             .filter(|k| contract.admits(&fault_of(*k)).is_ok())
             .collect();
-        if admitted.is_empty() {
+        // An aimed step keeps its fault where the contract admits it (the swarm gave it its
+        // draws already).
+        let unsure: Vec<usize> = admitted.iter().copied().filter(|k| *k < UNSURE_KINDS).collect();
+        let step = step.filter(|(step, _)| match step {
+            Step::NotNow => contract.admits(&NOT_NOW).is_ok(),
+            Step::UnsureRetry => !unsure.is_empty(),
+            Step::LateCommit => late_commits && contract.admits(&fault_of(COMMIT_AFTER_TIMEOUT)).is_ok(),
+        });
+        if admitted.is_empty() && step.is_none() {
             continue;
         }
         let surface = surface(service);
         // The fault before this one on the same service and method, which this one follows
         // (a retry after it meets this fault).
-        let before = (d.follows && !sharp)
+        let before = (d.follows && !sharp && step.is_none())
             .then(|| {
                 let method = if d.at_read { surface.reads[d.nth as usize % 2].0 } else { surface.write.0 };
                 faults.iter().rev().find(|f: &&ServiceFault| {
@@ -453,14 +593,25 @@ fn build(
             })
             .flatten();
         // After a refusal, the retry it causes is where an unsure answer does harm.
-        let unsure: Vec<usize> = admitted.iter().copied().filter(|k| *k < UNSURE_KINDS).collect();
         let refused =
             before.is_some_and(|f| matches!(f.rule.fault, FaultSpec::Refuse | FaultSpec::Reject { .. }));
-        let kind = weighted_kind(if refused && !unsure.is_empty() { &unsure } else { &admitted }, d.kind);
-        let fault = fault_of(kind);
+        let (kind, fault) = match step {
+            Some((Step::NotNow, _)) => (REJECT, NOT_NOW),
+            Some((Step::LateCommit, _)) => (COMMIT_AFTER_TIMEOUT, fault_of(COMMIT_AFTER_TIMEOUT)),
+            Some((Step::UnsureRetry, _)) => {
+                let kind = weighted_kind(&unsure, d.kind);
+                (kind, fault_of(kind))
+            }
+            None => {
+                let kind =
+                    weighted_kind(if refused && !unsure.is_empty() { &unsure } else { &admitted }, d.kind);
+                (kind, fault_of(kind))
+            }
+        };
         // A read can be lost, hang, be refused or rejected, lag or be slow; what happens to a
         // commit or a key happens at a write.
-        let at_read = kind == STALE_READ || (d.at_read && !sharp && READ_KINDS.contains(&kind));
+        let at_read =
+            kind == STALE_READ || (d.at_read && !sharp && step.is_none() && READ_KINDS.contains(&kind));
         let (method, call) = if at_read { surface.reads[d.nth as usize % 2] } else { surface.write };
         let mut rule = FaultRule::always(fault);
         rule.id = Some(format!("f{}", i + 1));
@@ -468,7 +619,8 @@ fn build(
         if let Some(call) = call {
             rule.fields.insert("rpc_method".into(), call.into());
         }
-        if let Some(aimed) = d.aim.map(|a| &intents[a % intents.len()])
+        if let Some(aimed) =
+            step.map(|(_, intent)| intent).or_else(|| d.aim.map(|a| &intents[a % intents.len()]))
             && let Some(action) = vocabulary::action(&aimed.action)
             && action.service == service
         {
@@ -481,6 +633,10 @@ fn build(
             })
             .and_then(|f| f.rule.nth.map(|n| n + f.rule.times.unwrap_or(1)));
         match (after, d.dense) {
+            // The first send, or the retry after it.
+            _ if step.is_some() => {
+                rule.nth = Some(if matches!(step, Some((Step::UnsureRetry, _))) { 2 } else { 1 })
+            }
             (Some(next), _) => {
                 rule.nth = Some(next);
                 rule.times = d.times;
@@ -505,7 +661,6 @@ fn build(
             faults.push(ServiceFault { service: service.to_string(), rule });
         }
     }
-    let events_on = enabled(&swarm.events_off);
     let mut events = Vec::new();
     let mut second_worker = false;
     for d in event_draws {
@@ -535,11 +690,26 @@ fn build(
                 });
                 events.push(Event { at: request, action: EventAction::StartWorker { worker: "w2".into() } });
             }
-            // A pause shorter than the lease, and no one to take over.
-            3 => events.push(Event {
-                at: request,
-                action: EventAction::Pause { worker: w1(), for_ms: LEASE_MS / 3 * (d.param + 1) },
-            }),
+            // A pause shorter than the lease, and no one to take over. At a read, or where the
+            // case lines up a stopped read-back (see [`aimed_steps`]), where a write commits
+            // late it stops the worker at that write's read-back, past the settle bound.
+            PAUSE => {
+                let for_ms = LEASE_MS / 3 * (d.param + 1);
+                let lined_up = steps.values().any(|(step, _)| *step == Step::LateCommit);
+                let read_back = (d.at_read || lined_up).then(|| late_write(&faults, &contracts)).flatten();
+                events.push(match read_back {
+                    Some((service, read, outlast_ms)) => Event {
+                        at: Point::Request {
+                            service: service.to_string(),
+                            method: Some(read.into()),
+                            path: None,
+                            nth: 1,
+                        },
+                        action: EventAction::Pause { worker: w1(), for_ms: outlast_ms },
+                    },
+                    None => Event { at: request, action: EventAction::Pause { worker: w1(), for_ms } },
+                });
+            }
             // Within the terms: never as far as a key's retention where the service keeps keys;
             // where it keeps none, as far as an hour, which moves no term at all but puts the
             // service's stamps far from the executor's clock.
@@ -886,6 +1056,54 @@ mod tests {
             want(what.to_string());
         }
         assert!(missing.is_empty(), "not drawn in 3,000 cases: {missing:?}");
+    }
+
+    #[test]
+    fn a_replaced_intent_is_told_not_now_then_left_unsure() {
+        let mut lineages = 0;
+        for index in 0..500 {
+            let s = case(4, index).unwrap();
+            let Some(original) =
+                s.intents.iter().find(|i| s.intents.iter().any(|r| r.replaces.as_deref() == Some(&i.id)))
+            else {
+                continue;
+            };
+            if original.action == "chain.transfer" {
+                continue;
+            }
+            lineages += 1;
+            let first = &s.faults[0];
+            assert_eq!(first.service, original.action.split('.').next().unwrap(), "{index}");
+            assert_eq!((&first.rule.fault, first.rule.nth), (&NOT_NOW, Some(1)), "{index}");
+            if let Some(second) = s.faults.get(1).filter(|f| f.rule.nth == Some(2)) {
+                assert_eq!(second.rule.fields, first.rule.fields, "{index}: the same intent's retry");
+            }
+        }
+        assert!(lineages >= 20, "only {lineages} lineages in 500 cases");
+    }
+
+    #[test]
+    fn a_pause_can_stop_the_worker_at_a_read_back_of_a_late_commit() {
+        let lined_up = (0..1_000)
+            .map(|index| case(6, index).unwrap())
+            .filter(|s| {
+                let late = s.faults.iter().find(|f| {
+                    matches!(f.rule.fault, FaultSpec::CommitAfterTimeout { .. }) && f.rule.nth == Some(1)
+                });
+                let not_now = s.faults.iter().any(|f| f.rule.fault == NOT_NOW);
+                late.is_some_and(|late| {
+                    let c = s.contract(&late.service).unwrap();
+                    not_now
+                        && s.events.iter().any(|e| {
+                            matches!(&e.at, Point::Request { service, method, nth: 1, .. }
+                                if *service == late.service && method.as_deref() == Some("GET"))
+                                && matches!(e.action, EventAction::Pause { for_ms, .. }
+                                    if for_ms > c.settle_ms_max + c.read_lag_ms_max && for_ms < LEASE_MS)
+                        })
+                })
+            })
+            .count();
+        assert!(lined_up >= 3, "{lined_up} stopped read-backs in 1,000 cases");
     }
 
     #[test]
