@@ -28,19 +28,25 @@ pub fn render(run: &RunResults) -> String {
     let t = &run.totals;
     let mut out = String::new();
     let failed = t.violated + t.executor_errors;
-    let headline = if failed > 0 {
-        format!("{failed} of {} scenarios failed", t.scenarios)
-    } else if t.hazards > 0 && run.strict {
-        let verb = if t.hazards == 1 { "fails" } else { "fail" };
-        format!(
-            "all {} scenarios passed, but {} {verb} the run (`--strict`)",
-            t.scenarios,
-            hazards(t.hazards)
-        )
-    } else if t.hazards > 0 {
-        format!("all {} scenarios passed, with {}", t.scenarios, hazards(t.hazards))
+    // One scenario (what `twice check` judges) reads as itself, not as "all 1 scenarios".
+    let passed = if t.scenarios == 1 {
+        "the scenario passed".to_string()
     } else {
         format!("all {} scenarios passed", t.scenarios)
+    };
+    let headline = if failed > 0 {
+        if t.scenarios == 1 {
+            "the scenario failed".to_string()
+        } else {
+            format!("{failed} of {} scenarios failed", t.scenarios)
+        }
+    } else if t.hazards > 0 && run.strict {
+        let verb = if t.hazards == 1 { "fails" } else { "fail" };
+        format!("{passed}, but {} {verb} the run (`--strict`)", hazards(t.hazards))
+    } else if t.hazards > 0 {
+        format!("{passed}, with {}", hazards(t.hazards))
+    } else {
+        passed
     };
     let _ = writeln!(out, "# twice: {headline}\n");
     let shard = run.shard.map(|s| format!(" · shard {s}")).unwrap_or_default();

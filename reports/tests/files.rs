@@ -243,11 +243,11 @@ fn the_summary_shows_hazards_not_judged_verdicts_and_shrinking() {
 fn the_summary_headline_says_what_hazards_do_to_the_run() {
     // (strict, hazards, headline, says that strict fails the run)
     let cases = [
-        (false, 0, "# twice: all 1 scenarios passed", false),
-        (false, 2, "# twice: all 1 scenarios passed, with 2 hazards", false),
-        (true, 0, "# twice: all 1 scenarios passed", true),
-        (true, 1, "# twice: all 1 scenarios passed, but 1 hazard fails the run (`--strict`)", true),
-        (true, 2, "# twice: all 1 scenarios passed, but 2 hazards fail the run (`--strict`)", true),
+        (false, 0, "# twice: the scenario passed", false),
+        (false, 2, "# twice: the scenario passed, with 2 hazards", false),
+        (true, 0, "# twice: the scenario passed", true),
+        (true, 1, "# twice: the scenario passed, but 1 hazard fails the run (`--strict`)", true),
+        (true, 2, "# twice: the scenario passed, but 2 hazards fail the run (`--strict`)", true),
     ];
     for (strict, count, headline, says_strict) in cases {
         let mut fine = result(0, "fine", &[], 1);
