@@ -312,12 +312,10 @@ fn twice_check_writes_the_report_and_exits_as_run_does() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The OpenAPI document of serve's endpoint lists exactly the routes the router serves (the
-/// router reads `control::ROUTES` and nothing else), each with its answers described.
-#[test]
-fn the_openapi_document_lists_exactly_the_routes_serve_answers() {
-    use harness::serve::control::{ROUTES, route};
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi/serve.json");
+/// Every (method, path) an OpenAPI document of `docs/openapi/` describes, each checked to have
+/// a summary and its answers.
+fn documented_routes(file: &str) -> std::collections::BTreeSet<(String, String)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi").join(file);
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(doc["openapi"], "3.0.3");
     let mut documented = std::collections::BTreeSet::new();
@@ -328,6 +326,15 @@ fn the_openapi_document_lists_exactly_the_routes_serve_answers() {
             documented.insert((method.to_ascii_uppercase(), path.clone()));
         }
     }
+    documented
+}
+
+/// The OpenAPI document of serve's endpoint lists exactly the routes the router serves (the
+/// router reads `control::ROUTES` and nothing else), each with its answers described.
+#[test]
+fn the_openapi_document_lists_exactly_the_routes_serve_answers() {
+    use harness::serve::control::{ROUTES, route};
+    let documented = documented_routes("serve.json");
     let served: std::collections::BTreeSet<(String, String)> =
         ROUTES.iter().map(|(m, p, _)| (m.to_string(), p.to_string())).collect();
     assert_eq!(documented, served, "docs/openapi/serve.json and control::ROUTES differ");
@@ -396,17 +403,7 @@ fn each_fault_fired_is_a_log_line_and_rust_log_filters_them() {
 #[test]
 fn the_openapi_document_of_the_fakes_lists_exactly_their_control_routes() {
     use fake_services::core::{CONTROL_ROUTES, control_route};
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi/fakes.json");
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(doc["openapi"], "3.0.3");
-    let mut documented = std::collections::BTreeSet::new();
-    for (path, operations) in doc["paths"].as_object().unwrap() {
-        for (method, operation) in operations.as_object().unwrap() {
-            assert!(operation["summary"].is_string(), "{method} {path} has a summary");
-            assert!(!operation["responses"].as_object().unwrap().is_empty(), "{method} {path} has responses");
-            documented.insert((method.to_ascii_uppercase(), path.clone()));
-        }
-    }
+    let documented = documented_routes("fakes.json");
     let served: std::collections::BTreeSet<(String, String)> =
         CONTROL_ROUTES.iter().map(|(m, p, _)| (m.to_string(), p.to_string())).collect();
     assert_eq!(documented, served, "docs/openapi/fakes.json and core::CONTROL_ROUTES differ");
