@@ -184,6 +184,23 @@ pub struct DeleteRequest {
 /// S3 deletes at most this many keys per request.
 pub const DELETE_KEYS_MAX: usize = 1000;
 
+/// The characters a text, CDATA or reference event stands for (a character reference, or one
+/// of XML's five predefined entities); empty for any other event.
+fn character_data(event: &Event<'_>) -> Result<String, S3Error> {
+    Ok(match event {
+        Event::Text(t) => t.xml10_content().map_err(|_| malformed())?.into_owned(),
+        Event::CData(c) => c.decode().map_err(|_| malformed())?.into_owned(),
+        Event::GeneralRef(r) => match r.resolve_char_ref().map_err(|_| malformed())? {
+            Some(c) => c.to_string(),
+            None => {
+                let name = r.decode().map_err(|_| malformed())?;
+                quick_xml::escape::resolve_predefined_entity(&name).ok_or_else(malformed)?.to_string()
+            }
+        },
+        _ => String::new(),
+    })
+}
+
 fn malformed() -> S3Error {
     S3Error::new(
         400,
@@ -237,23 +254,8 @@ pub fn parse_delete(body: &[u8]) -> Result<DeleteRequest, S3Error> {
                     _ => return Err(malformed()),
                 }
             }
-            Event::Text(t) => {
-                let content = t.xml10_content().map_err(|_| malformed())?;
-                text_in(&open, &content, &mut text)?;
-            }
-            Event::CData(c) => {
-                let content = c.decode().map_err(|_| malformed())?;
-                text_in(&open, &content, &mut text)?;
-            }
-            Event::GeneralRef(r) => {
-                let resolved = match r.resolve_char_ref().map_err(|_| malformed())? {
-                    Some(c) => c.to_string(),
-                    None => {
-                        let name = r.decode().map_err(|_| malformed())?;
-                        quick_xml::escape::resolve_predefined_entity(&name).ok_or_else(malformed)?.to_string()
-                    }
-                };
-                text_in(&open, &resolved, &mut text)?;
+            Event::Text(_) | Event::CData(_) | Event::GeneralRef(_) => {
+                text_in(&open, &character_data(&event)?, &mut text)?;
             }
             Event::End(_) => {
                 let Some(name) = open.pop() else { return Err(malformed()) };
@@ -329,7 +331,8 @@ pub fn parse_complete(body: &[u8]) -> Result<Vec<CompletedPart>, S3Error> {
     let mut leaves: Vec<(String, String)> = Vec::new();
     let mut seen_root = false;
     loop {
-        match reader.read_event().map_err(|_| malformed())? {
+        let event = reader.read_event().map_err(|_| malformed())?;
+        match event {
             Event::Decl(_) | Event::Comment(_) | Event::PI(_) => {}
             Event::DocType(_) => return Err(malformed()),
             Event::Start(start) => {
@@ -356,23 +359,8 @@ pub fn parse_complete(body: &[u8]) -> Result<Vec<CompletedPart>, S3Error> {
                     return Err(malformed());
                 }
             }
-            Event::Text(t) => {
-                let content = t.xml10_content().map_err(|_| malformed())?;
-                part_text(&open, &content, &mut text)?;
-            }
-            Event::CData(c) => {
-                let content = c.decode().map_err(|_| malformed())?;
-                part_text(&open, &content, &mut text)?;
-            }
-            Event::GeneralRef(r) => {
-                let resolved = match r.resolve_char_ref().map_err(|_| malformed())? {
-                    Some(c) => c.to_string(),
-                    None => {
-                        let name = r.decode().map_err(|_| malformed())?;
-                        quick_xml::escape::resolve_predefined_entity(&name).ok_or_else(malformed)?.to_string()
-                    }
-                };
-                part_text(&open, &resolved, &mut text)?;
+            Event::Text(_) | Event::CData(_) | Event::GeneralRef(_) => {
+                part_text(&open, &character_data(&event)?, &mut text)?;
             }
             Event::End(_) => {
                 let Some(name) = open.pop() else { return Err(malformed()) };

@@ -423,6 +423,27 @@ fn create_intent(
     FakeResponse::json(200, &body)
 }
 
+/// The intent's current version. It was there when the request was checked; only a reset in
+/// between removes it, and then the answer is Stripe's `resource_missing`.
+fn current_version(inner: &Inner<PaymentsState>, id: &str) -> Result<Intent, FakeResponse> {
+    inner
+        .state
+        .intents
+        .get(id)
+        .map(History::current)
+        .cloned()
+        .ok_or_else(|| stripe_error(&missing("payment_intent", id).param("intent")))
+}
+
+/// Keeps `intent` as the newest version (stale reads still see the older ones) and answers it.
+fn push_version(inner: &mut Inner<PaymentsState>, stamp: &Stamp, id: &str, intent: Intent) -> FakeResponse {
+    let body = intent.to_json();
+    if let Some(history) = inner.state.intents.get_mut(id) {
+        history.push(stamp.now_ms, intent);
+    }
+    FakeResponse::json(200, &body)
+}
+
 fn confirm_intent(
     inner: &mut Inner<PaymentsState>,
     mode: Mode,
@@ -430,9 +451,9 @@ fn confirm_intent(
     id: &str,
     payment_method: Option<String>,
 ) -> FakeResponse {
-    // The intent was there when the request was checked; only a reset in between removes it.
-    let Some(current) = inner.state.intents.get(id).map(History::current).cloned() else {
-        return stripe_error(&missing("payment_intent", id).param("intent"));
+    let current = match current_version(inner, id) {
+        Ok(current) => current,
+        Err(missing) => return missing,
     };
     match current.status {
         Status::Succeeded => {
@@ -467,11 +488,7 @@ fn confirm_intent(
     if let Some(charge) = &intent.latest_charge {
         inner.state.charges.insert(charge.clone(), intent.id.clone());
     }
-    let body = intent.to_json();
-    if let Some(history) = inner.state.intents.get_mut(id) {
-        history.push(stamp.now_ms, intent);
-    }
-    FakeResponse::json(200, &body)
+    push_version(inner, stamp, id, intent)
 }
 
 fn cancel_intent(
@@ -481,8 +498,9 @@ fn cancel_intent(
     id: &str,
     reason: Option<String>,
 ) -> FakeResponse {
-    let Some(current) = inner.state.intents.get(id).map(History::current).cloned() else {
-        return stripe_error(&missing("payment_intent", id).param("intent"));
+    let current = match current_version(inner, id) {
+        Ok(current) => current,
+        Err(missing) => return missing,
     };
     if matches!(current.status, Status::Succeeded | Status::Canceled) {
         let error = ApiError::invalid(format!(
@@ -506,11 +524,7 @@ fn cancel_intent(
         "metadata": intent.metadata,
     });
     record(inner, stamp, "payment_intent.canceled", &intent, params);
-    let body = intent.to_json();
-    if let Some(history) = inner.state.intents.get_mut(id) {
-        history.push(stamp.now_ms, intent);
-    }
-    FakeResponse::json(200, &body)
+    push_version(inner, stamp, id, intent)
 }
 
 /// A seeded intent: succeeded, its whole amount received, its charge `ch_` + the id's tail;
