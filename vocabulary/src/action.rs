@@ -76,6 +76,35 @@ impl Guard {
     }
 }
 
+/// Where a ledger effect keeps one field of an action's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultSource {
+    /// [`crate::Effect::object_id`]: the id the service gave the effect.
+    ObjectId,
+    /// A string field of [`crate::Effect::params`].
+    Param(&'static str),
+}
+
+/// One field of what an action's effect produced, which a later step of a workflow may take
+/// a parameter's value from (`docs/protocol.md` §3.2, parameter references).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResultField {
+    /// The name a reference uses (`{"from": "create", "field": "id"}`).
+    pub name: &'static str,
+    /// Where the ledger keeps it, so that the checker reads the value from the truth.
+    pub source: ResultSource,
+}
+
+impl ResultField {
+    /// This field's value in `effect`, if the effect has it as a string.
+    pub fn value_in(&self, effect: &crate::Effect) -> Option<String> {
+        match self.source {
+            ResultSource::ObjectId => Some(effect.object_id.clone()),
+            ResultSource::Param(name) => effect.params.get(name).and_then(|v| v.as_str()).map(str::to_string),
+        }
+    }
+}
+
 /// An action an agent can propose, and how its effects are found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ActionSpec {
@@ -100,6 +129,8 @@ pub struct ActionSpec {
     pub duplicate_by_key: bool,
     /// The secret (`init.secrets`) the executor needs for it, if any.
     pub secret: Option<&'static str>,
+    /// What its effect produces that a later step may use.
+    pub result_fields: &'static [ResultField],
 }
 
 impl ActionSpec {
@@ -112,10 +143,26 @@ impl ActionSpec {
     pub fn param_names(&self) -> Vec<&'static str> {
         self.params.iter().map(|p| p.name).collect()
     }
+
+    /// The result field called `name`.
+    pub fn result_field(&self, name: &str) -> Option<&'static ResultField> {
+        self.result_fields.iter().find(|f| f.name == name)
+    }
+
+    /// Whether parameter `name` may take its value from an earlier step's result: a text
+    /// parameter or an object key, never the business key (the checker attributes effects by
+    /// it, so it must be known before anything runs).
+    pub fn param_takes_reference(&self, name: &str) -> bool {
+        name != self.business_key
+            && self.param(name).is_some_and(|p| matches!(p.kind, ParamKind::Text | ParamKind::ObjectKey))
+    }
 }
 
 /// The secret (`init.secrets`) with the chain account's private key: `0x` and 64 hex digits.
 pub const CHAIN_PRIVATE_KEY_SECRET: &str = "chain_private_key";
+
+/// The result field `id`: the id the service gave the effect.
+const ID: ResultField = ResultField { name: "id", source: ResultSource::ObjectId };
 
 const fn required(name: &'static str, kind: ParamKind) -> Param {
     Param { name, kind, required: true }
@@ -131,6 +178,7 @@ pub const PAYMENTS_REFUND: ActionSpec = ActionSpec {
     guard: None,
     duplicate_by_key: true,
     secret: None,
+    result_fields: &[ID],
 };
 
 /// `workspaces.create {external_id, name}`: a SaaS create with a unique external id.
@@ -143,6 +191,7 @@ pub const WORKSPACES_CREATE: ActionSpec = ActionSpec {
     guard: Some(Guard::Fencing),
     duplicate_by_key: true,
     secret: None,
+    result_fields: &[ID],
 };
 
 /// `files.put {bucket, key, body}`: the object `bucket/key` holds `body` afterwards.
@@ -159,6 +208,8 @@ pub const FILES_PUT: ActionSpec = ActionSpec {
     guard: Some(Guard::ConditionalWrites),
     duplicate_by_key: false,
     secret: None,
+    // The quoted ETag S3 answers (the MD5 of the body), as the ledger records it.
+    result_fields: &[ResultField { name: "etag", source: ResultSource::Param("etag") }],
 };
 
 /// `chain.transfer {to, value}`: `value` wei from the chain account to `to`.
@@ -171,6 +222,8 @@ pub const CHAIN_TRANSFER: ActionSpec = ActionSpec {
     guard: None,
     duplicate_by_key: true,
     secret: Some(CHAIN_PRIVATE_KEY_SECRET),
+    // The transaction hash, which the ledger's `tx.mined` effect has as its object id.
+    result_fields: &[ResultField { name: "tx_hash", source: ResultSource::ObjectId }],
 };
 
 /// Every action, in the order executors announce them.

@@ -25,6 +25,8 @@
 //!   a row here, a fake and an executor module.
 //! - [`Clock`] ([`clock`]): milliseconds since the Unix epoch, injected, so that the same code
 //!   runs on wall time and on tokio's paused, virtual time ([`TokioClock`]).
+//! - [`ParamRef`] ([`workflow`]): a parameter that takes its value from an earlier intent's
+//!   result ([`ResultField`]), and the `workflows` feature an executor announces.
 
 pub mod action;
 pub mod clock;
@@ -32,13 +34,15 @@ pub mod contract;
 pub mod record;
 pub mod rule;
 pub mod state;
+pub mod workflow;
 
 pub use action::{
-    ACTION_NAMES, ACTIONS, ActionSpec, CHAIN_PRIVATE_KEY_SECRET, Guard, Param, ParamKind, SERVICES, action,
-    action_for_effect,
+    ACTION_NAMES, ACTIONS, ActionSpec, CHAIN_PRIVATE_KEY_SECRET, Guard, Param, ParamKind, ResultField,
+    ResultSource, SERVICES, action, action_for_effect,
 };
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use contract::{Acks, Contract, ContractPatch, DAY_MS, KeyPolicy, Reads};
 pub use record::{Applied, Effect, JournalEntry};
 pub use rule::{FaultRule, FaultSpec};
 pub use state::State;
+pub use workflow::{ParamRef, WORKFLOWS_FEATURE};
