@@ -109,6 +109,7 @@ mod hazards;
 mod lineage;
 mod stale;
 mod status;
+mod workflow;
 #[cfg(test)]
 mod tests;
 
@@ -128,6 +129,10 @@ pub const NOTHING_LOST: &str = "nothing-lost";
 /// predecessor was unresolved, or after it took effect. Released early with a predecessor
 /// that never took effect, it did no harm: [`HAZARD_EARLY_REPLACEMENT`].
 pub const LINEAGE: &str = "lineage";
+/// A workflow's step takes effect only after every intent it comes after took effect, and a
+/// parameter that reads a predecessor's result carries exactly what the predecessor's effect
+/// produced, as its ledger shows it.
+pub const WORKFLOW: &str = "workflow";
 /// Where the service offers fencing or conditional writes, no write of an older worker life
 /// lands on top of a newer life's write it had not seen.
 pub const NO_STALE_WRITE: &str = "no-stale-write";
@@ -135,12 +140,13 @@ pub const NO_STALE_WRITE: &str = "no-stale-write";
 pub const LIVENESS: &str = "liveness";
 
 /// Every invariant, in the order [`check`] returns their verdicts.
-pub const INVARIANTS: [&str; 7] = [
+pub const INVARIANTS: [&str; 8] = [
     NO_DUPLICATE_EFFECT,
     HONEST_TERMINAL_STATES,
     UNKNOWN_IS_NOT_A_LIE,
     NOTHING_LOST,
     LINEAGE,
+    WORKFLOW,
     NO_STALE_WRITE,
     LIVENESS,
 ];
@@ -215,6 +221,7 @@ pub fn check(scenario: &Scenario, observed: &Observed) -> Vec<Verdict> {
         run.unknown_is_not_a_lie(),
         run.nothing_lost(),
         run.lineage(),
+        run.workflow(),
         run.no_stale_write(),
         run.liveness(),
         run.expected_states(),

@@ -32,6 +32,7 @@ use fake_services::{Clock, Fakes};
 use scenarios::model::FIRST_WORKER;
 use scenarios::{EventAction, IntentSpec, PhaseName, Point, Scenario};
 use tokio::sync::oneshot;
+use vocabulary::WORKFLOWS_FEATURE;
 
 use crate::observe::{Claim, Moment, Observed};
 use crate::setup::{self, RECONCILE_ROUNDS_MAX};
@@ -175,6 +176,12 @@ pub trait Backend {
     /// (an earlier life is ended first); returns its incarnation (1, 2, ...). The error is a
     /// sentence naming the worker.
     async fn start_worker(&mut self, name: &str) -> Result<u32, String>;
+
+    /// Whether the executor understands workflow steps (`after` and parameter references):
+    /// it announced `workflows` in its `init_ok`. Steps are not proposed to one that does not.
+    fn supports_workflows(&self) -> bool {
+        true
+    }
 
     /// Hands a request to a worker (requests to one worker are answered in order).
     async fn send(&mut self, worker: &str, request: Request<'_>) -> Result<Self::Call, CallError>;
@@ -489,6 +496,14 @@ impl<B: Backend> Engine<'_, B> {
     async fn act(&mut self) {
         let scenario = self.scenario;
         for intent in &scenario.intents {
+            if intent.is_step() && !self.backend.supports_workflows() {
+                // Reported as unsupported, as an action the executor does not know would be:
+                // what it never received is not held against it.
+                self.observed.unsupported_steps.push(intent.id.clone());
+                let why = format!("not proposed: the executor does not announce \"{WORKFLOWS_FEATURE}\"");
+                self.observed.unacknowledged.insert(intent.id.clone(), why);
+                continue;
+            }
             match self.call(FIRST_WORKER, Request::Propose(intent)).await {
                 Ok(Reply::Accepted) => {
                     self.observed.acknowledged.push(intent.id.clone());

@@ -236,6 +236,10 @@ pub struct Observed {
     pub executor_error: Option<String>,
     /// Actions the executor said it does not support; intents using them were not run.
     pub unsupported: Vec<String>,
+    /// Workflow steps (intents with `after`) not proposed because the executor does not
+    /// announce the `workflows` feature; they and their effects are exempt from the checks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsupported_steps: Vec<String>,
 }
 
 /// An effect in a ledger, by reference.

@@ -526,6 +526,7 @@ fn build(
             action: action.name.to_string(),
             params,
             replaces,
+            after: Vec::new(),
         });
     }
     // The services the intents act on: faults and events aim at these, where they can fire.

@@ -193,6 +193,24 @@ pub struct IntentSpec {
     /// The intent this one replaces (lineage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<String>,
+    /// The earlier intents this one comes after: a step of a workflow runs only once every
+    /// one of them took effect, and its parameters may take values from their results
+    /// (`{ from = "create", field = "id" }`, `vocabulary::ParamRef`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+}
+
+impl IntentSpec {
+    /// Whether it uses what only an executor announcing `workflows` understands.
+    pub fn is_step(&self) -> bool {
+        !self.after.is_empty()
+    }
+
+    /// Its parameter references, by parameter name (malformed ones are skipped: validation
+    /// refuses them).
+    pub fn references(&self) -> Vec<(String, vocabulary::ParamRef)> {
+        vocabulary::workflow::references(&self.params).unwrap_or_default()
+    }
 }
 
 /// A fault rule and the service it is armed on.

@@ -174,7 +174,7 @@ pub const LIMIT_KEYS: &[&str] = &["request_timeout_ms", "lease_ms"];
 pub const OBJECT_KEYS: &[&str] = &["bucket", "key", "body"];
 
 /// Keys of an `[[intents]]` table.
-pub const INTENT_KEYS: &[&str] = &["id", "action", "params", "replaces"];
+pub const INTENT_KEYS: &[&str] = &["id", "action", "params", "replaces", "after"];
 
 /// Keys of a fault rule (as in `docs/faults.md`); a `[[faults]]` table adds `service`.
 pub const RULE_KEYS: &[&str] = &["id", "method", "path", "where", "nth", "times", "probability", "fault"];
@@ -482,7 +482,17 @@ fn intent(table: &Table<'_, '_>) -> Res<IntentSpec> {
         action: table.string("action")?,
         params: json(params, "params")?,
         replaces: table.opt_string("replaces")?,
+        after: table.get("after").map(|v| strings(v, "after")).transpose()?.unwrap_or_default(),
     })
+}
+
+/// An array of strings, such as an intent's `after`.
+fn strings(value: &Val<'_>, key: &str) -> Res<Vec<String>> {
+    let DeValue::Array(items) = value.get_ref() else {
+        return Err(Located::new(value.span(), format!("`{key}` must be an array of strings, found {}", a(value.get_ref())))
+            .hint(format!("write {key} = [\"an-id\", \"another-id\"]")));
+    };
+    items.iter().map(|item| string(item, key)).collect()
 }
 
 fn fault(table: &Table<'_, '_>) -> Res<ServiceFault> {

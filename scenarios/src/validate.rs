@@ -313,6 +313,7 @@ impl Scenario {
                 return Err(Invalid::unknown(here.key("action"), "action", &intent.action, &names));
             };
             check_params(spec, &intent.params, &here.key("params"))?;
+            self.check_after(i, spec, &here)?;
             if spec.name == PAYMENTS_REFUND.name
                 && let (Some(pi), Some(amount)) = (
                     intent.params.get("payment_intent").and_then(Value::as_str),
@@ -429,6 +430,43 @@ impl Scenario {
                 )));
             }
             owners.insert((spec.name, value), root);
+        }
+        Ok(())
+    }
+
+    /// An intent's `after` names earlier intents, each once, and every parameter reference
+    /// reads a result field of one of them.
+    fn check_after(&self, i: usize, spec: &ActionSpec, here: &FieldPath) -> Check {
+        let intent = &self.intents[i];
+        let earlier = &self.intents[..i];
+        let earlier_ids: Vec<&str> = earlier.iter().map(|x| x.id.as_str()).collect();
+        for (j, id) in intent.after.iter().enumerate() {
+            let path = here.key("after").index(j);
+            if intent.after[..j].contains(id) {
+                return Err(Invalid::new(path, format!("\"{id}\" is listed twice in after")));
+            }
+            if id == &intent.id {
+                return Err(Invalid::new(path, format!("intent {id} comes after itself")));
+            }
+            if !earlier_ids.contains(&id.as_str()) {
+                if self.intents.iter().any(|other| &other.id == id) {
+                    return Err(Invalid::new(path, format!("intent {} comes after {id}, which comes later", intent.id))
+                        .hint("list a step after the intents it comes after"));
+                }
+                return Err(Invalid::unknown(path, "intent", id, &earlier_ids));
+            }
+        }
+        for (param, reference) in intent.references() {
+            let from = earlier.iter().find(|x| x.id == reference.from).and_then(|x| action(&x.action));
+            let listed = intent.after.contains(&reference.from);
+            if let Err(problem) = vocabulary::workflow::check_reference(spec, &param, &reference, from, listed) {
+                let hint = if from.is_some() && !listed {
+                    format!("add after = [\"{}\"]", reference.from)
+                } else {
+                    "a reference reads a result field of an earlier intent listed in after".to_string()
+                };
+                return Err(Invalid::new(here.key("params").key(&param), problem).hint(hint));
+            }
         }
         Ok(())
     }

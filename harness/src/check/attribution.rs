@@ -96,7 +96,8 @@ pub(super) struct Facts<'a> {
     pub(super) observed: &'a Observed,
     pub(super) intents: Vec<Intent<'a>>,
     pub(super) by_id: BTreeMap<&'a str, usize>,
-    /// Ids of the intents whose action the executor does not support.
+    /// Ids of the intents whose action the executor does not support, and of the workflow
+    /// steps it was not given (it does not announce `workflows`).
     pub(super) exempt: BTreeSet<&'a str>,
     pub(super) claims: BTreeMap<&'a str, &'a Claim>,
     /// Members of each lineage, in scenario order; lineages in order of their first member.
@@ -153,6 +154,7 @@ impl<'a> Senders<'a> {
 impl<'a> Facts<'a> {
     pub(super) fn new(scenario: &'a Scenario, observed: &'a Observed) -> Facts<'a> {
         let unsupported: BTreeSet<&str> = observed.unsupported.iter().map(String::as_str).collect();
+        let unsupported_steps: BTreeSet<&str> = observed.unsupported_steps.iter().map(String::as_str).collect();
         // The final claim per id: the last one, should an executor repeat itself.
         let claims: BTreeMap<&str, &Claim> = observed.claims.iter().map(|c| (c.id.as_str(), c)).collect();
 
@@ -168,7 +170,7 @@ impl<'a> Facts<'a> {
             let attribution = vocabulary::action(&spec.action).and_then(|action| {
                 spec.params.get(action.business_key).and_then(Value::as_str).map(|key| (action, key))
             });
-            if unsupported.contains(spec.action.as_str()) {
+            if unsupported.contains(spec.action.as_str()) || unsupported_steps.contains(id) {
                 exempt.insert(id);
                 if let Some((action, key)) = attribution {
                     exempt_keys.insert((action.name, key));
@@ -397,6 +399,9 @@ pub(super) fn param_diff(authorised: &Value, actual: &Value) -> Vec<String> {
     fields
         .iter()
         .filter_map(|(name, want)| match actual.get(name) {
+            // A value read from an earlier step's result: the `workflow` check judges it
+            // against what that step's effect produced.
+            _ if matches!(vocabulary::ParamRef::parse(want), Ok(Some(_))) => None,
             Some(got) if same(got, want) => None,
             Some(got) => Some(format!("{name} {got} (authorised {want})")),
             None => Some(format!("{name} missing (authorised {want})")),

@@ -50,6 +50,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fake_services::{Clock, Contract, Fakes, Server, TokioClock};
+use vocabulary::WORKFLOWS_FEATURE;
 use scenarios::{IntentSpec, Scenario};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -148,6 +149,9 @@ pub struct LiveBackend<'a> {
     timeline: Timeline,
     /// The first way the executor broke.
     failure: Option<String>,
+    /// Whether the latest `init_ok` announced `workflows` (every worker runs the same
+    /// command).
+    workflows: bool,
 }
 
 impl Backend for LiveBackend<'_> {
@@ -157,6 +161,10 @@ impl Backend for LiveBackend<'_> {
 
     fn roster(&self) -> &Roster<LiveWorker> {
         &self.workers
+    }
+
+    fn supports_workflows(&self) -> bool {
+        self.workflows
     }
 
     fn failure(&self) -> Option<String> {
@@ -195,7 +203,10 @@ impl Backend for LiveBackend<'_> {
         // No polling here: points fire from the engine's waits, never from inside an event.
         match tokio::time::timeout(Duration::from_millis(INIT_MS_MAX), rx).await {
             Ok(Ok(reply)) => match Answer::of(reply) {
-                Answer::Ok(_) => Ok(incarnation),
+                Answer::Ok(init_ok) => {
+                    self.workflows = announces_workflows(&init_ok);
+                    Ok(incarnation)
+                }
                 Answer::Error { code, text } => {
                     Err(format!("worker {name} refused init: code {code}: {text}"))
                 }
@@ -389,10 +400,24 @@ impl Backend for LiveBackend<'_> {
 
 fn intent_message(intent: &IntentSpec) -> Value {
     let mut message = json!({"id": intent.id, "action": intent.action, "params": intent.params});
-    if let (Some(replaces), Some(map)) = (&intent.replaces, message.as_object_mut()) {
-        map.insert("replaces".into(), json!(replaces));
+    if let Some(map) = message.as_object_mut() {
+        if let Some(replaces) = &intent.replaces {
+            map.insert("replaces".into(), json!(replaces));
+        }
+        // Only steps carry it, so an executor without workflows never sees the field.
+        if intent.is_step() {
+            map.insert("after".into(), json!(intent.after));
+        }
     }
     message
+}
+
+/// Whether an `init_ok` lists the `workflows` feature.
+fn announces_workflows(init_ok: &Value) -> bool {
+    init_ok
+        .get("features")
+        .and_then(Value::as_array)
+        .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(WORKFLOWS_FEATURE)))
 }
 
 /// The claims in a `status_ok`.
@@ -465,6 +490,7 @@ pub async fn run(
         background: true,
         timeline: timeline.clone(),
         failure: None,
+        workflows: false,
     };
     let world = World { scenario, fakes, clock, timeline, settle_ms };
     Ok(engine::run(world, backend).await)

@@ -61,6 +61,11 @@ pub trait SimFactory: Send + Sync {
     /// A name for reports.
     fn name(&self) -> String;
     fn start(&self, setup: WorkerSetup) -> Result<Box<dyn SimExecutor>, String>;
+    /// Whether its executors understand workflow steps (`after`, parameter references), as
+    /// `init_ok.features` says live. Steps are not proposed to one that does not.
+    fn supports_workflows(&self) -> bool {
+        false
+    }
 }
 
 /// The reference executor, in process.

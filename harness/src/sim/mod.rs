@@ -144,6 +144,10 @@ impl Backend for SimBackend<'_> {
         &self.workers
     }
 
+    fn supports_workflows(&self) -> bool {
+        self.factory.supports_workflows()
+    }
+
     fn failure(&self) -> Option<String> {
         // Every misbehaviour of an in-process executor shows in the answer to a call.
         None

@@ -2,6 +2,8 @@
 //! its fairness under the announced contract, names, texts, bounds, HTTP methods and paths,
 //! worker names. Each returns the problems it found with the field they are at.
 
+use vocabulary::ParamRef;
+
 use super::*;
 
 /// The lineage key's value as text (a missing one was refused by `check_params` already).
@@ -36,7 +38,31 @@ pub(super) fn check_params(spec: &ActionSpec, params: &Value, at: &FieldPath) ->
             return Err(Invalid::new(at.clone(), format!("{} needs parameter \"{name}\"", spec.name))
                 .hint(format!("it takes {}", names.join(", "))));
         };
-        param_value(param.kind, name, value, at.key(name))?;
+        match ParamRef::parse(value) {
+            Ok(None) => param_value(param.kind, name, value, at.key(name))?,
+            Ok(Some(reference)) => {
+                if !spec.param_takes_reference(name) {
+                    return Err(Invalid::new(
+                        at.key(name),
+                        format!("{name} of {} cannot take its value from another intent", spec.name),
+                    )
+                    .hint(format!(
+                        "only text parameters and object keys other than the business key ({}) can",
+                        spec.business_key
+                    )));
+                }
+                // What the value will be is known only when the step runs; a format must
+                // already give a valid value around any result (an object key's characters).
+                if reference.format.is_some() {
+                    let example = Value::from(reference.render("x"));
+                    param_value(param.kind, name, &example, at.key(name).key("format"))?;
+                }
+            }
+            Err(problem) => {
+                return Err(Invalid::new(at.key(name), problem)
+                    .hint("a reference is { from = \"<earlier intent id>\", field = \"<result field>\" }, with an optional format = \"text with {}\""));
+            }
+        }
     }
     Ok(())
 }

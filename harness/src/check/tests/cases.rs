@@ -7,7 +7,8 @@
 //! - `intents`: one row per intent, in scenario order, each a table with one of
 //!   `refund = [id, payment_intent, amount]`, `create = [id, external_id, name]`,
 //!   `put = [id, key, body]` (bucket `reports`), `transfer = [id, to, value]` or `mail = id` (an
-//!   action no row of the action table has), and optionally `replaces = "id"`.
+//!   action no row of the action table has), and optionally `replaces = "id"`, `after = [ids]`
+//!   and `reads = { param = { from, field, format } }` (parameters read from an earlier result).
 //! - `expect` (optional): `[id, state]` pairs, the scenario's `expect` table.
 //! - `services` (optional): contract changes per service, e.g.
 //!   `services.workspaces = { fencing = false }`.
@@ -22,7 +23,8 @@
 //! - `timeline` (optional): state moments `[at_ms, id, state]` on lane `w1`, after a start
 //!   moment at 0 ms.
 //! - `sent` (optional): per service, journal entries `[request_id, origin, arrived_ms]`.
-//! - `unsupported` (optional): actions the executor did not announce.
+//! - `unsupported` (optional): actions the executor did not announce; `unsupported_steps`
+//!   (optional): workflow steps not proposed to an executor without `workflows`.
 //! - `reconcile_rounds` (optional, default 1).
 //! - `broken`: exactly the verdicts that must not hold, in verdict order.
 //! - `says`: `[verdict, text]` pairs: one of the verdict's evidence lines contains the text.
@@ -49,12 +51,13 @@ pub(super) struct Case {
 }
 
 /// The case files, by name.
-const FILES: [(&str, &str); 5] = [
+const FILES: [(&str, &str); 6] = [
     ("claims.toml", include_str!("../cases/claims.toml")),
     ("duplicates.toml", include_str!("../cases/duplicates.toml")),
     ("lineage.toml", include_str!("../cases/lineage.toml")),
     ("stale_writes.toml", include_str!("../cases/stale_writes.toml")),
     ("status.toml", include_str!("../cases/status.toml")),
+    ("workflow.toml", include_str!("../cases/workflow.toml")),
 ];
 
 /// Every case of every file.
@@ -96,6 +99,8 @@ struct CaseRow {
     sent: BTreeMap<String, Vec<(String, String, u64)>>,
     #[serde(default)]
     unsupported: Vec<String>,
+    #[serde(default)]
+    unsupported_steps: Vec<String>,
     reconcile_rounds: Option<u32>,
     broken: Vec<String>,
     says: Vec<(String, String)>,
@@ -110,6 +115,12 @@ struct IntentRow {
     transfer: Option<(String, String, String)>,
     mail: Option<String>,
     replaces: Option<String>,
+    /// The intents it comes after.
+    #[serde(default)]
+    after: Vec<String>,
+    /// Parameters that read an earlier intent's result: name to `{from, field, format}`.
+    #[serde(default)]
+    reads: BTreeMap<String, Value>,
 }
 
 #[derive(Deserialize)]
@@ -148,10 +159,15 @@ impl CaseRow {
                     IntentRow { mail: Some(ref id), .. } => mail(id),
                     _ => panic!("{}", whose("an intent needs refund, create, put, transfer or mail")),
                 };
-                match row.replaces {
+                let mut spec = match row.replaces {
                     Some(predecessor) => replacing(spec, &predecessor),
                     None => spec,
+                };
+                spec.after = row.after;
+                for (param, reference) in row.reads {
+                    spec.params[param.as_str()] = reference;
                 }
+                spec
             })
             .collect();
         let mut scenario = scenario(intents);
@@ -206,6 +222,7 @@ impl CaseRow {
             observed = sent(observed, service, &requests);
         }
         observed.unsupported = self.unsupported;
+        observed.unsupported_steps = self.unsupported_steps;
         if let Some(rounds) = self.reconcile_rounds {
             observed.reconcile_rounds = rounds;
         }
@@ -219,6 +236,7 @@ pub(super) fn refund(id: &str, payment_intent: &str, amount: u64) -> IntentSpec 
         action: "payments.refund".into(),
         params: json!({"payment_intent": payment_intent, "amount": amount}),
         replaces: None,
+        after: Vec::new(),
     }
 }
 
@@ -228,6 +246,7 @@ pub(super) fn create(id: &str, external_id: &str, name: &str) -> IntentSpec {
         action: "workspaces.create".into(),
         params: json!({"external_id": external_id, "name": name}),
         replaces: None,
+        after: Vec::new(),
     }
 }
 
@@ -237,6 +256,7 @@ pub(super) fn put(id: &str, key: &str, body: &str) -> IntentSpec {
         action: "files.put".into(),
         params: json!({"bucket": "reports", "key": key, "body": body}),
         replaces: None,
+        after: Vec::new(),
     }
 }
 
@@ -246,6 +266,7 @@ pub(super) fn transfer(id: &str, to: &str, value: &str) -> IntentSpec {
         action: "chain.transfer".into(),
         params: json!({"to": to, "value": value}),
         replaces: None,
+        after: Vec::new(),
     }
 }
 
@@ -256,6 +277,7 @@ pub(super) fn mail(id: &str) -> IntentSpec {
         action: "mail.send".into(),
         params: json!({"to": "ops@example.com", "text": "x"}),
         replaces: None,
+        after: Vec::new(),
     }
 }
 
