@@ -144,6 +144,7 @@ fn scaled(n: usize) -> Scenario {
             action: "payments.refund".into(),
             params: json!({"payment_intent": format!("pi_{i}"), "amount": 100}),
             replaces: None,
+            after: Vec::new(),
         })
         .collect();
     let mut rule = FaultRule::always(FaultSpec::TimeoutAfterCommit { hold_ms: REQUEST_TIMEOUT_MS * 3 });

@@ -109,9 +109,9 @@ mod hazards;
 mod lineage;
 mod stale;
 mod status;
-mod workflow;
 #[cfg(test)]
 mod tests;
+mod workflow;
 
 use attribution::Facts;
 

@@ -507,7 +507,14 @@ impl<B: Backend> Engine<'_, B> {
             match self.call(FIRST_WORKER, Request::Propose(intent)).await {
                 Ok(Reply::Accepted) => {
                     self.observed.acknowledged.push(intent.id.clone());
-                    self.moment(FIRST_WORKER, "proposed", intent.id.clone());
+                    // A workflow's step says what it waits for, so the timeline shows the
+                    // dependencies where the steps begin.
+                    let detail = if intent.is_step() {
+                        format!("{} after {}", intent.id, intent.after.join(", "))
+                    } else {
+                        intent.id.clone()
+                    };
+                    self.moment(FIRST_WORKER, "proposed", detail);
                     let id = &intent.id;
                     self.fire_point(
                         |p| matches!(p, Point::AfterPropose { after_propose } if after_propose == id),

@@ -222,7 +222,9 @@ fn intent_results(scenario: &Scenario, observed: &Observed) -> Vec<IntentResult>
                 state: claim.map(|c| c.state.clone()),
                 attempts: claim.map(|c| c.attempts),
                 effects: effects.remove(&i.id).unwrap_or_default(),
-                unsupported: observed.unsupported.contains(&i.action),
+                unsupported: observed.unsupported.contains(&i.action)
+                    || observed.unsupported_steps.contains(&i.id),
+                after: i.after.clone(),
             }
         })
         .collect()

@@ -394,6 +394,7 @@ mod tests {
                     })
                     .collect(),
                 unsupported: false,
+                after: vec![],
             }],
             effects: BTreeMap::from([("payments".to_string(), effects)]),
             faults_applied: vec![],

@@ -268,6 +268,9 @@ pub struct IntentResult {
     /// The executor does not support the action: the intent was not checked.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unsupported: bool,
+    /// A workflow's step: the intents it comes after (the scenario's `after`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
 }
 
 /// A fault that fired on a request.

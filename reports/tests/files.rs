@@ -36,6 +36,7 @@ fn result(position: u64, name: &str, violated: &[(&str, &str)], attempts: u64) -
             attempts: Some(attempts),
             effects: vec![],
             unsupported: false,
+            after: vec![],
         }],
         effects: BTreeMap::from([("payments".to_string(), 1)]),
         faults_applied: vec![],

@@ -138,6 +138,7 @@ fn failing(position: u64) -> ScenarioResult {
             attempts: Some(2),
             effects: vec![effect_ref(&first), effect_ref(&second)],
             unsupported: false,
+            after: vec![],
         }],
         effects: BTreeMap::from([("payments".to_string(), 2)]),
         faults_applied: vec![FaultApplied {
@@ -199,6 +200,7 @@ fn passing(position: u64, name: &str) -> ScenarioResult {
             attempts: Some(1),
             effects: vec![effect_ref(&effect)],
             unsupported: false,
+            after: vec![],
         }],
         effects: BTreeMap::from([("payments".to_string(), 1)]),
         faults_applied: vec![],

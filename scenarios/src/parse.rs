@@ -489,8 +489,11 @@ fn intent(table: &Table<'_, '_>) -> Res<IntentSpec> {
 /// An array of strings, such as an intent's `after`.
 fn strings(value: &Val<'_>, key: &str) -> Res<Vec<String>> {
     let DeValue::Array(items) = value.get_ref() else {
-        return Err(Located::new(value.span(), format!("`{key}` must be an array of strings, found {}", a(value.get_ref())))
-            .hint(format!("write {key} = [\"an-id\", \"another-id\"]")));
+        return Err(Located::new(
+            value.span(),
+            format!("`{key}` must be an array of strings, found {}", a(value.get_ref())),
+        )
+        .hint(format!("write {key} = [\"an-id\", \"another-id\"]")));
     };
     items.iter().map(|item| string(item, key)).collect()
 }

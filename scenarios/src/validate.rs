@@ -450,8 +450,11 @@ impl Scenario {
             }
             if !earlier_ids.contains(&id.as_str()) {
                 if self.intents.iter().any(|other| &other.id == id) {
-                    return Err(Invalid::new(path, format!("intent {} comes after {id}, which comes later", intent.id))
-                        .hint("list a step after the intents it comes after"));
+                    return Err(Invalid::new(
+                        path,
+                        format!("intent {} comes after {id}, which comes later", intent.id),
+                    )
+                    .hint("list a step after the intents it comes after"));
                 }
                 return Err(Invalid::unknown(path, "intent", id, &earlier_ids));
             }
@@ -459,7 +462,9 @@ impl Scenario {
         for (param, reference) in intent.references() {
             let from = earlier.iter().find(|x| x.id == reference.from).and_then(|x| action(&x.action));
             let listed = intent.after.contains(&reference.from);
-            if let Err(problem) = vocabulary::workflow::check_reference(spec, &param, &reference, from, listed) {
+            if let Err(problem) =
+                vocabulary::workflow::check_reference(spec, &param, &reference, from, listed)
+            {
                 let hint = if from.is_some() && !listed {
                     format!("add after = [\"{}\"]", reference.from)
                 } else {

@@ -106,6 +106,10 @@ fn write_intent(out: &mut String, intent: &IntentSpec) {
     if let Some(old) = &intent.replaces {
         pair(out, "replaces", &string(old));
     }
+    if !intent.after.is_empty() {
+        let ids: Vec<String> = intent.after.iter().map(|id| string(id)).collect();
+        pair(out, "after", &format!("[{}]", ids.join(", ")));
+    }
 }
 
 fn write_fault(out: &mut String, fault: &ServiceFault) {

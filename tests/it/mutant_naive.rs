@@ -96,6 +96,9 @@ pub enum Bug {
     UniqueIdsAssumed,
     /// When any step fails or turns uncertain, the completed steps are executed again.
     RedoEverything,
+    /// A step's parameter is resolved again at every send, from what the service shows now
+    /// (an object's ETag by a HEAD), instead of once from its predecessor's recorded result.
+    ReResolve,
     /// The nonce trap: after an uncertain broadcast, the transfer is signed anew with the
     /// node's next nonce and sent, as if the first had never reached the node.
     ReSignAfterTimeout,
@@ -158,6 +161,10 @@ impl SimFactory for Naive {
             Some(bug) => format!("naive executor ({:?}, bug {bug:?})", self.style),
             None => format!("naive executor ({:?}, no bug)", self.style),
         }
+    }
+
+    fn supports_workflows(&self) -> bool {
+        true
     }
 
     fn start(&self, setup: WorkerSetup) -> Result<Box<dyn SimExecutor>, String> {

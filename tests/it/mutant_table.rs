@@ -16,6 +16,7 @@ pub const NOTHING_LOST: &str = check::NOTHING_LOST;
 pub const LINEAGE: &str = check::LINEAGE;
 pub const NO_STALE_WRITE: &str = check::NO_STALE_WRITE;
 pub const LIVENESS: &str = check::LIVENESS;
+pub const WORKFLOW: &str = check::WORKFLOW;
 
 /// One broken executor and what must catch it.
 // The benchmark reads only some of the fields.
@@ -262,9 +263,21 @@ pub const MUTANTS: &[Mutant] = &[
         style: Style::KeyRetry,
         bug: Bug::RedoEverything,
         failure_modes: &["partial_retry"],
-        catalog: &[("only_failed_step_retried", NO_DUPLICATE)],
+        catalog: &[
+            ("only_failed_step_retried", NO_DUPLICATE),
+            ("draft_saved_after_lost_reply", NO_DUPLICATE),
+        ],
         also: &[],
         generated: Some(NO_DUPLICATE),
+    },
+    Mutant {
+        name: "re-resolve",
+        style: Style::KeyRetry,
+        bug: Bug::ReResolve,
+        failure_modes: &["reresolved_parameter"],
+        catalog: &[("step_resolved_once", WORKFLOW)],
+        also: &[],
+        generated: None,
     },
     Mutant {
         name: "re-sign-after-timeout",

@@ -154,7 +154,8 @@ impl<'a> Senders<'a> {
 impl<'a> Facts<'a> {
     pub(super) fn new(scenario: &'a Scenario, observed: &'a Observed) -> Facts<'a> {
         let unsupported: BTreeSet<&str> = observed.unsupported.iter().map(String::as_str).collect();
-        let unsupported_steps: BTreeSet<&str> = observed.unsupported_steps.iter().map(String::as_str).collect();
+        let unsupported_steps: BTreeSet<&str> =
+            observed.unsupported_steps.iter().map(String::as_str).collect();
         // The final claim per id: the last one, should an executor repeat itself.
         let claims: BTreeMap<&str, &Claim> = observed.claims.iter().map(|c| (c.id.as_str(), c)).collect();
 

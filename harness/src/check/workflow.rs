@@ -32,7 +32,8 @@ impl Facts<'_> {
             for effect in step.effects.iter().map(|e| &self.effects[*e]) {
                 for predecessor_id in &step.spec.after {
                     // An exempt predecessor (unsupported) has nothing the checker may read.
-                    let Some(predecessor) = self.by_id.get(predecessor_id.as_str()).map(|p| &self.intents[*p])
+                    let Some(predecessor) =
+                        self.by_id.get(predecessor_id.as_str()).map(|p| &self.intents[*p])
                     else {
                         continue;
                     };
@@ -79,7 +80,13 @@ impl Facts<'_> {
     }
 
     /// Why `effect` of `step` does not carry what `reference` reads, if it does not.
-    fn other_result(&self, step: &Intent, effect: &Found, param: &str, reference: &ParamRef) -> Option<String> {
+    fn other_result(
+        &self,
+        step: &Intent,
+        effect: &Found,
+        param: &str,
+        reference: &ParamRef,
+    ) -> Option<String> {
         let predecessor = self.by_id.get(reference.from.as_str()).map(|p| &self.intents[*p])?;
         let (action, _) = predecessor.attribution?;
         let field = action.result_field(&reference.field)?;

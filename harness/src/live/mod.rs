@@ -50,11 +50,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fake_services::{Clock, Contract, Fakes, Server, TokioClock};
-use vocabulary::WORKFLOWS_FEATURE;
 use scenarios::{IntentSpec, Scenario};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
+use vocabulary::WORKFLOWS_FEATURE;
 
 pub use crate::engine::BACKGROUND_ROUND_MS;
 pub use crate::engine::RunError;

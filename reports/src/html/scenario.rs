@@ -188,13 +188,31 @@ pub(super) fn intents(r: &ScenarioResult, marks: &Marks<'_>) -> Markup {
                 @for action in &observed.unsupported { code { (action) } " " }
             }
         }
+        @if !observed.unsupported_steps.is_empty() {
+            p.unsupported {
+                "workflow steps not proposed (the executor does not announce workflows): "
+                @for id in &observed.unsupported_steps { code { (id) } " " }
+            }
+        }
     }
 }
 
 pub(super) fn intent_row(intent: &IntentResult, claim: Option<&Claim>, marks: &Marks<'_>) -> Markup {
     html! {
         tr {
-            td { code { (intent.id) } }
+            td {
+                code { (intent.id) }
+                @if !intent.after.is_empty() {
+                    br;
+                    span.after {
+                        "after "
+                        @for (i, id) in intent.after.iter().enumerate() {
+                            @if i > 0 { ", " }
+                            code { (id) }
+                        }
+                    }
+                }
+            }
             td { (intent.action) @if intent.unsupported { " " span.tag { "unsupported" } } }
             td {
                 @match &intent.state {

@@ -169,12 +169,17 @@ fn every_known_failure_mode_has_a_scenario() {
     }
 }
 
-/// The reference executor accepts every intent of the catalog as it is written.
+/// The reference executor accepts every intent of the catalog as it is written (a workflow
+/// step's references with a stand-in value: the real one exists only once its predecessor ran).
 #[test]
 fn the_reference_executor_accepts_every_intent() {
     for s in all() {
         for intent in &s.intents {
-            if let Err(e) = executor::Action::parse(&intent.action, &intent.params) {
+            let mut params = intent.params.clone();
+            for (name, reference) in intent.references() {
+                params[name.as_str()] = reference.render("x").into();
+            }
+            if let Err(e) = executor::Action::parse(&intent.action, &params) {
                 panic!("{}: intent {}: {e}", s.name, intent.id);
             }
         }

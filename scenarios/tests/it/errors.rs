@@ -421,6 +421,41 @@ pub const CASES: &[(&str, &str, &str)] = &[
         "\n[[objects]]\nbucket = \"reports\"\nkey = \"q3.csv\"\nbody = \"v1\"\n\n[[intents]]\nid = \"f1\"\naction = \"files.put\"\nparams = { bucket = \"reports\", key = \"q3.csv\", body = \"v1\" }\n",
         "s.toml:16:55: reports/q3.csv is seeded with this very body (a put that changes nothing leaves no trace a read could find; write another body)",
     ),
+    (
+        "after names an unknown intent",
+        "[[intents]]\nid = \"r2\"\naction = \"payments.refund\"\nafter = [\"r9\"]\nparams = { payment_intent = \"pi_2\", amount = 100 }\n",
+        "s.toml:10:10: unknown intent \"r9\" (did you mean \"r1\"?)",
+    ),
+    (
+        "after names a later intent",
+        "[[intents]]\nid = \"r2\"\naction = \"payments.refund\"\nafter = [\"r3\"]\nparams = { payment_intent = \"pi_2\", amount = 100 }\n\n[[intents]]\nid = \"r3\"\naction = \"payments.refund\"\nparams = { payment_intent = \"pi_3\", amount = 100 }\n",
+        "s.toml:10:10: intent r2 comes after r3, which comes later (list a step after the intents it comes after)",
+    ),
+    (
+        "after is not a list",
+        "[[intents]]\nid = \"r2\"\naction = \"payments.refund\"\nafter = \"r1\"\nparams = { payment_intent = \"pi_2\", amount = 100 }\n",
+        "s.toml:10:9: `after` must be an array of strings, found a string (write after = [\"an-id\", \"another-id\"])",
+    ),
+    (
+        "a reference to an intent not in after",
+        "[[intents]]\nid = \"p1\"\naction = \"files.put\"\nparams = { bucket = \"docs\", key = \"a.md\", body = { from = \"r1\", field = \"id\" } }\n",
+        "s.toml:10:50: parameter \"body\" reads from \"r1\", which must also be listed in \"after\" (add after = [\"r1\"])",
+    ),
+    (
+        "a reference in the business key",
+        "[[intents]]\nid = \"p1\"\naction = \"files.put\"\nafter = [\"r1\"]\nparams = { bucket = \"docs\", key = { from = \"r1\", field = \"id\" }, body = \"x\" }\n",
+        "s.toml:11:35: key of files.put cannot take its value from another intent (only text parameters and object keys other than the business key (key) can)",
+    ),
+    (
+        "a reference to a result field the action has not",
+        "[[intents]]\nid = \"p1\"\naction = \"files.put\"\nafter = [\"r1\"]\nparams = { bucket = \"docs\", key = \"a.md\", body = { from = \"r1\", field = \"etag\" } }\n",
+        "s.toml:11:50: parameter \"body\": payments.refund has no result field \"etag\"; it has: id (a reference reads a result field of an earlier intent listed in after)",
+    ),
+    (
+        "a reference format without its placeholder",
+        "[[intents]]\nid = \"p1\"\naction = \"files.put\"\nafter = [\"r1\"]\nparams = { bucket = \"docs\", key = \"a.md\", body = { from = \"r1\", field = \"id\", format = \"no value\" } }\n",
+        "s.toml:11:50: \"format\" must hold \"{}\" exactly once, where the value goes (a reference is { from = \"<earlier intent id>\", field = \"<result field>\" }, with an optional format = \"text with {}\")",
+    ),
 ];
 
 #[test]

@@ -111,8 +111,13 @@ fn contract_terms_are_the_fakes() {
 fn scenario_keys_are_the_models() {
     let limits = LimitOverrides { request_timeout_ms: Some(1), lease_ms: Some(1) };
     assert_eq!(keys(&limits), set(LIMIT_KEYS));
-    let intent =
-        IntentSpec { id: "a".into(), action: "b".into(), params: json!({}), replaces: Some("c".into()) };
+    let intent = IntentSpec {
+        id: "a".into(),
+        action: "b".into(),
+        params: json!({}),
+        replaces: Some("c".into()),
+        after: vec!["d".into()],
+    };
     assert_eq!(keys(&intent), set(INTENT_KEYS));
     let scenario = Scenario {
         name: "n".into(),

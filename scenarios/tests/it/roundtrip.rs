@@ -158,6 +158,7 @@ fn intents(drafts: Vec<Draft>) -> Vec<IntentSpec> {
             action: action.to_string(),
             params,
             replaces: older.map(|j| out[j].id.clone()),
+            after: Vec::new(),
         });
     }
     out

@@ -15,6 +15,21 @@ use super::{Bug, Style, Worker};
 impl Worker {
     /// Marks the intent submitted, sends it, and records what the answer means.
     pub(super) async fn send(&self, mut rec: Rec, action: &Action, from: St, rotate: bool, turn: &mut Turn) {
+        // The bug: a step's references are read again from the services at every send, as
+        // if the predecessors' results could only be trusted fresh.
+        let reresolved;
+        let action = if self.has(Bug::ReResolve) && rec.has_references() {
+            self.resolve_from_services(&mut rec).await;
+            match rec.action() {
+                Some(a) => {
+                    reresolved = a;
+                    &reresolved
+                }
+                None => return,
+            }
+        } else {
+            action
+        };
         let Some(service) = self.service(action).cloned() else { return };
         let prepared = services::needs_preparation(action, &rec.evidence(), &service.contract);
         if prepared && let Err(error) = self.prepare(&mut rec, action, &service).await {
@@ -105,6 +120,26 @@ impl Worker {
                     }
                 }
                 Next::Nothing => return,
+            }
+        }
+    }
+
+    /// [`Bug::ReResolve`]: every reference read from the service that holds the predecessor's
+    /// effect (an object's ETag by a HEAD); a result it cannot read there keeps the recorded
+    /// value.
+    async fn resolve_from_services(&self, rec: &mut Rec) {
+        let Ok(references) = vocabulary::workflow::references(&rec.params) else { return };
+        for (name, reference) in references {
+            let Some(predecessor) = self.store().get(&reference.from) else { continue };
+            let Some(action) = predecessor.action() else { continue };
+            let Some(service) = self.service(&action).cloned() else { continue };
+            if reference.field != "etag" {
+                continue;
+            }
+            let read =
+                services::read_precondition(&action, &self.config, &service, self.transport.as_ref()).await;
+            if let Ok(executor::model::Precondition::IfMatch(etag)) = read {
+                rec.resolved.insert(name, reference.render(&etag));
             }
         }
     }

@@ -3,6 +3,7 @@
 //! [`Bug::MemoryOnly`](super::Bug::MemoryOnly) mutant. Writes are compare-and-set on the
 //! row's version.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use executor::model::Precondition;
@@ -78,11 +79,27 @@ pub(super) struct Rec {
     pub(super) nonce: Option<u64>,
     #[serde(default)]
     pub(super) from: Option<String>,
+    /// The intents it comes after (a workflow's step).
+    #[serde(default)]
+    pub(super) after: Vec<String>,
+    /// Its references' values, resolved from the predecessors' results before its first send.
+    #[serde(default)]
+    pub(super) resolved: BTreeMap<String, String>,
 }
 
 impl Rec {
+    /// The action with its references' resolved values; `None` while one is unresolved.
     pub(super) fn action(&self) -> Option<Action> {
-        Action::parse(&self.action, &self.params).ok()
+        let mut params = self.params.clone();
+        for (name, _) in vocabulary::workflow::references(&self.params).ok()? {
+            params[name.as_str()] = Value::from(self.resolved.get(&name)?.clone());
+        }
+        Action::parse(&self.action, &params).ok()
+    }
+
+    /// Whether some parameter reads an earlier intent's result.
+    pub(super) fn has_references(&self) -> bool {
+        vocabulary::workflow::references(&self.params).is_ok_and(|r| !r.is_empty())
     }
 
     /// The reference's intent type, for its request builders (they read `id` and `key`).
@@ -152,6 +169,7 @@ impl Rec {
                 "last_error": self.last_error,
                 "reason": self.reason,
                 "tx_hash": self.tx_hash,
+                "resolved": self.resolved,
             }),
         }
     }

@@ -2,6 +2,7 @@
 //! recorded intent's send, an uncertain one's resolution), leases, the
 //! [`Bug::RedoEverything`](super::Bug::RedoEverything) mutant, and `drain_for`.
 
+use std::collections::BTreeMap;
 use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use executor::world::Clock;
 use executor::{Action, Limits, Service};
 use harness::sim::{Refusal, StateChange};
 use scenarios::IntentSpec;
+use serde_json::Value;
 
 use super::store::{Rec, St, Store};
 use super::{Bug, Worker};
@@ -60,7 +62,14 @@ impl Worker {
     }
 
     pub(super) fn propose_now(&self, spec: &IntentSpec) -> Result<(), Refusal> {
-        let action = match Action::parse(&spec.action, &spec.params) {
+        // A step's references are checked with a stand-in value; the real one is known only
+        // when its predecessors have taken effect.
+        let references = vocabulary::workflow::references(&spec.params).map_err(Refusal::Other)?;
+        let mut checked = spec.params.clone();
+        for (name, reference) in &references {
+            checked[name.as_str()] = Value::from(reference.render("x"));
+        }
+        let action = match Action::parse(&spec.action, &checked) {
             Ok(a) => a,
             Err(e @ ActionError::Unsupported(_)) => return Err(Refusal::Unsupported(e.to_string())),
             Err(e) => return Err(Refusal::Other(e.to_string())),
@@ -68,15 +77,22 @@ impl Worker {
         if self.service(&action).is_none() {
             return Err(Refusal::Unsupported(format!("service {} is not configured", action.service())));
         }
+        let params = if references.is_empty() { action.params() } else { spec.params.clone() };
         let mut store = self.store();
         if let Some(existing) = store.get(&spec.id) {
-            return if existing.action == spec.action && existing.params == action.params() {
+            return if existing.action == spec.action
+                && existing.params == params
+                && existing.after == spec.after
+            {
                 Ok(())
             } else {
                 Err(Refusal::Other(format!("intent {} was recorded with another payload", spec.id)))
             };
         }
-        let (state, reason) = match &spec.replaces {
+        if let Some(unknown) = spec.after.iter().find(|id| store.get(id).is_none()) {
+            return Err(Refusal::Other(format!("{} comes after unknown intent {unknown}", spec.id)));
+        }
+        let (mut state, mut reason) = match &spec.replaces {
             None => (St::Recorded, None),
             Some(old) if store.get(old).is_none() => {
                 return Err(Refusal::Other(format!("{} replaces unknown intent {old}", spec.id)));
@@ -86,10 +102,16 @@ impl Worker {
                 other => other.verdict(),
             },
         };
+        if state == St::Recorded && !spec.after.is_empty() {
+            (state, reason) = match steps_gate(&store, &spec.after) {
+                Gate::Wait => (St::Blocked, None),
+                gate => gate.verdict(),
+            };
+        }
         let rec = Rec {
             id: spec.id.clone(),
             action: spec.action.clone(),
-            params: action.params(),
+            params,
             replaces: spec.replaces.clone(),
             state,
             key: self.new_key(),
@@ -110,6 +132,8 @@ impl Worker {
             raw_tx: None,
             nonce: None,
             from: None,
+            after: spec.after.clone(),
+            resolved: Default::default(),
         };
         store.write(rec, false).map(|_| ()).ok_or_else(|| Refusal::Other("store conflict".into()))
     }
@@ -225,7 +249,6 @@ impl Worker {
         if rec.state.terminal() || !self.lease(&mut rec, now) {
             return turn;
         }
-        let Some(action) = rec.action() else { return turn };
         match stored.state {
             St::Blocked => {
                 let ancestry = match rec.replaces.as_deref() {
@@ -236,6 +259,12 @@ impl Worker {
                     return turn;
                 }
                 (rec.state, rec.reason) = ancestry.verdict();
+                if rec.state == St::Recorded && !rec.after.is_empty() {
+                    match steps_gate(&self.store(), &rec.after) {
+                        Gate::Wait => return turn,
+                        gate => (rec.state, rec.reason) = gate.verdict(),
+                    }
+                }
                 if let Some(rec) = self.write(rec) {
                     turn.note(St::Blocked, &rec);
                 }
@@ -246,6 +275,27 @@ impl Worker {
                 if backoff.is_some_and(|t| now < t) {
                     return turn;
                 }
+                // A step's references are resolved once, from what its predecessors recorded,
+                // and the values are durable before its first send.
+                if rec.has_references() && rec.resolved.is_empty() {
+                    match resolve_references(&self.store(), &rec) {
+                        Ok(values) => rec.resolved = values,
+                        Err(why) => {
+                            rec.state = St::Escalated;
+                            rec.reason = Some(why);
+                        }
+                    }
+                    let before = rec.state;
+                    rec = match self.write(rec) {
+                        Some(written) => written,
+                        None => return turn,
+                    };
+                    if before == St::Escalated {
+                        turn.note(St::Recorded, &rec);
+                        return turn;
+                    }
+                }
+                let Some(action) = rec.action() else { return turn };
                 let rotate = self.has(Bug::KeyPerAttempt) && rec.attempts > 0;
                 self.send(rec, &action, St::Recorded, rotate, &mut turn).await;
             }
@@ -253,6 +303,7 @@ impl Worker {
                 if stored.state == St::Unknown && self.has(Bug::NoReconciliation) {
                     return turn;
                 }
+                let Some(action) = rec.action() else { return turn };
                 self.resolve(rec, &action, stored.state, &mut turn).await;
             }
             _ => {}
@@ -268,7 +319,9 @@ impl Worker {
             let progressed = turn.sent || !turn.changes.is_empty();
             changes.extend(turn.changes);
             let busy = self.store().all().iter().any(|r| matches!(r.state, St::Recorded | St::Submitted));
-            if !busy || tokio::time::Instant::now() >= deadline {
+            // A pass that changed something may have confirmed a workflow step's predecessor:
+            // the next pass releases the step, which is work this drain must still do.
+            if (!busy && turn_changed(progressed)) || tokio::time::Instant::now() >= deadline {
                 return changes;
             }
             if !progressed {
@@ -276,6 +329,73 @@ impl Worker {
             }
         }
     }
+}
+
+/// Whether a drain with nothing recorded or submitted may stop after a pass: only when the
+/// pass changed nothing (a change may release a blocked step).
+fn turn_changed(progressed: bool) -> bool {
+    !progressed
+}
+
+/// What a step's predecessors allow it.
+#[derive(Debug, PartialEq, Eq)]
+enum Gate {
+    /// Every one is confirmed.
+    Run,
+    /// One is still unresolved.
+    Wait,
+    /// This one failed: the step is cancelled.
+    Failed(String),
+    /// This one is escalated: a person decides for the step too.
+    Escalated(String),
+}
+
+impl Gate {
+    fn verdict(self) -> (St, Option<String>) {
+        match self {
+            Gate::Run | Gate::Wait => (St::Recorded, None),
+            Gate::Failed(id) => {
+                (St::Failed, Some(format!("cancelled: the intent it comes after ({id}) failed")))
+            }
+            Gate::Escalated(id) => (St::Escalated, Some(format!("waits for {id}, which is escalated"))),
+        }
+    }
+}
+
+fn steps_gate(store: &Store, after: &[String]) -> Gate {
+    let mut gate = Gate::Run;
+    for id in after {
+        match store.get(id).map(|p| p.state) {
+            Some(St::Confirmed) => {}
+            Some(St::Failed) => return Gate::Failed(id.clone()),
+            Some(St::Escalated) | None => return Gate::Escalated(id.clone()),
+            Some(_) => gate = Gate::Wait,
+        }
+    }
+    gate
+}
+
+/// A predecessor's recorded result field.
+fn recorded_result(predecessor: &Rec, field: &str) -> Option<String> {
+    match field {
+        "tx_hash" => predecessor.tx_hash.clone(),
+        // Refund, workspace and message ids, and a put's ETag: what the confirmation recorded.
+        _ => predecessor.external_id.clone(),
+    }
+}
+
+/// Every reference of `rec`, resolved from what its predecessors recorded.
+fn resolve_references(store: &Store, rec: &Rec) -> Result<BTreeMap<String, String>, String> {
+    let references = vocabulary::workflow::references(&rec.params)?;
+    let mut values = BTreeMap::new();
+    for (name, reference) in references {
+        let value = store
+            .get(&reference.from)
+            .and_then(|p| recorded_result(&p, &reference.field))
+            .ok_or_else(|| format!("{} has no recorded {} for {name}", reference.from, reference.field))?;
+        values.insert(name, reference.render(&value));
+    }
+    Ok(values)
 }
 
 /// What a replacement's lineage allows it.
