@@ -32,7 +32,8 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
 use vocabulary::{
-    Acks, ActionSpec, Contract, ContractPatch, FaultRule, FaultSpec, Guard, KeyPolicy, ParamKind, Reads,
+    Acks, ActionSpec, Contract, ContractPatch, FaultRule, FaultSpec, Guard, KeyPolicy, ParamKind, ParamRef,
+    Reads,
 };
 
 use crate::model::{
@@ -292,17 +293,49 @@ struct IntentDraw {
     amount: u64,
     replaces_previous: bool,
     exists: bool,
+    /// A workflow's step: it comes after the intent before it.
+    after_previous: bool,
+    /// As a step, a parameter reads the predecessor's result where the action table allows.
+    reads: bool,
 }
 
 fn intent_draw() -> impl Strategy<Value = IntentDraw> {
-    (0usize..16, 1u64..=50, prop::bool::weighted(0.4), prop::bool::weighted(0.5)).prop_map(
-        |(action, amount, replaces_previous, exists)| IntentDraw {
+    (
+        0usize..16,
+        1u64..=50,
+        prop::bool::weighted(0.4),
+        prop::bool::weighted(0.5),
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.7),
+    )
+        .prop_map(|(action, amount, replaces_previous, exists, after_previous, reads)| IntentDraw {
             action,
             amount: amount * 100,
             replaces_previous,
             exists,
-        },
-    )
+            after_previous,
+            reads,
+        })
+}
+
+/// Makes `intent` a step after `predecessor`; with `reads`, its first parameter that can take
+/// a reference reads the predecessor's first result field, keeping its drawn value around it.
+fn as_step(intent: &mut IntentSpec, predecessor: &IntentSpec, reads: bool) {
+    intent.after = vec![predecessor.id.clone()];
+    let (Some(action), Some(from)) =
+        (vocabulary::action(&intent.action), vocabulary::action(&predecessor.action))
+    else {
+        return;
+    };
+    let (true, Some(field)) = (reads, from.result_fields.first()) else { return };
+    let Some(param) = action.params.iter().find(|p| action.param_takes_reference(p.name)) else { return };
+    let drawn = intent.params.get(param.name).and_then(Value::as_str).unwrap_or_default().to_string();
+    let reference = ParamRef {
+        from: predecessor.id.clone(),
+        field: field.name.to_string(),
+        format: Some(format!("{drawn} {{}}")),
+    };
+    intent.params[param.name] = reference.to_value();
 }
 
 /// The strategy for generated case `index` of any seed; `name` names every value it makes.
@@ -521,13 +554,22 @@ fn build(
             });
         }
         let replaces = previous.map(|p| p.id.clone());
-        intents.push(IntentSpec {
+        let mut intent = IntentSpec {
             id: format!("i{}", i + 1),
             action: action.name.to_string(),
             params,
             replaces,
             after: Vec::new(),
-        });
+        };
+        // A step of a workflow: after the intent before it, when neither is part of a lineage
+        // (a replacement's own order is its lineage's).
+        if let Some(before) = intents.last().filter(|b| draw.after_previous && b.replaces.is_none())
+            && intent.replaces.is_none()
+            && !intents.iter().any(|x| x.replaces.as_deref() == Some(before.id.as_str()))
+        {
+            as_step(&mut intent, before, draw.reads);
+        }
+        intents.push(intent);
     }
     // The services the intents act on: faults and events aim at these, where they can fire.
     let used: Vec<&'static str> = vocabulary::SERVICES
