@@ -131,21 +131,69 @@ pub fn put(id: &str, key: &str, body: Value, after: &[&str]) -> Value {
            "params": {"bucket": BUCKET, "key": key, "body": body}})
 }
 
-/// `twice-executor --state-dir DIR` answering `init_request`; its `init_ok` too.
+/// The executor a workflow test runs: the reference binary, or the Python example (with one
+/// of its bugs switched on, or none).
+#[derive(Debug, Clone, Copy)]
+pub enum Under<'a> {
+    Reference,
+    Python { bug: Option<&'a str> },
+}
+
+impl Under<'_> {
+    /// The executor on `dir`, answering `init_request`, and its `init_ok`. `kill_at` is the
+    /// reference's `TWICE_EXECUTOR_KILL_AT`.
+    pub async fn start(
+        &self,
+        label: &str,
+        init_request: Value,
+        dir: &Path,
+        kill_at: Option<&str>,
+    ) -> (ExecutorProcess, Value) {
+        let dir_arg = dir.to_str().expect("a UTF-8 path");
+        let env: Vec<(&str, &str)> = kill_at.map(|k| ("TWICE_EXECUTOR_KILL_AT", k)).into_iter().collect();
+        let mut ex = match self {
+            Under::Reference => ExecutorProcess::spawn(label, &["--state-dir", dir_arg], &env),
+            Under::Python { bug } => {
+                assert!(kill_at.is_none(), "the Python executor has no kill points");
+                let python = std::env::var_os("TWICE_PYTHON")
+                    .expect("TWICE_PYTHON is not set: run cargo xtask test, or set it to the venv's python");
+                let script =
+                    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/executors/python/executor.py");
+                let script = script.to_str().expect("a UTF-8 path").to_string();
+                let mut args = vec![script.as_str()];
+                if let Some(bug) = bug {
+                    args.extend(["--bug", bug]);
+                }
+                ExecutorProcess::spawn_program(label, Path::new(&python), &args, &[])
+            }
+        };
+        match ex.request(init_request, REPLY_WAIT).await {
+            Ok(r) if r["type"] == "init_ok" => (ex, r),
+            Ok(r) => panic!("{label}: init refused: {r}"),
+            Err(died) => panic!("{label}: died during init: {died:?}"),
+        }
+    }
+}
+
+impl Under<'_> {
+    /// A state directory name of its own for `test` under this executor.
+    pub fn dir(&self, test: &str) -> String {
+        match self {
+            Under::Reference => format!("reference_{test}"),
+            Under::Python { bug: None } => format!("python_{test}"),
+            Under::Python { bug: Some(bug) } => format!("python_{bug}_{test}"),
+        }
+    }
+}
+
+/// The reference binary.
 async fn start(
     label: &str,
     init_request: Value,
     dir: &Path,
     kill_at: Option<&str>,
 ) -> (ExecutorProcess, Value) {
-    let dir_arg = dir.to_str().expect("a UTF-8 path");
-    let env: Vec<(&str, &str)> = kill_at.map(|k| ("TWICE_EXECUTOR_KILL_AT", k)).into_iter().collect();
-    let mut ex = ExecutorProcess::spawn(label, &["--state-dir", dir_arg], &env);
-    match ex.request(init_request, REPLY_WAIT).await {
-        Ok(r) if r["type"] == "init_ok" => (ex, r),
-        Ok(r) => panic!("{label}: init refused: {r}"),
-        Err(died) => panic!("{label}: died during init: {died:?}"),
-    }
+    Under::Reference.start(label, init_request, dir, kill_at).await
 }
 
 /// Every intent of `status`, by id.
@@ -163,11 +211,10 @@ pub async fn drain(ex: &mut ExecutorProcess) {
     ex.ok(json!({"type": "drain", "timeout_ms": 10_000})).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_put_takes_the_id_of_the_workspace_its_create_made() {
+pub async fn a_put_takes_the_id_of_the_workspace_its_create_made(under: Under<'_>) {
     let flow = Flow::start(301).await;
-    let dir = fresh_dir("workflow_put_after_create");
-    let (mut ex, init_ok) = start("w", flow.init("w", &dir, json!({})), &dir, None).await;
+    let dir = fresh_dir(&under.dir("workflow_put_after_create"));
+    let (mut ex, init_ok) = under.start("w", flow.init("w", &dir, json!({})), &dir, None).await;
     assert_eq!(init_ok["features"], json!(["workflows"]), "{init_ok}");
 
     ex.ok(propose(&create("create", "acme-1", json!("Acme"), &[]))).await;
@@ -203,11 +250,10 @@ async fn a_put_takes_the_id_of_the_workspace_its_create_made() {
 /// A workspace, a document naming it, and a second workspace named after the document's
 /// version (its ETag): three steps, each reading the one before, in one drain; a step
 /// proposed once its predecessors are confirmed is recorded, not blocked.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chain_of_three_steps_each_reads_the_step_before() {
+pub async fn a_chain_of_three_steps_each_reads_the_step_before(under: Under<'_>) {
     let flow = Flow::start(302).await;
-    let dir = fresh_dir("workflow_chain_of_three");
-    let (mut ex, _) = start("w", flow.init("w", &dir, json!({})), &dir, None).await;
+    let dir = fresh_dir(&under.dir("workflow_chain_of_three"));
+    let (mut ex, _) = under.start("w", flow.init("w", &dir, json!({})), &dir, None).await;
     ex.ok(propose(&create("create", "chain-1", json!("Chain"), &[]))).await;
     ex.ok(propose(&put(
         "doc",
@@ -253,16 +299,15 @@ async fn a_chain_of_three_steps_each_reads_the_step_before() {
 /// A refund the service refuses (402) fails; the workspace that comes after it is cancelled
 /// without a request, whether proposed before the refusal (blocked, then failed) or after it
 /// (failed at once).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_step_after_a_failed_intent_is_cancelled_and_never_sent() {
+pub async fn a_step_after_a_failed_intent_is_cancelled_and_never_sent(under: Under<'_>) {
     let flow = Flow::start(303).await;
     flow.fakes.payments.seed_payment_intent(Some("pi_wf"), 5_000, "usd").expect("seeding");
     flow.add_rule(
         "payments",
         json!({"method": "POST", "path": "/v1/refunds", "fault": {"kind": "reject", "status": 402}}),
     );
-    let dir = fresh_dir("workflow_after_failed");
-    let (mut ex, _) = start("w", flow.init("w", &dir, json!({})), &dir, None).await;
+    let dir = fresh_dir(&under.dir("workflow_after_failed"));
+    let (mut ex, _) = under.start("w", flow.init("w", &dir, json!({})), &dir, None).await;
     let refund = json!({"id": "refund", "action": "payments.refund",
                         "params": {"payment_intent": "pi_wf", "amount": 700}});
     ex.ok(propose(&refund)).await;
@@ -291,11 +336,10 @@ async fn a_step_after_a_failed_intent_is_cancelled_and_never_sent() {
 /// A create that finds its external id taken by a workspace with another name is escalated;
 /// the put that comes after it is escalated too, saying whom it waits for, that continuing
 /// cannot write twice, and with no request sent.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_step_after_an_escalated_intent_is_escalated_and_never_sent() {
+pub async fn a_step_after_an_escalated_intent_is_escalated_and_never_sent(under: Under<'_>) {
     let flow = Flow::start(304).await;
-    let dir = fresh_dir("workflow_after_escalated");
-    let (mut ex, _) = start("w", flow.init("w", &dir, json!({})), &dir, None).await;
+    let dir = fresh_dir(&under.dir("workflow_after_escalated"));
+    let (mut ex, _) = under.start("w", flow.init("w", &dir, json!({})), &dir, None).await;
     ex.ok(propose(&create("other", "taken", json!("Someone else"), &[]))).await;
     drain(&mut ex).await;
     ex.ok(propose(&create("create", "taken", json!("Acme"), &[]))).await;
@@ -386,11 +430,10 @@ async fn a_second_worker_taking_the_lease_over_sends_the_recorded_value() {
     the_recorded_value_outlives_a_crash(306, "workflow_crash_takeover", "w2").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn malformed_steps_are_refused_with_code_12_naming_the_problem() {
+pub async fn malformed_steps_are_refused_with_code_12_naming_the_problem(under: Under<'_>) {
     let flow = Flow::start(307).await;
-    let dir = fresh_dir("workflow_malformed");
-    let (mut ex, _) = start("w", flow.init("w", &dir, json!({})), &dir, None).await;
+    let dir = fresh_dir(&under.dir("workflow_malformed"));
+    let (mut ex, _) = under.start("w", flow.init("w", &dir, json!({})), &dir, None).await;
     ex.ok(propose(&create("create", "malformed-1", json!("M"), &[]))).await;
     let id = reference("create", "id", None);
     let cases = [
@@ -424,7 +467,7 @@ async fn malformed_steps_are_refused_with_code_12_naming_the_problem() {
         (
             json!({"id": "s9", "action": "files.put", "after": "create",
                    "params": {"bucket": BUCKET, "key": "a.txt", "body": id.clone()}}),
-            "intent: invalid type",
+            "invalid type",
         ),
         (
             json!({"id": "s10", "action": "payments.refund", "after": ["create"],
@@ -447,11 +490,10 @@ async fn malformed_steps_are_refused_with_code_12_naming_the_problem() {
 /// `propose` is idempotent by id over everything authorised, `after` and the references
 /// included: the same step again is the same intent; other `after` or another reference is
 /// another payload (21).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_step_proposed_again_with_other_after_is_another_payload() {
+pub async fn a_step_proposed_again_with_other_after_is_another_payload(under: Under<'_>) {
     let flow = Flow::start(308).await;
-    let dir = fresh_dir("workflow_propose_again");
-    let (mut ex, _) = start("w", flow.init("w", &dir, json!({})), &dir, None).await;
+    let dir = fresh_dir(&under.dir("workflow_propose_again"));
+    let (mut ex, _) = under.start("w", flow.init("w", &dir, json!({})), &dir, None).await;
     ex.ok(propose(&create("create", "again-1", json!("A"), &[]))).await;
     ex.ok(propose(&create("other", "again-2", json!("B"), &[]))).await;
     let step = put("step", "again.txt", reference("create", "id", Some("ws {}")), &["create"]);
@@ -470,4 +512,133 @@ async fn a_step_proposed_again_with_other_after_is_another_payload() {
     let intents = status(&mut ex).await;
     assert_eq!(intents["step"]["after"], json!(["create"]), "unchanged: {:?}", intents["step"]);
     ex.ok(json!({"type": "shutdown"})).await;
+}
+
+/// What [`a_resend_after_the_predecessor_changed`] saw: the step's body as resolved before its
+/// first send, as it landed, and as a resolution after the change would make it.
+#[derive(Debug)]
+pub struct Resend {
+    pub recorded: String,
+    pub sent: String,
+    pub changed_to: String,
+}
+
+/// A put `a`, and a put `b` whose body is `a`'s ETag: `b`'s first send is reset before the fake
+/// reads it (no answer, nothing landed), then `a` is overwritten by someone else, and `b` is
+/// sent again. A correct executor sends the value it recorded before the first send.
+pub async fn a_resend_after_the_predecessor_changed(under: Under<'_>) -> Resend {
+    let flow = Flow::start(309).await;
+    flow.add_rule(
+        "files",
+        json!({"method": "PUT", "path": format!("/{BUCKET}/resend/b.txt"), "nth": 1, "fault": {"kind": "refuse"}}),
+    );
+    let dir = fresh_dir(&under.dir("workflow_resend"));
+    let (mut ex, _) = under.start("w", flow.init("w", &dir, json!({})), &dir, None).await;
+    ex.ok(propose(&put("a", "resend/a.txt", json!("version 1"), &[]))).await;
+    ex.ok(propose(&put("b", "resend/b.txt", reference("a", "etag", Some("after {}")), &["a"]))).await;
+    drain(&mut ex).await;
+    let intents = status(&mut ex).await;
+    assert_eq!(intents["a"]["state"], "confirmed", "{intents:#?}");
+    assert_ne!(intents["b"]["state"], "confirmed", "the first send of b was reset: {intents:#?}");
+    assert!(flow.puts_of("resend/b.txt").is_empty(), "nothing of b landed yet");
+    let first = flow.puts_of("resend/a.txt");
+    assert_eq!(first.len(), 1, "{first:#?}");
+    let recorded = format!("after {}", first[0].params["etag"].as_str().expect("an ETag"));
+    assert_eq!(intents["b"]["evidence"]["resolved"]["body"], recorded.as_str(), "{:?}", intents["b"]);
+
+    let changed = flow.fakes.files.seed_object(BUCKET, "resend/a.txt", b"version 2").expect("overwritten");
+    let intents = resolve(&mut ex, RESOLVE_WAIT).await;
+    let b = intents.iter().find(|i| i["id"] == "b").expect("b");
+    assert_eq!(b["state"], "confirmed", "{b}");
+    let landed = flow.puts_of("resend/b.txt");
+    assert_eq!(landed.len(), 1, "{landed:#?}");
+    ex.ok(json!({"type": "shutdown"})).await;
+    Resend {
+        recorded,
+        sent: landed[0].params["body"].as_str().expect("a body").to_string(),
+        changed_to: format!("after {changed}"),
+    }
+}
+
+/// What [`a_restart_before_the_last_step`] saw.
+#[derive(Debug)]
+pub struct Redo {
+    /// Effects in the ledger of the workflow's first step, confirmed before the restart.
+    pub first_step_effects: usize,
+    /// The last step's effects.
+    pub last_step_effects: usize,
+}
+
+/// A put `a`, confirmed; a put `b` after it, proposed; the worker killed before it drains `b`
+/// and started again: `a` is done, and a correct executor never sends it again.
+pub async fn a_restart_before_the_last_step(under: Under<'_>) -> Redo {
+    let flow = Flow::start(310).await;
+    let dir = fresh_dir(&under.dir("workflow_redo"));
+    let (mut ex, _) = under.start("first", flow.init("w", &dir, json!({})), &dir, None).await;
+    ex.ok(propose(&put("a", "redo/a.txt", json!("version 1"), &[]))).await;
+    drain(&mut ex).await;
+    ex.ok(propose(&put("b", "redo/b.txt", reference("a", "etag", None), &["a"]))).await;
+    ex.kill().await;
+    assert_eq!(flow.puts_of("redo/a.txt").len(), 1);
+    let (mut ex, _) = under.start("restarted", flow.init("w", &dir, json!({})), &dir, None).await;
+    let intents = resolve(&mut ex, RESOLVE_WAIT).await;
+    for i in &intents {
+        assert_eq!(i["state"], "confirmed", "{i}");
+    }
+    ex.ok(json!({"type": "shutdown"})).await;
+    let a = flow.puts_of("redo/a.txt");
+    let b = flow.puts_of("redo/b.txt");
+    if let Some(last) = b.last() {
+        let etag = a.last().map(|e| e.params["etag"].clone()).unwrap_or_default();
+        assert_eq!(last.params["body"], etag, "b took the ETag of a's newest put");
+    }
+    Redo { first_step_effects: a.len(), last_step_effects: b.len() }
+}
+
+/// The tests above that any executor with workflows must pass, on the reference binary (the
+/// Python example runs them in `python_executor.rs`).
+mod reference {
+    use super::Under;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_put_takes_the_id_of_the_workspace_its_create_made() {
+        super::a_put_takes_the_id_of_the_workspace_its_create_made(Under::Reference).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_chain_of_three_steps_each_reads_the_step_before() {
+        super::a_chain_of_three_steps_each_reads_the_step_before(Under::Reference).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_after_a_failed_intent_is_cancelled_and_never_sent() {
+        super::a_step_after_a_failed_intent_is_cancelled_and_never_sent(Under::Reference).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_after_an_escalated_intent_is_escalated_and_never_sent() {
+        super::a_step_after_an_escalated_intent_is_escalated_and_never_sent(Under::Reference).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn malformed_steps_are_refused_with_code_12_naming_the_problem() {
+        super::malformed_steps_are_refused_with_code_12_naming_the_problem(Under::Reference).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_proposed_again_with_other_after_is_another_payload() {
+        super::a_step_proposed_again_with_other_after_is_another_payload(Under::Reference).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_resend_after_the_predecessor_changed_sends_the_recorded_value() {
+        let report = super::a_resend_after_the_predecessor_changed(Under::Reference).await;
+        assert_eq!(report.sent, report.recorded, "{report:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restart_before_the_last_step_leaves_the_completed_steps_alone() {
+        let report = super::a_restart_before_the_last_step(Under::Reference).await;
+        assert_eq!((report.first_step_effects, report.last_step_effects), (1, 1), "{report:?}");
+    }
 }
