@@ -420,6 +420,47 @@ async fn the_recorded_value_outlives_a_crash(seed: u64, tag: &str, worker_id: &s
     );
 }
 
+/// A predecessor confirmed without the result a step reads (a damaged log: the executor
+/// always records it) escalates the step, saying so, rather than sending a guess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmed_predecessor_without_the_result_escalates_the_step_unsent() {
+    let flow = Flow::start(311).await;
+    let dir = fresh_dir("workflow_missing_result");
+    let (mut ex, _) = start("first", flow.init("w", &dir, json!({})), &dir, None).await;
+    ex.ok(propose(&create("create", "missing-1", json!("Missing"), &[]))).await;
+    drain(&mut ex).await;
+    ex.ok(json!({"type": "shutdown"})).await;
+    {
+        let mut log = IntentLog::open(&dir.join("intents.sqlite"), Durability::Full).expect("the log opens");
+        let create = log.get("create").expect("a read").expect("the create");
+        assert_eq!(create.state, State::Confirmed);
+        let mut damaged = create.clone();
+        damaged.evidence.external_id = None;
+        let change = Change {
+            new: &damaged,
+            expect_version: create.version,
+            from_state: create.state,
+            note: Some("damaged"),
+        };
+        assert_eq!(log.update(&[change]).expect("written"), [true]);
+    }
+    let (mut ex, _) = start("second", flow.init("w", &dir, json!({})), &dir, None).await;
+    let step = ex
+        .ok(propose(&put("welcome", "welcome/missing.txt", reference("create", "id", None), &["create"])))
+        .await;
+    assert_eq!(step["intent"]["state"], "recorded", "{step}");
+    drain(&mut ex).await;
+    let intents = status(&mut ex).await;
+    let welcome = &intents["welcome"];
+    assert_eq!(welcome["state"], "escalated", "{welcome}");
+    let reason = welcome["evidence"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("create is confirmed but recorded no \"id\""), "{reason}");
+    assert_eq!(welcome["evidence"]["could_duplicate"], false, "{welcome}");
+    assert_eq!(welcome["attempts"], 0, "{welcome}");
+    assert!(flow.journal("files").is_empty(), "nothing of the step was sent: {:#?}", flow.journal("files"));
+    ex.ok(json!({"type": "shutdown"})).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_after_the_resolved_value_is_recorded_sends_that_value() {
     the_recorded_value_outlives_a_crash(305, "workflow_crash_restart", "w").await;
