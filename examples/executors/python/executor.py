@@ -15,7 +15,9 @@ It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the refere
   still land and no read can still lag;
 - where acks may lie, a success is read back before it is believed;
 - leases with fencing tokens keep two workers off one intent; a replacement waits for the
-  intent it replaces; what cannot be decided goes to a person (`escalated`) with evidence.
+  intent it replaces; what cannot be decided goes to a person (`escalated`) with evidence;
+- a workflow step (`after`) waits for the intents it comes after, and resolves its parameter
+  references once, from their recorded results, before its first send.
 
 Usage:
 
