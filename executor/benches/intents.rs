@@ -397,6 +397,7 @@ async fn intents_run(
                 action: "payments.refund".into(),
                 params: json!({"payment_intent": INTENT, "amount": 1}),
                 replaces: None,
+                after: Vec::new(),
             })?;
             if intent.state != State::Recorded {
                 return Err(format!("intent {} was recorded as {}", intent.id, intent.state).into());

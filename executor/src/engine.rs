@@ -29,6 +29,7 @@ mod pass;
 mod prepare;
 mod reconcile;
 mod send;
+mod workflow;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,11 +38,14 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::log::{Durability, IntentLog, LogError, Recorded};
-use crate::model::{Action, ActionError, Evidence, Intent, State, canonical_json, payload_hash};
+use crate::model::{
+    Action, ActionError, Evidence, Intent, State, canonical_json, payload_hash, payload_text,
+    with_placeholders,
+};
 use crate::services;
 use crate::world::{Clock, Hooks, HttpTransport, IdSource, NoHooks, SystemClock, Transport, UuidV7};
 
-use lineage::{Lineage, cancelled};
+pub use workflow::{cancelled_after, result_value, waits_for_escalated};
 
 /// Added to every bound the executor waits out before trusting a negative answer, for the
 /// distance between its clock and the service's.
@@ -78,6 +82,9 @@ pub struct Proposal {
     pub action: String,
     pub params: Value,
     pub replaces: Option<String>,
+    /// The intents this one comes after (a step of a workflow), each already proposed; its
+    /// parameters may reference their results (`vocabulary::workflow`).
+    pub after: Vec<String>,
 }
 
 /// Why a proposal was refused.
@@ -91,6 +98,11 @@ pub enum ProposeError {
     MissingSecret { action: String, secret: String, problem: String },
     #[error("intent {0} replaces {1}, which this executor has never recorded")]
     UnknownPredecessor(String, String),
+    #[error("intent {0} comes after {1}, which this executor has never recorded")]
+    UnknownAfter(String, String),
+    /// `after` or a parameter reference is not what a step may say.
+    #[error("intent {0}: {1}")]
+    Workflow(String, String),
     #[error("intent id {0} was already recorded with another action or payload")]
     Conflict(String),
     #[error("intent {0}: {1}")]
@@ -195,7 +207,16 @@ impl Executor {
 
     /// Records an intent durably. When this returns `Ok`, the intent survives SIGKILL.
     pub fn propose(&self, proposal: Proposal) -> Result<Intent, ProposeError> {
-        let action = Action::parse(&proposal.action, &proposal.params)?;
+        let workflow = |problem: String| ProposeError::Workflow(proposal.id.clone(), problem);
+        let references = vocabulary::workflow::references(&proposal.params).map_err(workflow)?;
+        // Everything but the references is checked now; the references are checked below and
+        // replaced by their values only when the step is first sent.
+        let checked = if references.is_empty() {
+            proposal.params.clone()
+        } else {
+            with_placeholders(&proposal.action, &proposal.params).map_err(workflow)?
+        };
+        let action = Action::parse(&proposal.action, &checked)?;
         if !self.config.services.contains_key(action.service()) {
             return Err(ProposeError::NotConfigured {
                 action: proposal.action,
@@ -210,35 +231,53 @@ impl Executor {
                 problem,
             })?;
         }
+        self.check_after(&proposal, action.spec(), &references)?;
+        // The authorised form: the checked parameters in canonical form, each reference put
+        // back in its own canonical form.
+        let mut authorised = action.params();
+        if let Value::Object(map) = &mut authorised {
+            for (name, reference) in &references {
+                map.insert(name.clone(), reference.to_value());
+            }
+        }
         let params =
-            canonical_json(&action.params()).map_err(|e| ProposeError::Payload(proposal.id.clone(), e))?;
+            canonical_json(&authorised).map_err(|e| ProposeError::Payload(proposal.id.clone(), e))?;
         let now = self.now();
         let mut state = State::Recorded;
         let mut reason = None;
-        if let Some(old) = &proposal.replaces {
-            if self.log().get(old)?.is_none() {
-                return Err(ProposeError::UnknownPredecessor(proposal.id.clone(), old.clone()));
-            }
-            match self.lineage(old)? {
-                Lineage::Executed(by) => {
-                    state = State::Failed;
-                    reason = Some(cancelled(old, &by));
+        let mut could_duplicate = None;
+        if let Some(old) = &proposal.replaces
+            && self.log().get(old)?.is_none()
+        {
+            return Err(ProposeError::UnknownPredecessor(proposal.id.clone(), old.clone()));
+        }
+        if proposal.replaces.is_some() || !proposal.after.is_empty() {
+            match self.release(proposal.replaces.as_deref(), &proposal.after)? {
+                None => state = State::Blocked,
+                // Recorded as it is, without an "unblocked" note: it never was blocked.
+                Some(r) if r.state == State::Recorded => {}
+                // An escalated predecessor escalates its successor at the next pass, with an
+                // event for the timeline.
+                Some(r) if r.state == State::Escalated => state = State::Blocked,
+                Some(r) => {
+                    state = r.state;
+                    reason = r.reason;
+                    could_duplicate = r.could_duplicate;
                 }
-                Lineage::NothingExecuted => {}
-                Lineage::Unresolved | Lineage::Escalated(_) => state = State::Blocked,
             }
         }
         let key = self.world.ids.next_id();
         let intent = Intent {
             id: proposal.id.clone(),
             action: proposal.action.clone(),
-            params_hash: payload_hash(&params),
+            params_hash: payload_hash(&payload_text(&params, &proposal.after)),
             params,
             key: key.clone(),
             state,
             attempts: 0,
             replaces: proposal.replaces.clone(),
-            evidence: Evidence { key: Some(key), reason, ..Evidence::default() },
+            after: proposal.after.clone(),
+            evidence: Evidence { key: Some(key), reason, could_duplicate, ..Evidence::default() },
             maybe_executed: false,
             lease_owner: None,
             lease_epoch: 0,
@@ -256,6 +295,35 @@ impl Executor {
             }
             Recorded::Conflict(_) => Err(ProposeError::Conflict(proposal.id)),
         }
+    }
+
+    /// Checks a step's `after` and references against the log: every intent it comes after
+    /// is recorded (once), and every reference reads a result field of one of them from a
+    /// parameter that may take one (`vocabulary::workflow::check_reference`).
+    fn check_after(
+        &self,
+        proposal: &Proposal,
+        spec: &vocabulary::ActionSpec,
+        references: &[(String, vocabulary::workflow::ParamRef)],
+    ) -> Result<(), ProposeError> {
+        let workflow = |problem: String| ProposeError::Workflow(proposal.id.clone(), problem);
+        let log = self.log();
+        for (i, id) in proposal.after.iter().enumerate() {
+            if proposal.after[..i].contains(id) {
+                return Err(workflow(format!("\"after\" lists {id} twice")));
+            }
+            if log.get(id)?.is_none() {
+                return Err(ProposeError::UnknownAfter(proposal.id.clone(), id.clone()));
+            }
+        }
+        for (name, reference) in references {
+            let from = log.get(&reference.from)?;
+            let from_action = from.as_ref().and_then(|row| vocabulary::action(&row.action));
+            let listed = proposal.after.contains(&reference.from);
+            vocabulary::workflow::check_reference(spec, name, reference, from_action, listed)
+                .map_err(workflow)?;
+        }
+        Ok(())
     }
 
     /// Intents by id (all when `ids` is `None`), in the order they were recorded.

@@ -3,7 +3,10 @@
 //! Every change is an optimistic, conditional write: a row is read with its `version`, changed
 //! in memory, and written back only if the version is still the same. Several writes can go
 //! in one transaction (one fsync), which is how a pass over many intents stays cheap. The
-//! payload (`params`) is written once, at record time, with its hash; no update touches it.
+//! payload (`params`, and `after_ids`, the intents a step comes after) is written once, at
+//! record time, with its hash; no update touches it. The values a step's references resolve
+//! to are part of its evidence (`evidence.resolved`), written with the row that marks it
+//! `submitted` and carried by every later write of the row.
 //!
 //! A row whose evidence carries a signed transaction claims its account's nonce in the
 //! `nonces` table, in the same transaction as the row: a nonce is claimed by one intent at
@@ -49,14 +52,15 @@ pub enum Recorded {
     Conflict(Intent),
 }
 
-/// Schema version in `PRAGMA user_version` (2: the `nonces` table).
-const SCHEMA_VERSION: i64 = 2;
+/// Schema version in `PRAGMA user_version` (2: the `nonces` table; 3: `after_ids`, the
+/// intents a step comes after).
+const SCHEMA_VERSION: i64 = 3;
 /// How long a writer waits for another process's lock before giving up.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 
 const COLUMNS: &str = "id, action, params, params_hash, idem_key, state, attempts, replaces, evidence, \
      maybe_executed, lease_owner, lease_epoch, lease_until_ms, version, created_ms, updated_ms, \
-     key_first_sent_ms, last_sent_ms";
+     key_first_sent_ms, last_sent_ms, after_ids";
 
 /// The intent log.
 pub struct IntentLog {
@@ -133,7 +137,8 @@ impl IntentLog {
                  created_ms INTEGER NOT NULL,
                  updated_ms INTEGER NOT NULL,
                  key_first_sent_ms INTEGER,
-                 last_sent_ms INTEGER
+                 last_sent_ms INTEGER,
+                 after_ids TEXT NOT NULL DEFAULT '[]'
              );
              CREATE INDEX IF NOT EXISTS intents_state ON intents(state);
              CREATE TABLE IF NOT EXISTS nonces (
@@ -154,6 +159,16 @@ impl IntentLog {
              );",
         )
         .map_err(err)?;
+        // A log of schema 2 has the table without `after_ids`: every intent in it comes
+        // after none, which is what the column's default says.
+        let has_after = conn
+            .prepare("SELECT 1 FROM pragma_table_info('intents') WHERE name = 'after_ids'")
+            .and_then(|mut stmt| stmt.exists([]))
+            .map_err(err)?;
+        if !has_after {
+            conn.execute_batch("ALTER TABLE intents ADD COLUMN after_ids TEXT NOT NULL DEFAULT '[]'")
+                .map_err(err)?;
+        }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err)?;
         Ok(IntentLog { conn, path })
     }
@@ -530,9 +545,13 @@ fn evidence_json(evidence: &Evidence) -> String {
     serde_json::to_string(evidence).unwrap_or_else(|_| "{}".into())
 }
 
+fn after_json(after: &[String]) -> String {
+    serde_json::to_string(after).unwrap_or_else(|_| "[]".into())
+}
+
 fn insert(tx: &rusqlite::Transaction<'_>, i: &Intent) -> rusqlite::Result<usize> {
     tx.prepare_cached(&format!(
-        "INSERT INTO intents ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+        "INSERT INTO intents ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
     ))?
     .execute(params![
             i.id,
@@ -553,6 +572,7 @@ fn insert(tx: &rusqlite::Transaction<'_>, i: &Intent) -> rusqlite::Result<usize>
             i.updated_ms as i64,
             i.key_first_sent_ms.map(|v| v as i64),
             i.last_sent_ms.map(|v| v as i64),
+            after_json(&i.after),
         ])
 }
 
@@ -583,6 +603,11 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<Result<Intent, String>> {
     let Some(state) = State::parse(&state) else {
         return Ok(Err(format!("unknown state \"{state}\"")));
     };
+    let after: String = r.get(18)?;
+    let after: Vec<String> = match serde_json::from_str(&after) {
+        Ok(a) => a,
+        Err(e) => return Ok(Err(format!("after_ids: {e}"))),
+    };
     let evidence: Evidence = match serde_json::from_str(&evidence) {
         Ok(e) => e,
         Err(e) => return Ok(Err(format!("evidence: {e}"))),
@@ -596,6 +621,7 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<Result<Intent, String>> {
         state,
         attempts: r.get(6)?,
         replaces: r.get(7)?,
+        after,
         evidence,
         maybe_executed: r.get(9)?,
         lease_owner: r.get(10)?,
@@ -656,6 +682,36 @@ mod tests {
         assert_eq!(other.count().unwrap(), 0, "another name is another log");
     }
 
+    /// A log written before workflows (schema 2, no `after_ids`) opens, gains the column,
+    /// and reads its rows as intents that come after none.
+    #[test]
+    fn a_log_of_schema_2_gains_after_ids_and_keeps_its_rows() {
+        let dir = std::env::temp_dir().join(format!("twice-log-schema2-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("intents.sqlite");
+        {
+            let mut log = IntentLog::open(&path, Durability::Normal).unwrap();
+            let mut row = transfer("old", 0);
+            row.evidence = Evidence::default();
+            log.record(&row).unwrap();
+            // Back to how schema 2 stored it.
+            log.conn
+                .execute_batch("ALTER TABLE intents DROP COLUMN after_ids; PRAGMA user_version = 2")
+                .unwrap();
+        }
+        let mut log = IntentLog::open(&path, Durability::Normal).unwrap();
+        let version: i64 = log.conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(log.get("old").unwrap().unwrap().after, Vec::<String>::new());
+        let mut step = transfer("step", 1);
+        step.evidence = Evidence::default();
+        step.after = vec!["old".into()];
+        log.record(&step).unwrap();
+        assert_eq!(log.get("step").unwrap().unwrap().after, ["old"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn transfer(id: &str, nonce: u64) -> Intent {
         Intent {
             id: id.into(),
@@ -666,6 +722,7 @@ mod tests {
             state: State::Recorded,
             attempts: 0,
             replaces: None,
+            after: Vec::new(),
             evidence: Evidence::default(),
             maybe_executed: false,
             lease_owner: None,

@@ -1,9 +1,12 @@
 //! Intents, their states and the actions they carry.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use vocabulary::action::{self, ActionSpec};
+use vocabulary::workflow::{self, ParamRef};
 
 /// Where an intent is in its life (`docs/protocol.md` §7): the one state type the harness,
 /// the scenarios and the reports read too.
@@ -48,6 +51,17 @@ pub struct Evidence {
     /// `chain.transfer`: the sending account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
+    /// A step of a workflow: the value of each referenced parameter, resolved once from the
+    /// recorded results of the intents it comes after and recorded no later than the step's
+    /// first `submitted`. Every send of the step, by any worker after any crash, uses these
+    /// values; they are never resolved again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resolved: BTreeMap<String, String>,
+    /// An escalated intent: whether continuing (a person deciding, then proposing again)
+    /// could make a write that an earlier send of it already made. `false` only where no send
+    /// of it can have taken effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub could_duplicate: Option<bool>,
 }
 
 /// What a conditional write requires of the object it writes.
@@ -282,6 +296,9 @@ pub struct Intent {
     pub state: State,
     pub attempts: u32,
     pub replaces: Option<String>,
+    /// The intents this one comes after (a step of a workflow): it is sent only once every
+    /// one of them is confirmed, and its parameter references read their results.
+    pub after: Vec<String>,
     pub evidence: Evidence,
     /// An earlier attempt may have taken effect (its answer was lost or ambiguous), so a
     /// definite rejection of a later attempt does not prove that nothing happened.
@@ -298,13 +315,26 @@ pub struct Intent {
 }
 
 impl Intent {
-    /// The payload, checked against its hash: a mismatch means the stored row was changed
-    /// behind the executor's back, and the intent must not be executed.
-    pub fn action(&self) -> Result<Action, String> {
-        if payload_hash(&self.params) != self.params_hash {
+    /// The authorised parameters (with their references, if any), checked against the
+    /// payload hash: a mismatch means the stored row was changed behind the executor's back,
+    /// and the intent must not be executed.
+    pub fn payload(&self) -> Result<Value, String> {
+        if payload_hash(&payload_text(&self.params, &self.after)) != self.params_hash {
             return Err("the stored payload does not match its hash".into());
         }
-        let params: Value = serde_json::from_str(&self.params).map_err(|e| format!("stored payload: {e}"))?;
+        serde_json::from_str(&self.params).map_err(|e| format!("stored payload: {e}"))
+    }
+
+    /// The parameter references of the authorised parameters, by parameter name.
+    pub fn references(&self) -> Result<Vec<(String, ParamRef)>, String> {
+        workflow::references(&self.payload()?)
+    }
+
+    /// The action to carry out: the authorised parameters, each reference replaced by its
+    /// resolved value (`evidence.resolved`). An intent whose references are not resolved yet
+    /// has no action.
+    pub fn action(&self) -> Result<Action, String> {
+        let params = with_resolved(&self.payload()?, &self.evidence.resolved)?;
         Action::parse(&self.action, &params).map_err(|e| e.to_string())
     }
 
@@ -320,9 +350,56 @@ impl Intent {
         if let Some(r) = &self.replaces {
             v.insert("replaces".into(), json!(r));
         }
+        if !self.after.is_empty() {
+            v.insert("after".into(), json!(self.after));
+        }
         v.insert("evidence".into(), serde_json::to_value(&self.evidence).unwrap_or(Value::Null));
         Value::Object(v)
     }
+}
+
+/// The text the payload hash covers: the canonical parameters, and for a step of a workflow
+/// its `after` too, so that proposing an id again compares everything that was authorised.
+/// Without `after` it is the parameters alone, as before workflows existed.
+pub fn payload_text(params: &str, after: &[String]) -> String {
+    if after.is_empty() {
+        return params.to_string();
+    }
+    // Canonical JSON of {"after": [...], "params": {...}}: the keys are already in order, and
+    // `params` is canonical text.
+    let after = canonical_json(&json!(after)).unwrap_or_default();
+    format!("{{\"after\":{after},\"params\":{params}}}")
+}
+
+/// `params` with every reference replaced by its value in `resolved`; an error names the first
+/// reference that has none.
+pub fn with_resolved(params: &Value, resolved: &BTreeMap<String, String>) -> Result<Value, String> {
+    let mut out = params.clone();
+    for (name, reference) in workflow::references(params)? {
+        let value = resolved.get(&name).ok_or_else(|| {
+            format!("parameter \"{name}\" reads from \"{}\" and is not resolved yet", reference.from)
+        })?;
+        if let Value::Object(map) = &mut out {
+            map.insert(name, Value::String(value.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// `params` with every reference replaced by a valid value of its parameter's kind (an
+/// unknown parameter by a string), so that everything but the references can be checked
+/// before they are resolved.
+pub fn with_placeholders(action: &str, params: &Value) -> Result<Value, String> {
+    let mut out = params.clone();
+    let spec = vocabulary::action(action);
+    for (name, _) in workflow::references(params)? {
+        let example =
+            spec.and_then(|s| s.param(&name)).map(|p| p.kind.example()).unwrap_or_else(|| Value::from("x"));
+        if let Value::Object(map) = &mut out {
+            map.insert(name, example);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -371,6 +448,75 @@ mod tests {
             let err = Action::parse(action, &params).unwrap_err().to_string();
             assert!(err.contains(says), "{action} {params}: {err}");
         }
+    }
+
+    /// A step's payload hash covers `after`; without `after` it is the hash of the
+    /// parameters alone, as it was before workflows (so older logs still verify).
+    #[test]
+    fn the_payload_hash_covers_after_and_nothing_changes_without_it() {
+        let params = r#"{"amount":1,"payment_intent":"pi_1"}"#;
+        assert_eq!(payload_text(params, &[]), params);
+        let after = ["create".to_string(), "draft".to_string()];
+        let text = payload_text(params, &after);
+        assert_eq!(text, r#"{"after":["create","draft"],"params":{"amount":1,"payment_intent":"pi_1"}}"#);
+        assert_eq!(canonical_json(&serde_json::from_str(&text).unwrap()).unwrap(), text, "canonical");
+        let reordered = ["draft".to_string(), "create".to_string()];
+        assert_ne!(payload_hash(&text), payload_hash(&payload_text(params, &reordered)));
+    }
+
+    #[test]
+    fn a_step_has_an_action_only_once_its_references_are_resolved() {
+        let params = json!({"bucket": "reports", "key": "welcome.txt",
+                            "body": {"from": "create", "field": "id", "format": "Welcome to {}"}});
+        let canonical = canonical_json(&params).unwrap();
+        let after = vec!["create".to_string()];
+        let mut step = Intent {
+            id: "doc".into(),
+            action: "files.put".into(),
+            params_hash: payload_hash(&payload_text(&canonical, &after)),
+            params: canonical,
+            key: "k".into(),
+            state: State::Recorded,
+            attempts: 0,
+            replaces: None,
+            after,
+            evidence: Evidence::default(),
+            maybe_executed: false,
+            lease_owner: None,
+            lease_epoch: 0,
+            lease_until_ms: 0,
+            version: 0,
+            created_ms: 0,
+            updated_ms: 0,
+            key_first_sent_ms: None,
+            last_sent_ms: None,
+        };
+        let waiting = step.action().unwrap_err();
+        assert!(waiting.contains("\"body\" reads from \"create\" and is not resolved yet"), "{waiting}");
+        step.evidence.resolved.insert("body".into(), "Welcome to ws_1".into());
+        let action = step.action().unwrap();
+        let body = "Welcome to ws_1".to_string();
+        assert_eq!(action, Action::PutObject { bucket: "reports".into(), key: "welcome.txt".into(), body });
+        // The view keeps the authorised form, and shows `after` and what was resolved.
+        let view = step.view();
+        assert_eq!(view["params"]["body"]["from"], "create");
+        assert_eq!(view["after"], json!(["create"]));
+        assert_eq!(view["evidence"]["resolved"], json!({"body": "Welcome to ws_1"}));
+        // `after` is part of what the hash covers: a row whose `after` changed is not executed.
+        step.after.push("other".into());
+        assert_eq!(step.action().unwrap_err(), "the stored payload does not match its hash");
+    }
+
+    #[test]
+    fn placeholders_stand_for_references_of_each_parameter_kind() {
+        let reference = json!({"from": "a", "field": "id"});
+        let params = json!({"payment_intent": "pi_1", "amount": reference, "extra": reference});
+        let placed = with_placeholders("payments.refund", &params).unwrap();
+        assert_eq!(placed, json!({"payment_intent": "pi_1", "amount": 1, "extra": "x"}));
+        let err = Action::parse("payments.refund", &placed).unwrap_err().to_string();
+        assert!(err.contains("unknown parameter \"extra\""), "{err}");
+        let bad = with_placeholders("files.put", &json!({"body": {"from": "a"}})).unwrap_err();
+        assert!(bad.contains("needs \"field\""), "{bad}");
     }
 
     #[test]

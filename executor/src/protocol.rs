@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use vocabulary::WORKFLOWS_FEATURE;
 
 use crate::config::{Config, Limits, Service};
 use crate::engine::{DrainError, Executor, Proposal, ProposeError, Transition, World};
@@ -72,6 +73,9 @@ struct IntentMsg {
     params: Value,
     #[serde(default)]
     replaces: Option<String>,
+    /// `null` is the same as absent: no intent to come after.
+    #[serde(default)]
+    after: Option<Vec<String>>,
 }
 
 struct Failure {
@@ -219,6 +223,8 @@ async fn handle(
             json!({"name": "twice-executor", "version": env!("CARGO_PKG_VERSION")}),
         );
         body.insert("actions".into(), json!(ACTIONS));
+        // Steps that build on steps: `after` and parameter references (§3.2).
+        body.insert("features".into(), json!([WORKFLOWS_FEATURE]));
         return Ok(body);
     }
     let known = ["propose", "status", "reconcile", "drain", "shutdown"];
@@ -244,6 +250,7 @@ async fn handle(
                 action: intent.action,
                 params: intent.params,
                 replaces: intent.replaces,
+                after: intent.after.unwrap_or_default(),
             };
             let recorded = ex.propose(proposal).map_err(|e| match e {
                 ProposeError::Action(ActionError::Unsupported(_))

@@ -21,8 +21,9 @@ pub use vocabulary::clock::{Clock, SystemClock, TokioClock};
 /// crash at exactly that point loses nothing and doubles nothing.
 pub trait Hooks: Send + Sync {
     /// Called at `point`: `after_record` (an intent is durable, its reply not yet sent),
-    /// `before_send` (marked submitted, no byte sent), `after_reply` (an answer received, its
-    /// outcome not yet recorded).
+    /// `after_resolve` (a step's resolved references are durable with its `submitted`, no
+    /// byte of it sent), `before_send` (marked submitted, no byte sent), `after_reply` (an
+    /// answer received, its outcome not yet recorded).
     fn at(&self, point: &'static str);
 }
 

@@ -83,6 +83,7 @@ async fn proposing_is_idempotent_per_id_and_refuses_what_it_cannot_check() {
         action: "mail.send".into(),
         params: json!({"to": "ops@example.com", "text": "c"}),
         replaces: None,
+        after: Vec::new(),
     };
     match rig.executor.propose(unsupported) {
         Err(ProposeError::Action(ActionError::Unsupported(action))) => assert_eq!(action, "mail.send"),

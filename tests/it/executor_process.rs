@@ -79,8 +79,12 @@ pub struct ExecutorProcess {
 impl ExecutorProcess {
     /// Starts `twice-executor ARGS` with extra environment `env`; `label` names it in failures.
     pub fn spawn(label: &str, args: &[&str], env: &[(&str, &str)]) -> ExecutorProcess {
-        let path = bin("twice-executor");
-        let mut command = Command::new(&path);
+        ExecutorProcess::spawn_program(label, &bin("twice-executor"), args, env)
+    }
+
+    /// Starts any executor, `PROGRAM ARGS`, with extra environment `env`.
+    pub fn spawn_program(label: &str, path: &Path, args: &[&str], env: &[(&str, &str)]) -> ExecutorProcess {
+        let mut command = Command::new(path);
         command
             .args(args)
             .env_remove("TWICE_EXECUTOR_KILL_AT")

@@ -353,6 +353,7 @@ pub fn refund(id: &str, amount: u64) -> Proposal {
         action: "payments.refund".into(),
         params: json!({"payment_intent": "pi_1", "amount": amount}),
         replaces: None,
+        after: Vec::new(),
     }
 }
 
@@ -363,6 +364,7 @@ pub fn put(id: &str, key: &str, body: &str) -> Proposal {
         action: "files.put".into(),
         params: json!({"bucket": BUCKET, "key": key, "body": body}),
         replaces: None,
+        after: Vec::new(),
     }
 }
 
@@ -373,6 +375,7 @@ pub fn transfer(id: &str, to: &str, value_wei: u128) -> Proposal {
         action: "chain.transfer".into(),
         params: json!({"to": to, "value": value_wei.to_string()}),
         replaces: None,
+        after: Vec::new(),
     }
 }
 
@@ -382,5 +385,6 @@ pub fn workspace(id: &str, external_id: &str) -> Proposal {
         action: "workspaces.create".into(),
         params: json!({"external_id": external_id, "name": "Acme"}),
         replaces: None,
+        after: Vec::new(),
     }
 }

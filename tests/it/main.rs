@@ -16,6 +16,7 @@ mod executor_payload;
 mod executor_process;
 mod executor_protocol;
 mod executor_rig;
+mod executor_workflow;
 mod executor_world;
 mod mutant_naive;
 mod mutant_table;

@@ -437,3 +437,66 @@ fn hazards_fail_a_run_only_when_it_is_strict() {
     );
     clean(&dir);
 }
+
+/// Steps that build on steps, through the protocol: the tests the reference executor passes
+/// (`executor_workflow.rs`), on the Python executor, and its two workflow bugs, each shown
+/// doing the harm it stands for in the ledger. (Catalog scenarios that catch them belong with
+/// the harness's workflow support.)
+mod workflows {
+    use crate::executor_workflow::{self as flow, Under};
+
+    const PYTHON: Under<'static> = Under::Python { bug: None };
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_put_takes_the_id_of_the_workspace_its_create_made() {
+        flow::a_put_takes_the_id_of_the_workspace_its_create_made(PYTHON).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_chain_of_three_steps_each_reads_the_step_before() {
+        flow::a_chain_of_three_steps_each_reads_the_step_before(PYTHON).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_after_a_failed_intent_is_cancelled_and_never_sent() {
+        flow::a_step_after_a_failed_intent_is_cancelled_and_never_sent(PYTHON).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_after_an_escalated_intent_is_escalated_and_never_sent() {
+        flow::a_step_after_an_escalated_intent_is_escalated_and_never_sent(PYTHON).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn malformed_steps_are_refused_with_code_12_naming_the_problem() {
+        flow::malformed_steps_are_refused_with_code_12_naming_the_problem(PYTHON).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_proposed_again_with_other_after_is_another_payload() {
+        flow::a_step_proposed_again_with_other_after_is_another_payload(PYTHON).await;
+    }
+
+    /// The value recorded before the first send is the one every send carries; with
+    /// `--bug re-resolve` the resend reads the predecessor's ETag again, after it changed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_resend_carries_the_recorded_value_and_re_resolve_does_not() {
+        let correct = flow::a_resend_after_the_predecessor_changed(PYTHON).await;
+        assert_eq!(correct.sent, correct.recorded, "{correct:?}");
+        let buggy =
+            flow::a_resend_after_the_predecessor_changed(Under::Python { bug: Some("re-resolve") }).await;
+        assert_eq!(buggy.sent, buggy.changed_to, "the bug used another result: {buggy:?}");
+        assert_ne!(buggy.sent, buggy.recorded, "{buggy:?}");
+    }
+
+    /// A restart before a workflow's last step leaves its completed steps alone; with
+    /// `--bug redo-workflow` the completed put is executed again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restart_leaves_completed_steps_alone_and_redo_workflow_does_not() {
+        let correct = flow::a_restart_before_the_last_step(PYTHON).await;
+        assert_eq!((correct.first_step_effects, correct.last_step_effects), (1, 1), "{correct:?}");
+        let buggy = flow::a_restart_before_the_last_step(Under::Python { bug: Some("redo-workflow") }).await;
+        assert_eq!(buggy.first_step_effects, 2, "the completed step executed again: {buggy:?}");
+        assert_eq!(buggy.last_step_effects, 1, "{buggy:?}");
+    }
+}

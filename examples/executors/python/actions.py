@@ -1,4 +1,5 @@
-"""The four actions an agent may propose: their parameters, checked and put in canonical form.
+"""The four actions an agent may propose: their parameters, checked and put in canonical form,
+and the parameter references of workflow steps.
 
 What is checked here is what `docs/protocol.md` (§3.2) asks of each action, and no more. The
 canonical form is what the intent log stores and hashes: keys sorted, no spaces, integers
@@ -78,6 +79,148 @@ def check(action, params):
             raise Malformed(f'{action}: "value" must be a positive decimal string of wei')
         return {"to": to, "value": value}
     raise Malformed(f'action "{action}" is not one of {", ".join(ACTIONS)}')
+
+
+# -- workflows: steps that build on steps (docs/protocol.md §3.2) -------------------------
+
+# What each action's effect produces that a later step may read (vocabulary/src/action.rs,
+# `result_fields`): the refund's, the workspace's id; the put's quoted ETag; the transfer's hash.
+RESULT_FIELDS = {
+    "payments.refund": ("id",),
+    "workspaces.create": ("id",),
+    "files.put": ("etag",),
+    "chain.transfer": ("tx_hash",),
+}
+
+# The business key of each action: the harness attributes effects by it, so it must be known
+# before anything runs, and never takes a reference.
+BUSINESS_KEY = {
+    "payments.refund": "payment_intent",
+    "workspaces.create": "external_id",
+    "files.put": "key",
+    "chain.transfer": "to",
+}
+
+# The parameters that may take a reference: text parameters and object keys that are not the
+# business key (amounts, buckets, addresses and wei are checked at propose time, and stay so).
+TAKES_REFERENCE = {
+    "payments.refund": (),
+    "workspaces.create": ("name",),
+    "files.put": ("body",),
+    "chain.transfer": (),
+}
+
+# A valid value of each parameter, standing in for a reference while the rest is checked.
+_EXAMPLE = {
+    "payment_intent": "x",
+    "amount": 1,
+    "external_id": "x",
+    "name": "x",
+    "bucket": "reports",
+    "key": "q3/summary.csv",
+    "body": "x",
+    "to": "0x00000000000000000000000000000000000000b0",
+    "value": "1000000000000000000",
+}
+
+PLACEHOLDER = "{}"
+FORMAT_CHARS_MAX = 1_000
+
+
+def parse_reference(value):
+    """A parameter value: None for a plain value, the reference as a dict {"from", "field",
+    "format"?} for a well-formed one; raises Malformed (saying what is wrong) for an object
+    that is not one. The same rules as vocabulary/src/workflow.rs, `ParamRef::parse`."""
+    if not isinstance(value, dict):
+        return None
+    for extra in sorted(set(value) - {"from", "field", "format"}):
+        raise Malformed(f'unknown field "{extra}" in a reference; a reference has from, field and format')
+    for name in ("from", "field", "format"):
+        if name in value and (not isinstance(value[name], str) or not value[name]):
+            raise Malformed(f'"{name}" of a reference must be a non-empty string')
+    if "from" not in value:
+        raise Malformed('a reference needs "from", the id of an earlier intent')
+    if "field" not in value:
+        raise Malformed('a reference needs "field", a field of that intent\'s result')
+    form = value.get("format")
+    if form is not None:
+        if form.count(PLACEHOLDER) != 1:
+            raise Malformed(f'"format" must hold "{PLACEHOLDER}" exactly once, where the value goes')
+        if len(form) > FORMAT_CHARS_MAX:
+            raise Malformed(f'"format" is longer than {FORMAT_CHARS_MAX} characters')
+    return dict(value)
+
+
+def references(params):
+    """Every reference among `params`, as (parameter name, reference), in name order."""
+    if not isinstance(params, dict):
+        return []
+    found = []
+    for name in sorted(params):
+        try:
+            reference = parse_reference(params[name])
+        except Malformed as problem:
+            raise Malformed(f'parameter "{name}": {problem}') from None
+        if reference is not None:
+            found.append((name, reference))
+    return found
+
+
+def render(reference, value):
+    """The parameter's value once the result field's value is known."""
+    form = reference.get("format")
+    return value if form is None else form.replace(PLACEHOLDER, value, 1)
+
+
+def check_reference(action, param, reference, from_action, listed_in_after):
+    """Raises Malformed unless `param` of `action` may read `reference` (from an intent of
+    `from_action`, None when no such intent was recorded): vocabulary's `check_reference`."""
+    if param not in TAKES_REFERENCE.get(action, ()):
+        key = BUSINESS_KEY.get(action, "?")
+        raise Malformed(
+            f'parameter "{param}" of {action} cannot take a reference (only text parameters and '
+            f'object keys that are not the business key "{key}" can)'
+        )
+    if from_action is None:
+        raise Malformed(f'parameter "{param}" reads from "{reference["from"]}", which is no earlier intent')
+    if not listed_in_after:
+        raise Malformed(
+            f'parameter "{param}" reads from "{reference["from"]}", which must also be listed in "after"'
+        )
+    fields = RESULT_FIELDS.get(from_action, ())
+    if reference["field"] not in fields:
+        raise Malformed(
+            f'parameter "{param}": {from_action} has no result field "{reference["field"]}"; '
+            f'it has: {", ".join(fields)}'
+        )
+
+
+def with_placeholders(params):
+    """`params` with each reference replaced by a valid value of its parameter, so that the
+    rest can be checked before the references are resolved."""
+    out = dict(params)
+    for name, _ in references(params):
+        out[name] = _EXAMPLE.get(name, "x")
+    return out
+
+
+def with_resolved(params, resolved):
+    """`params` with each reference replaced by its resolved value; raises Malformed for one
+    that has none."""
+    out = dict(params)
+    for name, reference in references(params):
+        if name not in resolved:
+            raise Malformed(f'parameter "{name}" reads from "{reference["from"]}" and is not resolved yet')
+        out[name] = resolved[name]
+    return out
+
+
+def payload_text(params, after):
+    """What the payload hash covers: the canonical parameters, and for a step its `after` too,
+    so that proposing the same id again compares everything authorised."""
+    if not after:
+        return params
+    return '{"after":' + canonical_json(list(after)) + ',"params":' + params + "}"
 
 
 def canonical_json(value):

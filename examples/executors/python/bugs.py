@@ -26,4 +26,6 @@ BUGS = {
     "replacement-while-unknown": "a replacement runs while the intent it replaces is unknown",
     "no-fencing": "no fencing token on creates and no precondition on puts",
     "constant-fencing-token": "a constant Fencing-Token: 1 and If-Match: * keep a stale worker out, so leases and row versions are not needed",
+    "redo-workflow": "after a restart, an unfinished workflow runs again from its start: done steps sent again",
+    "re-resolve": "a step's references are read from the services at every send, not from its own record",
 }

@@ -15,7 +15,9 @@ It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the refere
   still land and no read can still lag;
 - where acks may lie, a success is read back before it is believed;
 - leases with fencing tokens keep two workers off one intent; a replacement waits for the
-  intent it replaces; what cannot be decided goes to a person (`escalated`) with evidence.
+  intent it replaces; what cannot be decided goes to a person (`escalated`) with evidence;
+- a workflow step (`after`) waits for the intents it comes after, and resolves its parameter
+  references once, from their recorded results, before its first send.
 
 Usage:
 
@@ -58,6 +60,8 @@ from services import (
 )
 
 PROTOCOL = "twice/1"
+# Steps that build on steps: `after` and parameter references (docs/protocol.md §3.2).
+FEATURE_WORKFLOWS = "workflows"
 EXECUTOR = {"name": "twice-python-executor", "version": "0.1.0"}
 LOG_FILE = "intents.sqlite"
 # Added to every bound waited out before a negative answer is believed: our clock and the
@@ -112,6 +116,20 @@ def holds_a_nonce(intent):
     return bool(intent.evidence.get("raw_tx"))
 
 
+def result_value(intent, field):
+    """Result field `field` of a confirmed intent, as it recorded it: the id the service gave the
+    effect (a refund, a workspace, the ETag of a put) is external_id, a transfer's hash tx_hash."""
+    if intent.action == "chain.transfer" and field == "tx_hash":
+        return intent.evidence.get("tx_hash")
+    if field == "id" or (intent.action == "files.put" and field == "etag"):
+        return intent.evidence.get("external_id")
+    return None
+
+
+class Unresolvable(Exception):
+    """A step's reference cannot be resolved though its predecessors are confirmed."""
+
+
 class ProtocolError(Exception):
     def __init__(self, code, text):
         super().__init__(text)
@@ -150,6 +168,8 @@ class Executor:
         # One thread per intent of a pass, so that one slow service does not hold the others
         # (and their leases) back.
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=limits["batch_max"])
+        # `--bug redo-workflow`: whether this life has run its workflows again yet.
+        self.redone = False
 
     # -- propose and status -----------------------------------------------------------
 
@@ -177,33 +197,53 @@ class Executor:
             # Refused now rather than recorded and never sendable.
             secret = actions.CHAIN_KEY_SECRET
             raise ProtocolError(NOT_SUPPORTED, f'action {action} needs the secret "{secret}"')
+        after = message.get("after")
+        if after is None:
+            after = []
+        if not isinstance(after, list) or not all(isinstance(a, str) and a for a in after):
+            raise ProtocolError(MALFORMED, "intent.after: invalid type, expected a list of intent ids (or null)")
+        params = message.get("params")
+        # A step (it comes after something, or a parameter is an object, which only a
+        # reference may be) is refused naming the intent, as the reference executor does.
+        step = bool(after) or (isinstance(params, dict) and any(isinstance(v, dict) for v in params.values()))
         try:
-            params = actions.canonical_json(actions.check(action, message.get("params")))
+            refs = actions.references(params)
+            # Everything but the references is checked now; the references below, and they are
+            # replaced by their values only when the step is first sent.
+            checked = actions.check(action, actions.with_placeholders(params) if refs else params)
+            self.check_after(action, after, refs)
         except actions.Malformed as problem:
-            raise ProtocolError(MALFORMED, str(problem)) from None
+            raise ProtocolError(MALFORMED, f"intent {intent_id}: {problem}" if step else str(problem)) from None
+        for name, reference in refs:
+            checked[name] = reference  # the authorised form keeps the reference
+        params = actions.canonical_json(checked)
 
-        state, reason = "recorded", None
-        if replaces is not None:
-            if self.log.get(replaces) is None:
-                text = f"intent {intent_id} replaces {replaces}, which this executor has never recorded"
-                raise ProtocolError(MALFORMED, text)
-            verdict, by = self.lineage(replaces)
-            if verdict == "executed":
-                state, reason = "failed", cancelled(replaces, by)
-            elif verdict in ("unresolved", "escalated"):
+        state, reason, could_duplicate = "recorded", None, None
+        if replaces is not None and self.log.get(replaces) is None:
+            text = f"intent {intent_id} replaces {replaces}, which this executor has never recorded"
+            raise ProtocolError(MALFORMED, text)
+        if replaces is not None or after:
+            released = self.released(replaces, after)
+            if released is None or released[0] == "escalated":
+                # Waits; an escalated predecessor escalates it at the next pass, with an event.
                 state = "blocked"
+            elif released[0] == "failed":
+                state, reason, could_duplicate = released
         key, now = new_key(), now_ms()
         evidence = {"key": key}
         if reason:
             evidence["reason"] = reason
+        if could_duplicate is not None:
+            evidence["could_duplicate"] = could_duplicate
         intent = Intent(
             id=intent_id,
             action=action,
             params=params,
-            params_hash=actions.payload_hash(params),
+            params_hash=actions.payload_hash(actions.payload_text(params, after)),
             key=key,
             state=state,
             replaces=replaces,
+            after_ids=after,
             evidence=evidence,
             created_ms=now,
             updated_ms=now,
@@ -216,6 +256,19 @@ class Executor:
             )
         return stored.view()
 
+    def check_after(self, action, after, refs):
+        """A step's `after` names intents this log recorded, each once, and every reference
+        reads a result field of one of them from a parameter that may take one."""
+        for i, before in enumerate(after):
+            if before in after[:i]:
+                raise actions.Malformed(f'"after" lists {before} twice')
+            if self.log.get(before) is None:
+                raise actions.Malformed(f"comes after {before}, which this executor has never recorded")
+        for name, reference in refs:
+            source = self.log.get(reference["from"])
+            from_action = source.action if source is not None else None
+            actions.check_reference(action, name, reference, from_action, reference["from"] in after)
+
     def status(self, ids):
         return [i.view() for i in self.log.all() if ids is None or i.id in ids]
 
@@ -227,6 +280,9 @@ class Executor:
         in the next pass, once the event that released it is out); then every other intent
         gets its turn on a thread of its own."""
         tally = Tally()
+        if bugs.BUG == "redo-workflow" and not self.redone:
+            self.redone = True
+            self.redo_workflows()
         active = self.log.active()[: self.limits["batch_max"]]
         for intent in active:
             if intent.state == "blocked":
@@ -245,8 +301,11 @@ class Executor:
         while True:
             tally = self.run_pass()
             busy = sum(1 for i in self.log.active() if i.state in ("recorded", "submitted"))
-            if busy == 0:
+            # A step whose last predecessor this pass confirmed is released by the next one.
+            if busy == 0 and not (tally.changes and self.a_step_can_be_released()):
                 return
+            if busy == 0 and time.monotonic() >= deadline:
+                return  # only released steps are left, and nothing recorded holds a drain
             if time.monotonic() >= deadline:
                 text = f"{busy} intents still recorded or submitted after {timeout_ms} ms"
                 raise ProtocolError(TIMEOUT, text)
@@ -277,34 +336,148 @@ class Executor:
         if leased is None:
             return  # another live worker owns it
         try:
-            params = self.checked_params(intent)
-        except (ValueError, actions.Malformed) as problem:
-            leased.state = "escalated"
-            leased.evidence["reason"] = f"not executed: {problem}"
-            self.commit(intent, leased, str(problem), tally)
+            payload = self.checked_payload(intent)
+        except ValueError as problem:
+            self.escalate(intent, leased, f"not executed: {problem}", tally)
             return
         if intent.state == "blocked":
             self.release(intent, leased, tally)
-        elif intent.state == "recorded":
+            return
+        if intent.state == "recorded":
             # A send that certainly did not execute (no connection, 429) is retried after a
             # pause that grows with each attempt, not on the very next pass.
             last = intent.last_sent_ms
             if last is not None and now < last + self.timeout_ms * intent.attempts:
                 return
+        refs = actions.references(payload)
+        resolved_now = bool(refs) and not leased.evidence.get("resolved") and intent.state == "recorded"
+        if resolved_now:
+            # A step's references are resolved here, once, from what its predecessors recorded,
+            # and written with its "submitted" (or with the row that says why it was not sent):
+            # no later send, after a crash or by another worker, resolves them again.
+            try:
+                leased.evidence["resolved"] = self.resolve_references(refs)
+            except Unresolvable as problem:
+                leased.evidence["could_duplicate"] = False
+                self.escalate(intent, leased, str(problem), tally)
+                return
+        try:
+            resolved = leased.evidence.get("resolved", {})
+            params = actions.check(intent.action, actions.with_resolved(payload, resolved))
+        except actions.Malformed as problem:
+            if resolved_now:
+                # Nothing was sent, and nothing will be.
+                leased.state = "failed"
+                note = f"never sent: the values resolved from the intents it comes after do not fit: {problem}"
+                leased.evidence["reason"] = note
+                self.commit(intent, leased, note, tally)
+            else:
+                self.escalate(intent, leased, f"not executed: {problem}", tally)
+            return
+        if intent.state == "recorded":
             self.send(intent, leased, params, "sent", tally)
         elif intent.state in ("submitted", "unknown"):
             self.resolve(intent, leased, params, tally)
+
+    def results_from_services(self, step):
+        """`--bug re-resolve`: the step's parameters with each reference read from the service
+        of the intent it reads from, as that service shows the result now."""
+        payload = json.loads(step.params)
+        values = {}
+        for name, reference in actions.references(payload):
+            source = self.log.get(reference["from"])
+            if source is None:
+                raise services.NotPrepared(f"{reference['from']} is missing from the log")
+            service = self.services[actions.SERVICE_OF[source.action]]
+            source_payload = json.loads(source.params)
+            source_params = actions.check(
+                source.action, actions.with_resolved(source_payload, source.evidence.get("resolved", {}))
+            )
+            value = service.current_result(source, source_params, reference["field"])
+            values[name] = actions.render(reference, value)
+        return actions.check(step.action, actions.with_resolved(payload, values)), values
+
+    def redo_workflows(self):
+        """`--bug redo-workflow`: after a restart (the log holds leases of an earlier life of
+        this worker), every workflow whose last step is not confirmed is run again from its
+        start: the outcomes of its completed steps are forgotten (a fresh key, no evidence),
+        so they are sent again, and the steps after them resolve their references anew."""
+        rows = self.log.all()
+        restarted = any(
+            r.lease_owner not in (None, self.owner) and r.lease_owner.rsplit("#", 1)[0] == self.worker_id
+            for r in rows
+        )
+        if not restarted:
+            return
+        by_id = {r.id: r for r in rows}
+        # Workflows: the intents joined by `after`, found by merging groups.
+        group = {r.id: r.id for r in rows}
+
+        def root(i):
+            while group[i] != i:
+                i = group[i]
+            return i
+
+        for r in rows:
+            for before in r.after_ids:
+                if before in group:
+                    group[root(r.id)] = root(before)
+        members = {}
+        for r in rows:
+            members.setdefault(root(r.id), []).append(r)
+        for flow in members.values():
+            if not any(r.after_ids for r in flow):
+                continue  # a lone intent is no workflow
+            comes_before = {b for r in flow for b in r.after_ids}
+            last_steps = [r for r in flow if r.id not in comes_before]
+            if all(r.state == "confirmed" for r in last_steps):
+                continue
+            for r in flow:
+                if r.state not in ("confirmed", "recorded", "blocked"):
+                    continue  # in flight, or finished otherwise: left as it is
+                new = by_id[r.id].copy()
+                new.key = new_key()
+                new.state = "blocked" if new.after_ids else "recorded"
+                new.evidence = {"key": new.key, "reason": "run again: the workflow did not finish"}
+                new.attempts, new.maybe_executed = 0, False
+                new.key_first_sent_ms = new.last_sent_ms = None
+                new.lease_owner, new.lease_until_ms = None, 0
+                new.updated_ms = now_ms()
+                self.log.write(new, r.version, r.state, "run again: the workflow did not finish")
+
+    def escalate(self, before, leased, note, tally):
+        leased.state = "escalated"
+        leased.evidence["reason"] = note
+        self.commit(before, leased, note, tally)
 
     @property
     def timeout_ms(self):
         return self.limits["request_timeout_ms"]
 
-    def checked_params(self, intent):
-        """The stored parameters, if they still match their hash: a row changed behind our
-        back is never executed."""
-        if actions.payload_hash(intent.params) != intent.params_hash:
+    def checked_payload(self, intent):
+        """The authorised parameters (with their references), if they and `after` still match
+        their hash: a row changed behind our back is never executed."""
+        if actions.payload_hash(actions.payload_text(intent.params, intent.after_ids)) != intent.params_hash:
             raise ValueError("the stored payload does not match its hash")
-        return actions.check(intent.action, json.loads(intent.params))
+        return json.loads(intent.params)
+
+    def resolve_references(self, refs):
+        """The value of each reference, from the result its predecessor recorded (every one is
+        confirmed by now). A missing result is never guessed."""
+        values = {}
+        for name, reference in refs:
+            source = self.log.get(reference["from"])
+            if source is None or source.state != "confirmed":
+                state = "missing" if source is None else source.state
+                raise Unresolvable(f'parameter "{name}" reads from {reference["from"]}, which is {state}')
+            value = result_value(source, reference["field"])
+            if not value:
+                raise Unresolvable(
+                    f'{source.id} is confirmed but recorded no "{reference["field"]}" for parameter "{name}"; '
+                    "not guessing it"
+                )
+            values[name] = actions.render(reference, value)
+        return values
 
     def lease(self, intent, now):
         """The intent with our lease on it (in memory: it is written with the next change), or
@@ -344,6 +517,16 @@ class Executor:
         """Marks the intent submitted (durably), sends it, and records what the answer means."""
         service = self.services[actions.SERVICE_OF[before.action]]
         new = leased.copy()
+        if bugs.BUG == "re-resolve" and before.after_ids:
+            # The bug: a step's references are read again from the services at every send
+            # (the object's ETag now, the workspace found by its external id now), never from
+            # what was recorded before the first send; a resend may carry another value.
+            try:
+                params, new.evidence["resolved"] = self.results_from_services(before)
+            except (services.NotPrepared, actions.Malformed) as problem:
+                if before.state == "recorded":
+                    self.not_prepared(before, leased, str(problem), tally)
+                return
         if service.needs_preparation(new):
             # A put's precondition or a transfer's signed bytes: read and recorded with the
             # "submitted" below, before the first send; never again after it.
@@ -586,21 +769,56 @@ class Executor:
     # -- lineage -------------------------------------------------------------------------
 
     def release(self, before, leased, tally):
-        """A blocked replacement, once the lineage of the intent it replaces is resolved."""
-        old = before.replaces
-        verdict, by = self.lineage(old)
-        if verdict == "unresolved":
+        """A blocked intent, once nothing it waits for (the lineage of the intent it replaces,
+        the intents it comes after) is unresolved."""
+        released = self.released(before.replaces, before.after_ids)
+        if released is None:
             return
-        if verdict == "executed":
-            state, note = "failed", cancelled(old, by)
-        elif verdict == "escalated":
-            state = "escalated"
-            note = f"{by}, in the lineage of {old}, is escalated; executing this one could do it twice"
-        else:
-            state, note = "recorded", f"unblocked: nothing in the lineage of {old} took effect"
-        leased.state = state
+        leased.state, note, could_duplicate = released
         leased.evidence["reason"] = note
+        if could_duplicate is not None:
+            leased.evidence["could_duplicate"] = could_duplicate
         self.commit(before, leased, note, tally)
+
+    def released(self, replaces, after):
+        """(state, reason, could_duplicate) for an intent that replaces `replaces` and comes
+        after `after`, or None while something it waits for is unresolved. A failed or escalated
+        predecessor decides at once: nothing could change that outcome."""
+        unresolved = False
+        for before_id in after:
+            before = self.log.get(before_id)
+            if before is None:
+                return "escalated", f"waits for {before_id} (missing from the log)", False
+            if before.state == "failed":
+                return "failed", f"cancelled: the intent it comes after ({before_id}) failed", None
+            if before.state == "escalated":
+                # Nothing of this step was ever sent: continuing cannot write twice.
+                return "escalated", f"waits for {before_id}, which is escalated", False
+            if before.state != "confirmed":
+                unresolved = True
+        note = None
+        if replaces is not None:
+            verdict, by = self.lineage(replaces)
+            if verdict == "executed":
+                return "failed", cancelled(replaces, by), None
+            if verdict == "escalated":
+                text = f"{by}, in the lineage of {replaces}, is escalated; executing this one could do it twice"
+                return "escalated", text, None
+            if verdict == "unresolved":
+                return None
+            note = f"unblocked: nothing in the lineage of {replaces} took effect"
+        if unresolved:
+            return None
+        return "recorded", note or f"unblocked: {', '.join(after)} confirmed", None
+
+    def a_step_can_be_released(self):
+        """Whether a blocked step could be decided now (its last predecessor was confirmed in
+        the pass that just ran, after its own turn)."""
+        return any(
+            i.after_ids and self.released(i.replaces, i.after_ids) is not None
+            for i in self.log.active()
+            if i.state == "blocked"
+        )
 
     def lineage(self, intent_id):
         """What the chain of intents ending at `intent_id` (following `replaces`) established:
@@ -775,7 +993,7 @@ class Server:
             )
         except Exception as e:
             raise ProtocolError(CRASH, f"cannot open the state in {state_dir}: {e}") from e
-        return {"executor": EXECUTOR, "actions": list(self.announced)}
+        return {"executor": EXECUTOR, "actions": list(self.announced), "features": [FEATURE_WORKFLOWS]}
 
 
 def main(argv):

@@ -50,6 +50,7 @@ _COLUMNS = (
     "updated_ms",
     "key_first_sent_ms",
     "last_sent_ms",
+    "after_ids",
 )
 
 _SCHEMA = """
@@ -72,7 +73,8 @@ CREATE TABLE IF NOT EXISTS intents (
     created_ms INTEGER NOT NULL,
     updated_ms INTEGER NOT NULL,
     key_first_sent_ms INTEGER,
-    last_sent_ms INTEGER
+    last_sent_ms INTEGER,
+    after_ids TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS intents_state ON intents(state);
 CREATE TABLE IF NOT EXISTS nonces (
@@ -118,9 +120,13 @@ class Intent:
     updated_ms: int = 0
     key_first_sent_ms: int | None = None  # the key's retention runs from about then
     last_sent_ms: int | None = None
+    # The intents this one comes after (a step of a workflow): authorised with the parameters,
+    # covered by the payload hash, never changed. The values its references resolved to are
+    # evidence["resolved"], written with its first "submitted" and kept by every later write.
+    after_ids: list = dataclasses.field(default_factory=list)
 
     def copy(self):
-        return dataclasses.replace(self, evidence=copy.deepcopy(self.evidence))
+        return dataclasses.replace(self, evidence=copy.deepcopy(self.evidence), after_ids=list(self.after_ids))
 
     def view(self):
         """The intent view of docs/protocol.md §6: what propose_ok and status_ok carry."""
@@ -134,6 +140,8 @@ class Intent:
         }
         if self.replaces is not None:
             view["replaces"] = self.replaces
+        if self.after_ids:
+            view["after"] = list(self.after_ids)
         return view
 
 
@@ -142,7 +150,7 @@ def _row_values(intent):
     values = []
     for column in _COLUMNS:
         value = getattr(intent, "key" if column == "idem_key" else column)
-        if column == "evidence":
+        if column in ("evidence", "after_ids"):
             value = json.dumps(value, sort_keys=True)
         elif column == "maybe_executed":
             value = int(value)
@@ -154,6 +162,7 @@ def _intent(row):
     fields = dict(zip(_COLUMNS, row))
     fields["key"] = fields.pop("idem_key")
     fields["evidence"] = json.loads(fields["evidence"])
+    fields["after_ids"] = json.loads(fields["after_ids"])
     fields["maybe_executed"] = bool(fields["maybe_executed"])
     return Intent(**fields)
 
@@ -187,6 +196,11 @@ class IntentLog:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         self.db.execute(statement)
+        # A log written before workflows has no after_ids: its intents come after none.
+        columns = [row[1] for row in self.db.execute("PRAGMA table_info(intents)")]
+        if "after_ids" not in columns:
+            with self.transaction() as db:
+                db.execute("ALTER TABLE intents ADD COLUMN after_ids TEXT NOT NULL DEFAULT '[]'")
 
     @contextlib.contextmanager
     def transaction(self):

@@ -177,6 +177,14 @@ class Service:
         """Whether a resend can land at most once without an idempotency key."""
         return False
 
+    def current_result(self, intent, params, field):
+        """`--bug re-resolve`: result field `field` of `intent` as the service shows it now (by
+        a lookup), rather than as the executor recorded it. Raises NotPrepared when it cannot."""
+        found = self.lookup(intent, params)
+        if found.kind != FOUND or not found.external_id:
+            raise NotPrepared(f"{intent.id}: its result is not found now ({found.kind} {found.detail})".strip())
+        return found.external_id
+
     def write(self, intent, params, fencing_token):
         """One write attempt under the intent's key."""
         try:
@@ -405,6 +413,13 @@ class Files(Service):
                 return {"precondition": "if_none_match"}
             raise NotPrepared(f"HEAD {params['bucket']}/{params['key']}: {error}") from error
         return {"precondition": {"if_match": head["ETag"]}}
+
+    def current_result(self, intent, params, field):
+        """`--bug re-resolve`: the object's ETag now (HEAD), whoever wrote its current version."""
+        try:
+            return self._s3().head_object(Bucket=params["bucket"], Key=params["key"])["ETag"]
+        except Exception as error:
+            raise NotPrepared(f"HEAD {params['bucket']}/{params['key']}: {error}") from error
 
     def send(self, intent, params, key, fencing_token):
         # S3 has no idempotency key; the precondition is what makes a resend land once.

@@ -5,8 +5,8 @@
 //! the intents that need a person, one JSON object per line.
 //!
 //! For crash tests, `TWICE_EXECUTOR_KILL_AT=POINT[:N]` makes the process SIGKILL itself the
-//! N-th time (default 1) it reaches POINT (`after_record`, `before_send`, `after_reply`): a
-//! real, unclean death at an exact point of its work.
+//! N-th time (default 1) it reaches POINT (`after_record`, `after_resolve`, `before_send`,
+//! `after_reply`): a real, unclean death at an exact point of its work.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -113,6 +113,9 @@ fn list_escalations(dir: &std::path::Path) -> ExitCode {
     }
 }
 
+/// The points of `executor::world::Hooks` a test may kill the process at.
+const KILL_POINTS: &[&str] = &["after_record", "after_resolve", "before_send", "after_reply"];
+
 /// Dies by SIGKILL the n-th time the executor reaches a point.
 struct KillAt {
     point: String,
@@ -140,9 +143,10 @@ fn kill_point() -> Result<Option<KillAt>, String> {
         }
         None => (spec.as_str(), 1),
     };
-    if !["after_record", "before_send", "after_reply"].contains(&point) || nth == 0 {
+    if !KILL_POINTS.contains(&point) || nth == 0 {
         return Err(format!(
-            "TWICE_EXECUTOR_KILL_AT=\"{spec}\": expected after_record, before_send or after_reply, with an optional :N (N >= 1)"
+            "TWICE_EXECUTOR_KILL_AT=\"{spec}\": expected one of {}, with an optional :N (N >= 1)",
+            KILL_POINTS.join(", ")
         ));
     }
     Ok(Some(KillAt { point: point.to_string(), nth, seen: AtomicU64::new(0) }))

@@ -1,10 +1,11 @@
 //! Lineage: a replacement (`replaces`) waits while anything in the chain of intents it
 //! replaces is unresolved, is cancelled once one of them took effect, runs once all of them
-//! failed, and is escalated when one of them needs a person.
+//! failed, and is escalated when one of them needs a person. What a blocked intent becomes,
+//! from its lineage and from the intents it comes after, is decided in `workflow`.
 
 use super::Executor;
 use crate::log::LogError;
-use crate::model::{Intent, State};
+use crate::model::State;
 
 /// What a lineage established, from the newest predecessor back to its root.
 pub(super) enum Lineage {
@@ -27,25 +28,6 @@ pub(super) fn cancelled(old: &str, by: &str) -> String {
 }
 
 impl Executor {
-    /// A blocked intent whose predecessor is now resolved, or `None` while it is not.
-    pub(super) fn unblock(&self, intent: &Intent, mut leased: Intent) -> Result<Option<Intent>, LogError> {
-        let old = intent.replaces.clone().unwrap_or_default();
-        let (state, reason) = match self.lineage(&old)? {
-            Lineage::Executed(by) => (State::Failed, cancelled(&old, &by)),
-            Lineage::NothingExecuted => {
-                (State::Recorded, format!("unblocked: nothing in the lineage of {old} took effect"))
-            }
-            Lineage::Escalated(by) => (
-                State::Escalated,
-                format!("{by}, in the lineage of {old}, is escalated; executing this one could do it twice"),
-            ),
-            Lineage::Unresolved => return Ok(None),
-        };
-        leased.state = state;
-        leased.evidence.reason = Some(reason);
-        Ok(Some(leased))
-    }
-
     /// What the chain of intents ending at `id` (following `replaces`) established. Every
     /// supported action is exclusive (one refund per payment intent, one workspace per
     /// external id), so a replacement may run only when nothing in its lineage took effect

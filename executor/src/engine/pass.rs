@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::reconcile::Decision;
 use super::send::Send;
+use super::workflow::Unresolvable;
 use super::{DrainError, Executor, PassReport, Transition};
 use crate::log::{Change, LogError};
 use crate::model::{Action, Intent, State};
@@ -26,6 +27,8 @@ pub(super) struct Sending {
     pub(super) planned: Planned,
     pub(super) action: Action,
     pub(super) before: Intent,
+    /// A step whose references this pass resolved (its first send).
+    pub(super) resolved_now: bool,
 }
 
 impl Executor {
@@ -60,13 +63,15 @@ impl Executor {
             let from = intent.state;
             let planned =
                 |new: Intent, note: String| Planned { new, expect_version: intent.version, from, note };
-            let action = match intent.action() {
-                Ok(a) => a,
+            let escalate = |mut new: Intent, problem: String| {
+                new.state = State::Escalated;
+                new.evidence.reason = Some(format!("not executed: {problem}"));
+                planned(new, problem)
+            };
+            let payload = match intent.payload() {
+                Ok(p) => p,
                 Err(problem) => {
-                    let mut new = leased;
-                    new.state = State::Escalated;
-                    new.evidence.reason = Some(format!("not executed: {problem}"));
-                    writes.push(planned(new, problem));
+                    writes.push(escalate(leased, problem));
                     continue;
                 }
             };
@@ -86,10 +91,55 @@ impl Executor {
                     if retry_at.is_some_and(|t| now < t) {
                         continue;
                     }
+                    let mut leased = leased;
+                    // A step's references are resolved here, once, before its first send, and
+                    // recorded with the row that marks it submitted (or, if its first send
+                    // cannot be prepared, with the row that says so): no later send resolves
+                    // them again.
+                    let resolved_now = leased.evidence.resolved.is_empty()
+                        && !vocabulary::workflow::references(&payload).unwrap_or_default().is_empty();
+                    if resolved_now {
+                        match self.resolve(&payload)? {
+                            Ok(values) => leased.evidence.resolved = values,
+                            Err(Unresolvable(problem)) => {
+                                let mut new = leased;
+                                new.evidence.could_duplicate = Some(false);
+                                writes.push(escalate(new, problem));
+                                continue;
+                            }
+                        }
+                    }
+                    let action = match leased.action() {
+                        Ok(a) => a,
+                        // Values resolved from the predecessors that the action cannot take:
+                        // nothing was sent, and nothing will be.
+                        Err(problem) if resolved_now => {
+                            let mut new = leased;
+                            let note = format!(
+                                "never sent: the values resolved from the intents it comes after do not fit: {problem}"
+                            );
+                            new.state = State::Failed;
+                            new.evidence.reason = Some(note.clone());
+                            writes.push(planned(new, note));
+                            continue;
+                        }
+                        Err(problem) => {
+                            writes.push(escalate(leased, problem));
+                            continue;
+                        }
+                    };
                     let new = self.submitted(leased.clone(), now, false);
-                    sends.push(Sending { planned: planned(new, "sent".into()), action, before: leased });
+                    sends.push(Sending {
+                        planned: planned(new, "sent".into()),
+                        action,
+                        before: leased,
+                        resolved_now,
+                    });
                 }
-                State::Submitted | State::Unknown => resolves.push((intent, action)),
+                State::Submitted | State::Unknown => match intent.action() {
+                    Ok(action) => resolves.push((intent, action)),
+                    Err(problem) => writes.push(escalate(leased, problem)),
+                },
                 _ => {}
             }
         }
@@ -111,7 +161,9 @@ impl Executor {
         for ((intent, action), found) in resolves.into_iter().zip(lookups) {
             match self.decide(&intent, &action, found, looked_at_ms, now) {
                 Decision::Write(p) => writes.push(p),
-                Decision::Send(planned, before) => sends.push(Sending { planned, action, before: *before }),
+                Decision::Send(planned, before) => {
+                    sends.push(Sending { planned, action, before: *before, resolved_now: false })
+                }
                 Decision::Stay => {}
             }
         }
@@ -133,12 +185,18 @@ impl Executor {
         let mut changes: Vec<&Planned> = writes.iter().collect();
         changes.extend(sends.iter().map(|s| &s.planned));
         let applied = self.commit(&changes, &mut report)?;
-        let sends: Vec<Send> = sends
+        let sends: Vec<Sending> = sends
             .into_iter()
             .zip(applied[writes.len()..].iter())
             .filter(|(_, ok)| **ok)
-            .map(|(s, _)| Send { intent: s.planned.new, action: s.action })
+            .map(|(s, _)| s)
             .collect();
+        if sends.iter().any(|s| s.resolved_now) {
+            // The values a step resolved are durable, and nothing of it has left yet.
+            self.world.hooks.at("after_resolve");
+        }
+        let sends: Vec<Send> =
+            sends.into_iter().map(|s| Send { intent: s.planned.new, action: s.action }).collect();
 
         // Phase 4: send.
         report.sent = sends.len();
@@ -171,7 +229,14 @@ impl Executor {
             let progressed = report.sent > 0 || !report.transitions.is_empty();
             transitions.extend(report.transitions);
             let busy = self.log().busy()?;
-            if busy == 0 {
+            // A step whose last predecessor this pass confirmed is released by the next pass
+            // (a pass decides from the log as it found it): the drain goes on for it.
+            if busy == 0 && !(progressed && self.a_step_can_be_released()?) {
+                return Ok(transitions);
+            }
+            if busy == 0 && tokio::time::Instant::now() >= deadline {
+                // Out of time with only released steps left: nothing recorded or submitted
+                // holds the drain, and the next one goes on with them.
                 return Ok(transitions);
             }
             if tokio::time::Instant::now() >= deadline {

@@ -58,6 +58,7 @@ fn intent(evidence: Evidence) -> Intent {
         state: crate::model::State::Submitted,
         attempts: 1,
         replaces: None,
+        after: Vec::new(),
         evidence,
         maybe_executed: false,
         lease_owner: None,

@@ -118,6 +118,7 @@ impl SimExecutor for ReferenceSim {
                 action: intent.action.clone(),
                 params: intent.params.clone(),
                 replaces: intent.replaces.clone(),
+                after: Vec::new(),
             };
             match self.0.propose(proposal) {
                 Ok(_) => Ok(()),
