@@ -656,3 +656,28 @@ fn a_shrunk_failure_says_how_far_shrinking_got() {
     );
     assert_eq!(doc.select(&sel(".shrink")).count(), 1, "only the shrunk failure has one");
 }
+
+/// A workflow's steps say what they come after, in the intent table and where they are
+/// proposed in the timeline.
+#[test]
+fn a_workflows_steps_show_what_they_come_after() {
+    let mut result = passing(0, "onboarding");
+    result.intents.push(IntentResult {
+        id: "welcome".into(),
+        action: "files.put".into(),
+        state: Some("confirmed".into()),
+        attempts: Some(1),
+        effects: vec![],
+        unsupported: false,
+        after: vec!["refund-1".into()],
+    });
+    result.observed.timeline.insert(2, moment(0, "w1", "proposed", "welcome after refund-1"));
+    let (_, doc) = page(&run_of(vec![result]));
+    let rows = doc.select(&sel("section#s-0 table.intents tbody tr")).collect::<Vec<_>>();
+    assert_eq!(rows.len(), 2);
+    let step = text(within(rows[1], "td")[0]);
+    assert!(step.contains("welcome") && step.contains("after refund-1"), "{step}");
+    assert!(within(rows[0], ".after").is_empty(), "an intent that is no step says nothing");
+    let timeline = text(one(&doc, "section#s-0 table.timeline"));
+    assert!(timeline.contains("proposed welcome after refund-1"), "{timeline}");
+}

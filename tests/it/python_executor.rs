@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use harness::check::{
     self, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES, LINEAGE,
-    NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST,
+    NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST, WORKFLOW,
 };
 use harness::live::ExecutorCommand;
 use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
@@ -215,6 +215,11 @@ const VARIANTS: &[(&str, &str, &str)] = &[
     // put with `If-Match: *`) lands on top of its successor's.
     ("constant-fencing-token", "stale_worker_overwrite", NO_STALE_WRITE),
     ("constant-fencing-token", "files_stale_worker_after_read", NO_STALE_WRITE),
+    // After a restart the whole workflow runs again: the draft, which had taken effect, is
+    // written a second time.
+    ("redo-workflow", "draft_saved_after_lost_reply", NO_DUPLICATE_EFFECT),
+    // The approval's ETag is read from a lagging HEAD of the draft: yesterday's.
+    ("re-resolve", "step_resolved_once", WORKFLOW),
 ];
 
 /// Bugs whose skipped safeguard no catalog scenario can exploit against this executor, because

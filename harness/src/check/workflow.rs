@@ -2,8 +2,10 @@
 //! really produced, as the ledgers show it.
 //!
 //! - A step takes effect only after every predecessor took effect: an effect of a step whose
-//!   predecessor has none, or that landed before the predecessor's first effect, ran on a
-//!   result that did not exist.
+//!   predecessor has none, or that comes before the predecessor's first effect in the same
+//!   ledger, ran on a result that did not exist. (Across services the order of two effects
+//!   cannot be told from the ledgers: each service keeps its own clock, which a scenario may
+//!   jump.)
 //! - A parameter that takes its value from a predecessor's result (`{from, field, format}`)
 //!   carries, in the step's effect, exactly that field of the predecessor's first effect, read
 //!   from the predecessor's ledger and rendered with the format. Another value means the step
@@ -70,11 +72,15 @@ impl Facts<'_> {
                 "{s} took effect ({}) although {p}, which it comes after, never took effect",
                 effect.label_at(self.start_ms)
             )),
-            Some(first) if effect.effect.at_ms < first.effect.at_ms => Some(format!(
-                "{s} took effect ({}) before {p}, which it comes after, took effect ({})",
-                effect.label_at(self.start_ms),
-                first.label_at(self.start_ms)
-            )),
+            // Within one ledger, order is the ledger's; across services it cannot be told,
+            // since each service keeps its own clock (a clock jump moves one only).
+            Some(first) if first.service == effect.service && effect.effect.seq < first.effect.seq => {
+                Some(format!(
+                    "{s} took effect ({}) before {p}, which it comes after, took effect ({})",
+                    effect.label_at(self.start_ms),
+                    first.label_at(self.start_ms)
+                ))
+            }
             Some(_) => None,
         }
     }

@@ -79,6 +79,10 @@ impl SimFactory for Reference {
         "reference executor (sim)".into()
     }
 
+    fn supports_workflows(&self) -> bool {
+        true
+    }
+
     fn start(&self, setup: WorkerSetup) -> Result<Box<dyn SimExecutor>, String> {
         let config = executor::Config {
             worker_id: setup.worker_id.clone(),
@@ -118,7 +122,7 @@ impl SimExecutor for ReferenceSim {
                 action: intent.action.clone(),
                 params: intent.params.clone(),
                 replaces: intent.replaces.clone(),
-                after: Vec::new(),
+                after: intent.after.clone(),
             };
             match self.0.propose(proposal) {
                 Ok(_) => Ok(()),

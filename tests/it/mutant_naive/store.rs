@@ -113,7 +113,7 @@ impl Rec {
             state: executor::State::Submitted,
             attempts: self.attempts,
             replaces: self.replaces.clone(),
-            after: Vec::new(),
+            after: self.after.clone(),
             maybe_executed: self.maybe_executed,
             lease_owner: self.lease_owner.clone(),
             lease_epoch: self.lease_epoch,

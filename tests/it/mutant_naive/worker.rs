@@ -318,10 +318,16 @@ impl Worker {
             let turn = self.pass().await;
             let progressed = turn.sent || !turn.changes.is_empty();
             changes.extend(turn.changes);
-            let busy = self.store().all().iter().any(|r| matches!(r.state, St::Recorded | St::Submitted));
-            // A pass that changed something may have confirmed a workflow step's predecessor:
-            // the next pass releases the step, which is work this drain must still do.
-            if (!busy && turn_changed(progressed)) || tokio::time::Instant::now() >= deadline {
+            let all = self.store().all();
+            // A step whose predecessors are all settled is released by the next pass: work this
+            // drain must still do.
+            let busy = all.iter().any(|r| {
+                matches!(r.state, St::Recorded | St::Submitted)
+                    || r.state == St::Blocked
+                        && !r.after.is_empty()
+                        && steps_gate_of(&all, &r.after) != Gate::Wait
+            });
+            if !busy || tokio::time::Instant::now() >= deadline {
                 return changes;
             }
             if !progressed {
@@ -329,12 +335,6 @@ impl Worker {
             }
         }
     }
-}
-
-/// Whether a drain with nothing recorded or submitted may stop after a pass: only when the
-/// pass changed nothing (a change may release a blocked step).
-fn turn_changed(progressed: bool) -> bool {
-    !progressed
 }
 
 /// What a step's predecessors allow it.
@@ -363,9 +363,13 @@ impl Gate {
 }
 
 fn steps_gate(store: &Store, after: &[String]) -> Gate {
+    steps_gate_of(&store.all(), after)
+}
+
+fn steps_gate_of(all: &[Rec], after: &[String]) -> Gate {
     let mut gate = Gate::Run;
     for id in after {
-        match store.get(id).map(|p| p.state) {
+        match all.iter().find(|r| &r.id == id).map(|p| p.state) {
             Some(St::Confirmed) => {}
             Some(St::Failed) => return Gate::Failed(id.clone()),
             Some(St::Escalated) | None => return Gate::Escalated(id.clone()),
