@@ -143,15 +143,17 @@ pub enum Bug {
 pub struct Naive {
     pub style: Style,
     pub bug: Option<Bug>,
+    /// Whether it announces workflow steps (an executor written before them does not).
+    pub workflows: bool,
 }
 
 impl Naive {
     pub fn correct(style: Style) -> Naive {
-        Naive { style, bug: None }
+        Naive { style, bug: None, workflows: true }
     }
 
     pub fn with(style: Style, bug: Bug) -> Naive {
-        Naive { style, bug: Some(bug) }
+        Naive { style, bug: Some(bug), workflows: true }
     }
 }
 
@@ -164,7 +166,7 @@ impl SimFactory for Naive {
     }
 
     fn supports_workflows(&self) -> bool {
-        true
+        self.workflows
     }
 
     fn start(&self, setup: WorkerSetup) -> Result<Box<dyn SimExecutor>, String> {

@@ -365,3 +365,25 @@ fn every_failure_mode_of_the_catalog_is_accounted_for() {
         }
     }
 }
+
+/// An executor that does not announce `workflows` is given no step: the steps are reported
+/// as unsupported and exempt from the checks, and the rest of the scenario is judged.
+#[test]
+fn steps_are_unsupported_by_an_executor_without_workflows() {
+    let factory = Naive { workflows: false, ..Naive::correct(Style::KeyRetry) };
+    let driver = Driver::Sim(&factory);
+    let dir = work_dir("no-workflows", "naive");
+    let result = run_catalog("draft_saved_after_lost_reply", &driver, &dir);
+    clean("no-workflows");
+    assert_eq!(result.observed.unsupported_steps, vec!["save-approved".to_string()]);
+    let step = result.intents.iter().find(|i| i.id == "save-approved").expect("the step is listed");
+    assert!(step.unsupported && step.effects.is_empty(), "{step:?}");
+    assert!(result.observed.unacknowledged["save-approved"].contains("workflows"));
+    let workflow =
+        result.verdicts.iter().find(|v| v.invariant == check::WORKFLOW).expect("a workflow verdict");
+    assert_eq!(workflow.status, check::Status::NotJudged, "{workflow:?}");
+    // Exempt from every check, its expected state included: what it never received is not
+    // held against it, and the draft it comes after is judged as usual.
+    assert_eq!(result.outcome, Outcome::Passed, "{:?}", result.verdicts);
+    assert!(result.intents.iter().any(|i| i.id == "draft" && i.effects.len() == 1));
+}

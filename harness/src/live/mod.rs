@@ -531,4 +531,20 @@ mod tests {
         let command = ExecutorCommand::parse("true").unwrap();
         send(&run(&scenario, 1, &command, Path::new("/nonexistent")));
     }
+
+    /// Steps go only to an executor whose `init_ok` lists the feature; anything else (no
+    /// `features`, another shape, other words) means it has not.
+    #[test]
+    fn workflows_are_what_init_ok_announces() {
+        assert!(announces_workflows(&json!({"features": ["workflows"]})));
+        assert!(announces_workflows(&json!({"features": ["x", "workflows"]})));
+        for without in [
+            json!({}),
+            json!({"features": []}),
+            json!({"features": "workflows"}),
+            json!({"features": ["workflow"]}),
+        ] {
+            assert!(!announces_workflows(&without), "{without}");
+        }
+    }
 }
