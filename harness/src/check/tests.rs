@@ -167,6 +167,7 @@ fn unused_safeguards_are_hazards_with_the_scenario_that_exploits_them() {
         status: Some(200),
         replayed: false,
         ended_ms: Some(at_ms),
+        params: None,
     };
     let retention_ms = Contract::payments_default().key_retention_ms;
     observed.journals.insert("payments".into(), vec![sent_under_key(0), sent_under_key(retention_ms)]);

@@ -413,6 +413,7 @@ pub(super) fn sent(mut observed: Observed, service: &str, requests: &[(&str, &st
             status: Some(200),
             replayed: false,
             ended_ms: Some(*at_ms),
+            params: None,
         });
     }
     observed
