@@ -99,6 +99,16 @@ fn what_a_run_cannot_show_is_not_judged_with_a_reason() {
             NO_DUPLICATE_EFFECT,
             "no intent's action has a ledger",
         ),
+        (
+            "an honest run holds everything",
+            REFUSAL_RESPECTED,
+            "no service refused a write of an intent with 400, 401, 403 or 422",
+        ),
+        (
+            "a refusal that asked for what no intent authorised is no intent's",
+            REFUSAL_RESPECTED,
+            "no service refused a write of an intent",
+        ),
     ];
     let cases = cases();
     for (name, slug, reason) in want {

@@ -22,6 +22,9 @@
 //! - `timeline` (optional): state moments `[at_ms, id, state]` on lane `w1`, after a start
 //!   moment at 0 ms.
 //! - `sent` (optional): per service, journal entries `[request_id, origin, arrived_ms]`.
+//! - `refused` (optional): per service, journal entries of writes refused with a status that
+//!   needs a decision, `[request_id, status, arrived_ms, params]` (`params`: what the request
+//!   asked for, as a fake records it). With refusals, each journal is in arrival order.
 //! - `unsupported` (optional): actions the executor did not announce.
 //! - `reconcile_rounds` (optional, default 1).
 //! - `broken`: exactly the verdicts that must not hold, in verdict order.
@@ -49,10 +52,11 @@ pub(super) struct Case {
 }
 
 /// The case files, by name.
-const FILES: [(&str, &str); 5] = [
+const FILES: [(&str, &str); 6] = [
     ("claims.toml", include_str!("../cases/claims.toml")),
     ("duplicates.toml", include_str!("../cases/duplicates.toml")),
     ("lineage.toml", include_str!("../cases/lineage.toml")),
+    ("refusals.toml", include_str!("../cases/refusals.toml")),
     ("stale_writes.toml", include_str!("../cases/stale_writes.toml")),
     ("status.toml", include_str!("../cases/status.toml")),
 ];
@@ -94,6 +98,8 @@ struct CaseRow {
     timeline: Option<Vec<(u64, String, String)>>,
     #[serde(default)]
     sent: BTreeMap<String, Vec<(String, String, u64)>>,
+    #[serde(default)]
+    refused: BTreeMap<String, Vec<(String, u16, u64, Value)>>,
     #[serde(default)]
     unsupported: Vec<String>,
     reconcile_rounds: Option<u32>,
@@ -204,6 +210,9 @@ impl CaseRow {
             let requests: Vec<(&str, &str, u64)> =
                 requests.iter().map(|(id, origin, at_ms)| (id.as_str(), origin.as_str(), *at_ms)).collect();
             observed = sent(observed, service, &requests);
+        }
+        for (service, requests) in &self.refused {
+            observed = refused(observed, service, requests);
         }
         observed.unsupported = self.unsupported;
         if let Some(rounds) = self.reconcile_rounds {
@@ -392,6 +401,38 @@ pub(super) fn observed(acknowledged: &[&str], claims: Vec<Claim>, effects: Vec<E
 pub(super) fn timed(mut observed: Observed, timeline: Vec<Moment>) -> Observed {
     let start = Moment { at_ms: 0, lane: "w1".into(), kind: "start".into(), detail: "incarnation 1".into() };
     observed.timeline = std::iter::once(start).chain(timeline).collect();
+    observed
+}
+
+/// Adds refused writes to `service`'s journal: `(request_id, status, arrived_ms, params)`,
+/// from worker `w1#1`, then puts the journal in arrival order (as a fake numbers it).
+pub(super) fn refused(
+    mut observed: Observed,
+    service: &str,
+    requests: &[(String, u16, u64, Value)],
+) -> Observed {
+    let journal = observed.journals.entry(service.to_string()).or_default();
+    for (request_id, status, at_ms, params) in requests {
+        journal.push(JournalEntry {
+            seq: 0,
+            at_ms: *at_ms,
+            method: "POST".into(),
+            path: "/".into(),
+            idempotency_key: None,
+            request_id: request_id.clone(),
+            origin: Some("w1#1".into()),
+            faults: vec![],
+            outcome: "answered".into(),
+            status: Some(*status),
+            replayed: false,
+            ended_ms: Some(*at_ms),
+            params: Some(params.clone()),
+        });
+    }
+    journal.sort_by_key(|e| e.at_ms);
+    for (i, entry) in journal.iter_mut().enumerate() {
+        entry.seq = i as u64 + 1;
+    }
     observed
 }
 
