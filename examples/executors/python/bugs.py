@@ -26,4 +26,5 @@ BUGS = {
     "replacement-while-unknown": "a replacement runs while the intent it replaces is unknown",
     "no-fencing": "no fencing token on creates and no precondition on puts",
     "constant-fencing-token": "a constant Fencing-Token: 1 and If-Match: * keep a stale worker out, so leases and row versions are not needed",
+    "retry-403": "a refusal that needs a decision (401, 403, 400, 422) is a bad moment, retried like a 429",
 }

@@ -1,6 +1,8 @@
 //! Lineage: a replacement (`replaces`) waits while anything in the chain of intents it
-//! replaces is unresolved, is cancelled once one of them took effect, runs once all of them
-//! failed, and is escalated when one of them needs a person.
+//! replaces is unresolved, is cancelled once one of them took effect, runs once none of them
+//! took effect or can (each failed, or was escalated with `could_duplicate` false: the
+//! replacement is the new decision a refusal asked for), and is escalated when one of them
+//! needs a person and may have taken effect.
 
 use super::Executor;
 use crate::log::LogError;
@@ -10,7 +12,7 @@ use crate::model::{Intent, State};
 pub(super) enum Lineage {
     /// This intent took effect: a replacement is cancelled.
     Executed(String),
-    /// Every intent in it failed: a replacement may run.
+    /// No intent in it took effect, and none can: a replacement may run.
     NothingExecuted,
     /// Some intent is not resolved yet: a replacement waits.
     Unresolved,
@@ -35,10 +37,17 @@ impl Executor {
             Lineage::NothingExecuted => {
                 (State::Recorded, format!("unblocked: nothing in the lineage of {old} took effect"))
             }
-            Lineage::Escalated(by) => (
-                State::Escalated,
-                format!("{by}, in the lineage of {old}, is escalated; executing this one could do it twice"),
-            ),
+            Lineage::Escalated(by) => {
+                // This one was never sent: going on with it is for the person who decides on
+                // `by`, and cannot repeat anything of its own.
+                leased.evidence.could_duplicate = Some(false);
+                (
+                    State::Escalated,
+                    format!(
+                        "{by}, in the lineage of {old}, is escalated; executing this one could do it twice"
+                    ),
+                )
+            }
             Lineage::Unresolved => return Ok(None),
         };
         leased.state = state;
@@ -62,6 +71,9 @@ impl Executor {
             };
             match intent.state {
                 State::Confirmed => return Ok(Lineage::Executed(intent.id)),
+                // Escalated with nothing sent that can have taken effect (a refusal that needs
+                // a decision): as good as failed.
+                State::Escalated if intent.evidence.could_duplicate == Some(false) => {}
                 State::Escalated => {
                     escalated.get_or_insert(intent.id.clone());
                 }

@@ -66,6 +66,9 @@ impl Executor {
                     let mut new = leased;
                     new.state = State::Escalated;
                     new.evidence.reason = Some(format!("not executed: {problem}"));
+                    // Not executed now; an earlier send of it may have been, if it went out.
+                    new.evidence.could_duplicate =
+                        Some(intent.maybe_executed || matches!(from, State::Submitted | State::Unknown));
                     writes.push(planned(new, problem));
                     continue;
                 }

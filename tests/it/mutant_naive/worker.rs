@@ -110,6 +110,8 @@ impl Worker {
             raw_tx: None,
             nonce: None,
             from: None,
+            decision: None,
+            could_duplicate: None,
         };
         store.write(rec, false).map(|_| ()).ok_or_else(|| Refusal::Other("store conflict".into()))
     }
@@ -125,6 +127,9 @@ impl Worker {
             let Some(p) = all.iter().find(|r| r.id == id) else { return Ancestry::Escalate(id) };
             match p.state {
                 St::Confirmed => return Ancestry::Cancel(id),
+                // Refused for a person's decision, certainly without effect: the replacement
+                // is that decision.
+                St::Escalated if p.nothing_done() => {}
                 St::Escalated => return Ancestry::Escalate(id),
                 St::Failed => {}
                 // The bug: an unknown predecessor is as good as a failed one.
@@ -234,6 +239,10 @@ impl Worker {
                 };
                 if ancestry == Ancestry::Wait {
                     return turn;
+                }
+                if matches!(ancestry, Ancestry::Escalate(_)) {
+                    // Never sent: going on with it cannot repeat anything of its own.
+                    rec.could_duplicate = Some(false);
                 }
                 (rec.state, rec.reason) = ancestry.verdict();
                 if let Some(rec) = self.write(rec) {
