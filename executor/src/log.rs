@@ -506,10 +506,14 @@ enum Claim {
     Taken,
 }
 
-/// Whether a row's signed transaction keeps its nonce: all but a transfer that failed with no
-/// send that may have reached the node (refused, or never sent), whose nonce is unused.
+/// Whether a row's signed transaction keeps its nonce: all but a transfer that failed, or was
+/// escalated for a person's decision, with no send that may have reached the node (refused,
+/// or never sent), whose nonce is unused. It is never broadcast again, and every later
+/// transfer of the account would wait behind its nonce.
 fn holds_nonce(intent: &Intent) -> bool {
-    intent.state != State::Failed || intent.maybe_executed
+    let given_up = intent.state == State::Failed
+        || (intent.state == State::Escalated && intent.evidence.could_duplicate == Some(false));
+    !given_up || intent.maybe_executed
 }
 
 fn claim_nonce(tx: &rusqlite::Transaction<'_>, intent: &Intent) -> rusqlite::Result<Claim> {

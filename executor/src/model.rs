@@ -57,11 +57,26 @@ pub struct Evidence {
     /// values; they are never resolved again.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resolved: BTreeMap<String, String>,
-    /// An escalated intent: whether continuing (a person deciding, then proposing again)
-    /// could make a write that an earlier send of it already made. `false` only where no send
-    /// of it can have taken effect.
+    /// The service refused the intent with a status a person must act on (401, 403, 400,
+    /// 422): the first such refusal, kept whatever later lookups write into `last_error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// On an escalated intent: whether a send of it may have taken effect without being
+    /// proven absent, so that a person who goes on (proposes it again, fixed) could make the
+    /// effect twice. `false` only where no send of it can have taken effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub could_duplicate: Option<bool>,
+}
+
+/// A refusal that needs a person's decision: fix a permission or the input, then propose
+/// again. Resending the same request would get the same answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The HTTP status: 400, 401, 403 or 422.
+    pub status: u16,
+    /// The service's own code and message (`amount_too_large: Refund amount (8000) is
+    /// greater than ...`, `AccessDenied: Access Denied`).
+    pub error: String,
 }
 
 /// What a conditional write requires of the object it writes.

@@ -41,6 +41,10 @@ pub enum WriteOutcome {
     Done { external_id: String },
     /// A definite refusal: this attempt did not execute.
     Rejected { error: String },
+    /// A definite refusal that a person must act on (401, 403: a credential or a permission;
+    /// 400, 422: the input): this attempt did not execute, and sending it again would get the
+    /// same answer. `error` is the service's own code and message.
+    NeedsDecision { status: u16, error: String },
     /// This attempt certainly did not execute and may be sent again (never sent, or 429).
     NotExecuted { error: String },
     /// This attempt may or may not have executed.
@@ -151,11 +155,35 @@ pub fn write_request(
     })
 }
 
+/// Stripe's error `type` (`invalid_request_error`, `idempotency_error`, ...).
+fn error_type(response: &HttpResponse) -> String {
+    response
+        .json()
+        .and_then(|b| b.pointer("/error/type").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_default()
+}
+
 fn error_code(response: &HttpResponse) -> String {
     response
         .json()
         .and_then(|b| b.pointer("/error/code").and_then(Value::as_str).map(str::to_string))
         .unwrap_or_default()
+}
+
+/// A JSON API's refusal in its own words: its `code` (or, without one, its `type`) and its
+/// `message`, as in `amount_too_large: Refund amount (8000) is greater than ...`.
+fn own_words(response: &HttpResponse) -> String {
+    let body = response.json();
+    let field = |name: &str| {
+        body.as_ref()
+            .and_then(|b| b.pointer(&format!("/error/{name}")).and_then(Value::as_str).map(str::to_string))
+            .filter(|v| !v.is_empty())
+    };
+    let message = field("message").unwrap_or_else(|| excerpt(&response.body));
+    match field("code").or_else(|| field("type")) {
+        Some(code) => format!("{code}: {message}"),
+        None => message,
+    }
 }
 
 fn describe(response: &HttpResponse) -> String {
@@ -204,8 +232,15 @@ pub fn classify_write(
         // Stripe saves no result for a 429: the request did not execute.
         429 => WriteOutcome::NotExecuted { error },
         408 => WriteOutcome::Ambiguous { error },
-        400 if error_code(&response).is_empty() && error.contains("idempotency") => {
+        // The same key with other parameters: which request the key holds, ours or one
+        // before it, only a lookup can tell.
+        400 if error_type(&response) == "idempotency_error"
+            || (error_code(&response).is_empty() && error.contains("idempotency")) =>
+        {
             WriteOutcome::Ambiguous { error }
+        }
+        status if vocabulary::needs_decision(status) => {
+            WriteOutcome::NeedsDecision { status, error: own_words(&response) }
         }
         400..=499 => WriteOutcome::Rejected { error },
         _ => WriteOutcome::Ambiguous { error },

@@ -68,7 +68,8 @@ enum Prepared {
 impl Chain {
     pub fn new(clock: ServiceClock, seed: u64) -> Self {
         let shape = Shape { error: error_body, stamp: |_, _| {} };
-        Chain { core: Arc::new(ServiceCore::new(NAME, clock, seed, Contract::chain_default(), shape)) }
+        let core = ServiceCore::new(NAME, clock, seed, Contract::chain_default(), shape);
+        Chain { core: Arc::new(core.reading_refusals(refused_params)) }
     }
 
     /// Rules, contract, clock, ledger and journal.
@@ -177,6 +178,18 @@ impl Chain {
         let disposition = self.core.conclude(&ctx, outcome).await;
         echo_ids(disposition, &envelope)
     }
+}
+
+/// What a refused write asked for: the first transaction it broadcasts, as its `tx.mined`
+/// effect would name it.
+fn refused_params(req: &FakeRequest) -> Option<Value> {
+    Envelope::parse(&req.body).calls().iter().find_map(|call| match call {
+        Call::Method { method, params, .. } if method == SEND_RAW => {
+            let raw = Params::read(params, 1).and_then(|p| p.arg(0, rpc::bytes)).ok()?;
+            node::decode_raw(&raw).ok().map(|tx| tx.transfer_params())
+        }
+        _ => None,
+    })
 }
 
 fn fields_of(envelope: &Envelope) -> BTreeMap<String, String> {
@@ -336,13 +349,24 @@ fn echo_ids(disposition: Disposition, envelope: &Envelope) -> Disposition {
 }
 
 /// The shape of an error made by the shared pipeline: JSON-RPC, at the HTTP status it chose.
+/// A bare status gets the words of what answers it in front of a node: geth's JWT check (401
+/// `missing token`), its virtual-host check (403 `invalid host specified`), a provider's
+/// refusal of the request (400, 422).
 pub fn error_body(error: &ApiError) -> FakeResponse {
     let code = match error.status {
         429 => -32005,
         400..=499 => -32600,
         _ => -32603,
     };
-    let rpc_error = RpcError { code, message: error.message.clone() };
+    let message = match error.status {
+        _ if !error.standard => error.message.as_str(),
+        400 => "invalid request",
+        401 => "missing token",
+        403 => "invalid host specified",
+        422 => "the request cannot be processed",
+        _ => error.message.as_str(),
+    };
+    let rpc_error = RpcError { code, message: message.to_string() };
     FakeResponse::json(error.status, &rpc::error(&Value::Null, &rpc_error))
 }
 

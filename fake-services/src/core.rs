@@ -41,11 +41,35 @@ pub struct ApiError {
     pub code: Option<&'static str>,
     pub message: String,
     pub param: Option<String>,
+    /// The pipeline's own words for a bare status (a fault's `reject` or 500), which a
+    /// service whose errors read otherwise (S3's codes, geth's messages) replaces with its own
+    /// words for that status.
+    pub standard: bool,
 }
 
 impl ApiError {
     pub fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, kind, code: None, message: message.into(), param: None }
+        ApiError { status, kind, code: None, message: message.into(), param: None, standard: false }
+    }
+
+    /// What a `reject` fault answers without a body: for a refusal that needs a decision
+    /// (400, 401, 403, 422) the words a JSON API in Stripe's style uses for it, otherwise a
+    /// generic rejection. Marked [`ApiError::standard`], so that S3 and geth say it their way.
+    pub fn rejected(status: u16) -> Self {
+        let (kind, message) = match status {
+            400 => ("invalid_request_error", "The request was rejected: it is not valid for this endpoint."),
+            401 => ("invalid_request_error", "Invalid API Key provided."),
+            403 => (
+                "invalid_request_error",
+                "The provided key does not have the required permissions for this endpoint. Having the write permission on this resource would allow this request to continue.",
+            ),
+            422 => (
+                "invalid_request_error",
+                "The request was understood, but its parameters cannot be processed.",
+            ),
+            _ => ("api_error", "The request was rejected."),
+        };
+        ApiError { standard: true, ..ApiError::new(status, kind, message) }
     }
 
     pub fn code(mut self, code: &'static str) -> Self {
@@ -65,7 +89,9 @@ impl ApiError {
 
     /// The generic error a service answers when it fails inside.
     pub fn internal(status: u16) -> Self {
-        ApiError::new(status, "api_error", "An unknown error occurred while processing the request.")
+        let error =
+            ApiError::new(status, "api_error", "An unknown error occurred while processing the request.");
+        ApiError { standard: true, ..error }
     }
 }
 
@@ -103,6 +129,9 @@ pub struct Ctx {
     pub request_id: String,
     pub key: Option<String>,
     pub is_write: bool,
+    /// A write request, kept for reading what it asked for should it be refused
+    /// (`ServiceCore::reading_refusals`); `None` for reads and where nothing reads it.
+    pub request: Option<FakeRequest>,
 }
 
 /// What the processing produced, before the after-commit point.
@@ -148,7 +177,13 @@ pub struct ServiceCore<S> {
     /// Late commits (`commit_after_timeout`) waiting to happen, whether or not their callers
     /// are still there.
     late_commits: std::sync::atomic::AtomicUsize,
+    /// What a refused write asked for, for its journal entry (see [`ServiceCore::reading_refusals`]).
+    refusals: Option<RefusalReader>,
 }
+
+/// Reads what a write request asks for, in the parameter names of the effect it would make
+/// (`JournalEntry::params`); `None` for a request that is not one of the service's actions.
+pub type RefusalReader = fn(&FakeRequest) -> Option<serde_json::Value>;
 
 /// A stable 64-bit hash of a name (FNV-1a), to give each service its own RNG stream.
 fn stream_of(name: &str) -> u64 {
@@ -174,7 +209,18 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             seed,
             inner: Mutex::new(inner),
             late_commits: std::sync::atomic::AtomicUsize::new(0),
+            refusals: None,
         }
+    }
+
+    /// Records, in the journal entry of every write refused with a status that needs a
+    /// decision (`vocabulary::needs_decision`), what `read` finds the request asked for: how
+    /// a checker tells which intent the service refused, since a refusal leaves no effect. The
+    /// request is read only when it is refused, so writes that go through pay for a copy of
+    /// its method, path, query and headers (the body is shared, not copied), nothing more.
+    pub fn reading_refusals(mut self, read: RefusalReader) -> Self {
+        self.refusals = Some(read);
+        self
     }
 
     /// The service's state. The lock is never held across an await.
@@ -261,8 +307,13 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             status: None,
             replayed: false,
             ended_ms: None,
+            params: None,
         });
-        Ctx { seq, plan, request_id, key, is_write }
+        // The origin is the journal's already; the rest is what the service reads a body by
+        // (an `aws-chunked` upload says so in its headers).
+        let request =
+            (is_write && self.refusals.is_some()).then(|| FakeRequest { origin: None, ..req.clone() });
+        Ctx { seq, plan, request_id, key, is_write, request }
     }
 
     /// Point 1, continued: what `refuse` and `reject` make of the request, if they fired.
@@ -274,7 +325,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         let (status, body) = ctx.plan.reject.clone()?;
         let mut response = match body {
             Some(body) => FakeResponse::json(status, &body),
-            None => self.error(&ApiError::new(status, "api_error", "The request was rejected.")),
+            None => self.error(&ApiError::rejected(status)),
         };
         (self.shape.stamp)(&mut response, &ctx.request_id);
         self.end(ctx, "answered", Some(status), false);
@@ -417,7 +468,12 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
 
     fn end(&self, ctx: &Ctx, outcome: &'static str, status: Option<u16>, replayed: bool) {
         let now_ms = self.clock.now_ms();
-        self.lock().journal.end(ctx.seq, now_ms, outcome, status, replayed);
+        // Read outside the lock: decoding a body (a signed transaction) takes a while.
+        let params = match (status, &ctx.request, self.refusals) {
+            (Some(status), Some(request), Some(read)) if vocabulary::needs_decision(status) => read(request),
+            _ => None,
+        };
+        self.lock().journal.end(ctx.seq, now_ms, outcome, status, replayed, params);
     }
 
     /// The control API under `/__twice/`; `seed` handles the service's own `POST /__twice/seed`.

@@ -61,14 +61,14 @@ pub use http::{KEY_BYTES_MAX, check_bucket_name};
 pub use store::FilesState;
 pub use xml::{S3Error, error_body};
 
-use answer::{empty, no_such_bucket, stamp};
+use answer::{access_denied, empty, no_such_bucket, stamp};
 use buckets::{list_buckets, prepare_create_bucket, prepare_delete_bucket};
 use get::{GetRequest, get_object};
 use http::percent_decode;
 use list::{ListQuery, list_objects};
 use multipart::{PartsQuery, Target, list_parts};
 use route::{Op, route};
-use seed::{seed_bucket, seed_from_json, seed_object};
+use seed::{seed_bucket, seed_from_json, seed_object, seed_read_only_bucket};
 
 /// The service's name in rules, ledgers and URLs files.
 pub const NAME: &str = "files";
@@ -77,6 +77,22 @@ pub const NAME: &str = "files";
 /// other fakes' 1 MiB because S3 clients send whole parts: boto3 switches to multipart at
 /// 8 MiB and sends 8 MiB parts, and S3 refuses parts but the last under 5 MiB.
 pub const BODY_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+/// What a refused write asked for, as the `object.put` it would have made names it: a PUT's
+/// `bucket`, `key` and `body` (UTF-8, lossy), a Complete's `bucket` and `key`. Other requests
+/// are no action's.
+fn refused_params(req: &FakeRequest) -> Option<serde_json::Value> {
+    match route(req).ok()? {
+        Op::PutObject { bucket, key } => {
+            let body = payload::read_payload(req).ok()?.bytes;
+            Some(serde_json::json!({"bucket": bucket, "key": key, "body": String::from_utf8_lossy(&body)}))
+        }
+        Op::CompleteMultipartUpload { bucket, key, .. } => {
+            Some(serde_json::json!({"bucket": bucket, "key": key}))
+        }
+        _ => None,
+    }
+}
 
 /// The files fake. Cheap to clone; clones share state.
 #[derive(Clone)]
@@ -90,10 +106,8 @@ pub struct Files {
 impl Files {
     pub fn new(clock: ServiceClock, seed: u64) -> Self {
         let shape = Shape { error: error_body, stamp };
-        Files {
-            core: Arc::new(ServiceCore::new(NAME, clock, seed, Contract::files_default(), shape)),
-            claims: Arc::new(AtomicU64::new(0)),
-        }
+        let core = ServiceCore::new(NAME, clock, seed, Contract::files_default(), shape);
+        Files { core: Arc::new(core.reading_refusals(refused_params)), claims: Arc::new(AtomicU64::new(0)) }
     }
 
     pub fn core(&self) -> &Arc<ServiceCore<FilesState>> {
@@ -105,6 +119,14 @@ impl Files {
         let mut inner = self.core.lock();
         let now_ms = self.core.clock.now_ms();
         seed_bucket(&mut inner.state, name, now_ms)
+    }
+
+    /// Makes `name` a bucket the caller may read and not write (creating it if needed), as a
+    /// bucket policy that denies `s3:PutObject` and `s3:DeleteObject` does: every request that
+    /// would store, delete or upload an object in it is 403 `AccessDenied`.
+    pub fn seed_read_only_bucket(&self, name: &str) -> Result<(), String> {
+        let now_ms = self.core.clock.now_ms();
+        seed_read_only_bucket(&mut self.core.lock().state, name, now_ms)
     }
 
     /// Stores an object as if it had always been there (no effect; stale reads see it too),
@@ -154,6 +176,12 @@ impl Files {
 
     async fn execute(&self, ctx: &Ctx, req: &FakeRequest, op: Op) -> Outcome {
         let method = req.method.as_str();
+        // A bucket policy is judged before anything else about the request, as S3 does.
+        if let Some(bucket) = op.object_write()
+            && self.core.lock().state.read_only.contains(bucket)
+        {
+            return Outcome::of(access_denied().response(method));
+        }
         let write = |prepared: Result<(String, Commit<FilesState>), S3Error>| async move {
             match prepared {
                 Ok((fingerprint, commit)) => self.core.write(ctx, fingerprint, commit).await,

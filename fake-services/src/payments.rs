@@ -9,7 +9,7 @@
 
 mod intents;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -82,6 +82,50 @@ pub struct PaymentsState {
     /// Amount refunded so far per payment intent, kept as refunds are made so that a create
     /// does not scan every refund while holding the service's lock.
     refunded: BTreeMap<String, u64>,
+    /// Restricted keys (`rk_...`) and the permissions each was given; any other key may do
+    /// everything, as a secret key may.
+    restricted_keys: BTreeMap<String, BTreeSet<Permission>>,
+}
+
+/// A restricted key's permission on one resource, by Stripe's name for it. A write
+/// permission includes the read one, as Stripe's "Write" does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Permission {
+    RefundRead,
+    RefundWrite,
+    PaymentIntentRead,
+    PaymentIntentWrite,
+}
+
+impl Permission {
+    const ALL: [Permission; 4] = [
+        Permission::RefundRead,
+        Permission::RefundWrite,
+        Permission::PaymentIntentRead,
+        Permission::PaymentIntentWrite,
+    ];
+
+    /// Stripe's name, as its 403 says which permission is missing.
+    pub fn name(self) -> &'static str {
+        match self {
+            Permission::RefundRead => "rak_refund_read",
+            Permission::RefundWrite => "rak_refund_write",
+            Permission::PaymentIntentRead => "rak_payment_intent_read",
+            Permission::PaymentIntentWrite => "rak_payment_intent_write",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Permission> {
+        Permission::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The write permission that includes this one.
+    fn write(self) -> Permission {
+        match self {
+            Permission::RefundRead | Permission::RefundWrite => Permission::RefundWrite,
+            Permission::PaymentIntentRead | Permission::PaymentIntentWrite => Permission::PaymentIntentWrite,
+        }
+    }
 }
 
 impl PaymentsState {
@@ -113,7 +157,8 @@ impl Payments {
     pub fn new(clock: ServiceClock, seed: u64) -> Self {
         let shape =
             Shape { error: stripe_error, stamp: |r, id| r.headers.push(("Request-Id".into(), id.into())) };
-        Payments { core: Arc::new(ServiceCore::new(NAME, clock, seed, Contract::payments_default(), shape)) }
+        let core = ServiceCore::new(NAME, clock, seed, Contract::payments_default(), shape);
+        Payments { core: Arc::new(core.reading_refusals(refused_params)) }
     }
 
     /// Rules, contract, clock, ledger and journal.
@@ -130,6 +175,12 @@ impl Payments {
     ) -> Result<PaymentIntent, String> {
         let now_ms = self.core.clock.now_ms();
         seed_intent(&mut self.core.lock(), id, amount, currency, now_ms)
+    }
+
+    /// Makes `key` a restricted key (`rk_...`) with only `permissions`: a request it makes
+    /// that needs another is 403, in Stripe's words, before anything is executed.
+    pub fn seed_restricted_key(&self, key: &str, permissions: &[Permission]) -> Result<(), String> {
+        seed_restricted_key(&mut self.core.lock(), key, permissions)
     }
 
     /// Fields a rule can match: form fields (nested ones as `metadata[k]`) and query parameters.
@@ -161,9 +212,11 @@ impl Payments {
             }
         };
         let exists = |id: &str| self.core.lock().state.intents.contains_key(id);
-        let outcome = match authorize(&req) {
+        let route = route(&req);
+        let allowed = authorize(&req).and_then(|key| self.permitted(&key, &route));
+        let outcome = match allowed {
             Err(e) => Outcome::of(self.core.error(&e)),
-            Ok(()) => match route(&req) {
+            Ok(()) => match route {
                 Route::Create => write(self.prepare_create(&req)).await,
                 Route::Retrieve(id) => self.core.read(&ctx, |inner, until| retrieve(inner, &id, until)).await,
                 Route::CreateIntent => write(intents::prepare_create(&req)).await,
@@ -191,6 +244,35 @@ impl Payments {
             },
         };
         self.core.conclude(&ctx, outcome).await
+    }
+
+    /// Whether `key` may make a request of `route`: a restricted key needs the permission
+    /// the route's resource asks for. Judged before the request is read any further, as
+    /// Stripe does.
+    fn permitted(&self, key: &str, route: &Route) -> Result<(), ApiError> {
+        let needed = match route {
+            Route::Create => Permission::RefundWrite,
+            Route::Retrieve(_) | Route::List => Permission::RefundRead,
+            Route::CreateIntent | Route::ConfirmIntent(_) | Route::CancelIntent(_) => {
+                Permission::PaymentIntentWrite
+            }
+            Route::RetrieveIntent(_) => Permission::PaymentIntentRead,
+            Route::Unknown => return Ok(()),
+        };
+        let inner = self.core.lock();
+        let Some(granted) = inner.state.restricted_keys.get(key) else { return Ok(()) };
+        if granted.contains(&needed) || granted.contains(&needed.write()) {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            403,
+            "invalid_request_error",
+            format!(
+                "The provided key '{}' does not have the required permissions for this endpoint on account '{ACCOUNT}'. Having the '{}' permission would allow this request to continue.",
+                redacted(key),
+                needed.name()
+            ),
+        ))
     }
 
     /// Validates a create request; what is left for the commit depends on state.
@@ -265,6 +347,25 @@ impl Payments {
     }
 }
 
+/// What a refused refund asked for: its `payment_intent` and `amount`, as its effect names
+/// them. Other writes are no action's.
+fn refused_params(req: &FakeRequest) -> Option<Value> {
+    if req.path.trim_end_matches('/') != "/v1/refunds" {
+        return None;
+    }
+    let mut params = Map::new();
+    for (name, value) in form_urlencoded::parse(&req.body) {
+        match name.as_ref() {
+            "payment_intent" => params.insert(name.into_owned(), json!(value)),
+            "amount" => {
+                params.insert(name.into_owned(), value.parse::<u64>().map_or(json!(value), |n| json!(n)))
+            }
+            _ => None,
+        };
+    }
+    (!params.is_empty()).then_some(Value::Object(params))
+}
+
 enum Route {
     Create,
     Retrieve(String),
@@ -328,7 +429,34 @@ fn unknown_parameters(params: &Map<String, Value>, known: &[&str]) -> Result<(),
     }
 }
 
-fn authorize(req: &FakeRequest) -> Result<(), ApiError> {
+/// The account every key belongs to, as Stripe names it in a permission error.
+const ACCOUNT: &str = "acct_twice";
+
+/// A key as Stripe shows it in an error: its prefix and its last four characters.
+fn redacted(key: &str) -> String {
+    let prefix_len = key.match_indices('_').nth(1).map_or(3.min(key.len()), |(at, _)| at + 1);
+    let tail_len = 4.min(key.len().saturating_sub(prefix_len));
+    let (prefix, tail) = (&key[..prefix_len], &key[key.len() - tail_len..]);
+    format!("{prefix}{}{tail}", "*".repeat(key.len() - prefix_len - tail_len))
+}
+
+fn seed_restricted_key(
+    inner: &mut Inner<PaymentsState>,
+    key: &str,
+    permissions: &[Permission],
+) -> Result<(), String> {
+    let printable = key.bytes().all(|b| b.is_ascii_graphic());
+    if !key.starts_with("rk_") || key.len() < 8 || key.len() > KEY_CHARS_MAX || !printable {
+        return Err(format!(
+            "a restricted key is \"rk_\" and at least 5 more printable characters, not \"{key}\""
+        ));
+    }
+    inner.state.restricted_keys.insert(key.to_string(), permissions.iter().copied().collect());
+    Ok(())
+}
+
+/// The API key of a request, or Stripe's 401 without one.
+fn authorize(req: &FakeRequest) -> Result<String, ApiError> {
     let no_key = || {
         ApiError::new(
             401,
@@ -339,7 +467,7 @@ fn authorize(req: &FakeRequest) -> Result<(), ApiError> {
     let Some(value) = req.header_str("authorization") else { return Err(no_key()) };
     let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("Basic ")).map(str::trim);
     match token {
-        Some(t) if !t.is_empty() => Ok(()),
+        Some(t) if !t.is_empty() => Ok(t.to_string()),
         _ => Err(ApiError::new(401, "invalid_request_error", "Invalid API Key provided.")),
     }
 }
@@ -439,6 +567,7 @@ fn create_refund(
             &ApiError::invalid(format!(
                 "Refund amount ({amount}) is greater than unrefunded amount on charge ({remaining})"
             ))
+            .code("amount_too_large")
             .param("amount"),
         );
     }
@@ -581,7 +710,16 @@ fn seed_from_json(inner: &mut Inner<PaymentsState>, body: &[u8], now_ms: u64) ->
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Seed {
+        #[serde(default)]
         payment_intents: Vec<SeedIntent>,
+        #[serde(default)]
+        restricted_keys: Vec<SeedKey>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct SeedKey {
+        key: String,
+        permissions: Vec<String>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -595,14 +733,31 @@ fn seed_from_json(inner: &mut Inner<PaymentsState>, body: &[u8], now_ms: u64) ->
         "usd".into()
     }
     let seed: Seed = serde_json::from_slice(body).map_err(|e| {
-        format!("expected {{\"payment_intents\": [{{\"id\": \"pi_1\", \"amount\": 5000}}]}}: {e}")
+        format!(
+            "expected {{\"payment_intents\": [{{\"id\": \"pi_1\", \"amount\": 5000}}], \"restricted_keys\": [{{\"key\": \"rk_test_x\", \"permissions\": [\"rak_refund_read\"]}}]}}: {e}"
+        )
     })?;
     let mut seeded = Vec::new();
     for s in seed.payment_intents {
         let pi = seed_intent(inner, s.id.as_deref(), s.amount, &s.currency, now_ms)?;
         seeded.push(json!({"id": pi.id, "charge": pi.charge, "amount": pi.amount, "currency": pi.currency}));
     }
-    Ok(json!({"payment_intents": seeded}))
+    let mut keys = Vec::new();
+    for k in seed.restricted_keys {
+        let permissions = k
+            .permissions
+            .iter()
+            .map(|name| {
+                Permission::parse(name).ok_or_else(|| {
+                    let known: Vec<&str> = Permission::ALL.iter().map(|p| p.name()).collect();
+                    format!("unknown permission \"{name}\"; known: {}", known.join(", "))
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        seed_restricted_key(inner, &k.key, &permissions)?;
+        keys.push(json!({"key": k.key, "permissions": k.permissions}));
+    }
+    Ok(json!({"payment_intents": seeded, "restricted_keys": keys}))
 }
 
 /// Stripe's error envelope, with `Stripe-Should-Retry` where Stripe would send it.

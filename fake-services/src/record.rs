@@ -83,7 +83,16 @@ impl Journal {
     }
 
     /// Records how request `seq` ended; a no-op if the entry was already let go.
-    pub fn end(&mut self, seq: u64, at_ms: u64, outcome: &'static str, status: Option<u16>, replayed: bool) {
+    /// `params`: what a refused write asked for (`JournalEntry::params`).
+    pub fn end(
+        &mut self,
+        seq: u64,
+        at_ms: u64,
+        outcome: &'static str,
+        status: Option<u16>,
+        replayed: bool,
+        params: Option<serde_json::Value>,
+    ) {
         let Some(first) = self.entries.front().map(|e| e.seq) else { return };
         let Some(index) = seq.checked_sub(first) else { return };
         if let Some(entry) = self.entries.get_mut(index as usize) {
@@ -94,6 +103,7 @@ impl Journal {
             entry.status = status;
             entry.replayed = replayed;
             entry.ended_ms = Some(at_ms);
+            entry.params = params;
         }
     }
 
@@ -253,13 +263,14 @@ mod tests {
             status: None,
             replayed: false,
             ended_ms: None,
+            params: None,
         };
         for _ in 0..3 {
             journal.begin(entry.clone());
         }
         assert_eq!(journal.pending(), 2, "the oldest went, pending");
-        journal.end(1, 5, "answered", Some(200), false);
-        journal.end(3, 5, "reset", None, false);
+        journal.end(1, 5, "answered", Some(200), false, None);
+        journal.end(3, 5, "reset", None, false, None);
         let outcomes: Vec<_> = journal.entries().map(|e| (e.seq, e.outcome.as_str())).collect();
         assert_eq!(outcomes, vec![(2, "pending"), (3, "reset")]);
         assert_eq!(journal.dropped(), 1);

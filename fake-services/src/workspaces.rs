@@ -4,7 +4,8 @@
 //! `GET /v1/workspaces?external_id=`. Per contract it honours or ignores `Idempotency-Key`,
 //! refuses a second workspace for one `external_id` (409 `workspace_exists`) or creates it
 //! again, and, with `fencing`, refuses a `Fencing-Token` lower than the highest it has seen
-//! for that `external_id` (409 `stale_fencing_token`).
+//! for that `external_id` (409 `stale_fencing_token`). A name people could not be shown (see
+//! `check_name`) is 422 `name_invalid`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -66,9 +67,8 @@ impl Workspaces {
     pub fn new(clock: ServiceClock, seed: u64) -> Self {
         let shape =
             Shape { error: error_body, stamp: |r, id| r.headers.push(("X-Request-Id".into(), id.into())) };
-        Workspaces {
-            core: Arc::new(ServiceCore::new(NAME, clock, seed, Contract::workspaces_default(), shape)),
-        }
+        let core = ServiceCore::new(NAME, clock, seed, Contract::workspaces_default(), shape);
+        Workspaces { core: Arc::new(core.reading_refusals(refused_params)) }
     }
 
     pub fn core(&self) -> &Arc<ServiceCore<WorkspacesState>> {
@@ -145,6 +145,7 @@ impl Workspaces {
         }
         let external_id = required_text(&body, "external_id")?;
         let name = required_text(&body, "name")?;
+        check_name(&name)?;
         let token = match req.headers.get(FENCING_HEADER) {
             None => None,
             Some(v) => Some(v.to_str().ok().and_then(|t| t.trim().parse::<u64>().ok()).ok_or_else(|| {
@@ -158,6 +159,42 @@ impl Workspaces {
             });
         Ok((fingerprint, commit))
     }
+}
+
+/// Longest workspace name, in characters.
+const NAME_CHARS_MAX: usize = 64;
+/// What a workspace name may hold besides letters, digits and spaces.
+const NAME_PUNCTUATION: &str = "-_.,&'()";
+
+/// A workspace's name is what people see in the product: at most 64 characters, letters,
+/// digits, spaces and `- _ . , & ' ( )`, starting with a letter or a digit. Anything else is
+/// well-formed JSON the service will not take: 422 `name_invalid`, which no resend changes.
+fn check_name(name: &str) -> Result<(), ApiError> {
+    let allowed = |c: char| c.is_alphanumeric() || c == ' ' || NAME_PUNCTUATION.contains(c);
+    let first_ok = name.chars().next().is_some_and(char::is_alphanumeric);
+    if first_ok && name.chars().count() <= NAME_CHARS_MAX && name.chars().all(allowed) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        422,
+        "invalid_request_error",
+        format!(
+            "Invalid name \"{name}\": a workspace name is 1 to {NAME_CHARS_MAX} letters, digits, spaces and {NAME_PUNCTUATION}, starting with a letter or a digit."
+        ),
+    )
+    .code("name_invalid")
+    .param("name"))
+}
+
+/// What a refused create asked for: its `external_id` and `name`, as its effect names them.
+fn refused_params(req: &FakeRequest) -> Option<Value> {
+    if req.path.trim_end_matches('/') != "/v1/workspaces" {
+        return None;
+    }
+    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&req.body) else { return None };
+    let params: Map<String, Value> =
+        body.into_iter().filter(|(name, _)| name == "external_id" || name == "name").collect();
+    (!params.is_empty()).then_some(Value::Object(params))
 }
 
 fn required_text(body: &Map<String, Value>, name: &str) -> Result<String, ApiError> {

@@ -70,6 +70,21 @@
 //! executor used (a fencing token lower than the newest, an `If-Match` on an older version) is
 //! what stops such a write from ever reaching the ledger.
 //!
+//! # Refusals
+//!
+//! [`REFUSAL_RESPECTED`] judges what an executor did after a service refused one of its writes
+//! with a status a person must act on (400 or 422: the input; 401 or 403: a credential or a
+//! permission). A fake records such a refusal in its journal with what the refused request
+//! asked for (`JournalEntry::params`, in its effect's parameter names), which attributes it to
+//! an intent as an effect is attributed; an effect of that intent whose request reached the
+//! service after the refusal (journal order), from the worker life that got it (the journal's
+//! origin), is a write the service had said must wait for a person. A send that left before
+//! the refusal and landed late is none, nor is one from another life, which may never have
+//! learnt of the refusal (its predecessor killed before it read the answer). Not judged when
+//! no write of an intent was refused that way. [`HONEST_TERMINAL_STATES`] holds the claim that
+//! goes with such a refusal to the ledger: an `escalated` intent whose evidence says
+//! `could_duplicate: false` (going on cannot write twice) must have no effect.
+//!
 //! # Hazards
 //!
 //! [`hazards`] lists the safeguards a contract offered that a write did not use, whatever the
@@ -107,6 +122,7 @@ mod claims;
 mod duplicates;
 mod hazards;
 mod lineage;
+mod refusals;
 mod stale;
 mod status;
 #[cfg(test)]
@@ -119,7 +135,8 @@ use attribution::Facts;
 /// exclusive).
 pub const NO_DUPLICATE_EFFECT: &str = "no-duplicate-effect";
 /// `confirmed` only with exactly one effect carrying exactly the authorised parameters;
-/// `failed` only with no effect; and no effect with parameters nobody authorised.
+/// `failed` only with no effect, and `escalated` with `could_duplicate: false` (going on cannot
+/// write twice) only with none either; and no effect with parameters nobody authorised.
 pub const HONEST_TERMINAL_STATES: &str = "honest-terminal-states";
 /// `escalated` carries evidence; no `confirmed` without an effect, no `failed` with one.
 pub const UNKNOWN_IS_NOT_A_LIE: &str = "unknown-is-not-a-lie";
@@ -138,9 +155,13 @@ pub const WORKFLOW: &str = "workflow";
 pub const NO_STALE_WRITE: &str = "no-stale-write";
 /// After heal and reconcile, every intent is terminal.
 pub const LIVENESS: &str = "liveness";
+/// Once a service refused an intent's write with 400, 401, 403 or 422 (a person must fix the
+/// input or a permission, and propose again), no later send of that intent by the worker life
+/// that got the refusal takes effect.
+pub const REFUSAL_RESPECTED: &str = "refusal-respected";
 
 /// Every invariant, in the order [`check`] returns their verdicts.
-pub const INVARIANTS: [&str; 8] = [
+pub const INVARIANTS: [&str; 9] = [
     NO_DUPLICATE_EFFECT,
     HONEST_TERMINAL_STATES,
     UNKNOWN_IS_NOT_A_LIE,
@@ -149,6 +170,7 @@ pub const INVARIANTS: [&str; 8] = [
     WORKFLOW,
     NO_STALE_WRITE,
     LIVENESS,
+    REFUSAL_RESPECTED,
 ];
 
 /// The verdict on the scenario's `expect` table; it follows the invariants.
@@ -224,6 +246,7 @@ pub fn check(scenario: &Scenario, observed: &Observed) -> Vec<Verdict> {
         run.workflow(),
         run.no_stale_write(),
         run.liveness(),
+        run.refusal_respected(),
         run.expected_states(),
     ]
 }

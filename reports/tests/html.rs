@@ -53,6 +53,7 @@ fn request(
         status: Some(status),
         replayed: false,
         ended_ms: Some(BASE_MS + after_ms),
+        params: None,
     }
 }
 

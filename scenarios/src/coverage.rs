@@ -36,19 +36,10 @@ const EVENTUAL_READ_LAG_MS: u64 = 500;
 /// leaves them out, and the rendering gives the reason instead of a scenario; the catalog's
 /// coverage test fails once one of them is met, so that the entry goes.
 ///
-/// `escalated`: the reference executor escalates an intent when a lookup finds an effect
-/// with other parameters than the intent's (no fake makes one, and no fair fault does), when
-/// its lineage holds an escalated intent, when its stored payload no longer matches its hash
-/// (only a test that writes into the log can do that), or when its lookups still fail past
-/// its deadline (20 s after the first send at the least, while every lookup fault ends with
-/// the heal that starts reconciliation, and a drain ends once no intent is recorded or
-/// submitted). None of these is certain for every correct executor of a fair scenario: one
-/// that keeps an intent `unknown` past the deadline and resolves it after the heal is
-/// correct too.
-pub const UNREACHABLE: &[(&str, &str)] = &[(
-    "an intent expected escalated",
-    "no fair scenario makes escalated certain: no fake or fair fault makes an effect with other parameters than its intent's, and every fault that makes lookups fail ends with the heal",
-)];
+/// None at present. `an intent expected escalated` was one until services could refuse an
+/// intent with a status a person must act on (400, 401, 403, 422), which every correct
+/// executor escalates.
+pub const UNREACHABLE: &[(&str, &str)] = &[];
 
 /// A process event the harness can apply, as a column of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -331,6 +322,16 @@ fn checks(scenarios: &[Scenario]) -> Vec<Check> {
             scenarios: names(&|s| s.expect.values().any(|v| State::parse(v) == Some(state))),
         });
     }
+    // A refusal that needs a person's decision is answered otherwise than one that says "not
+    // now" (429, 503): escalated, never retried.
+    out.push(Check {
+        name: "a reject that needs a decision (400, 401, 403 or 422)".into(),
+        scenarios: names(&|s| {
+            s.faults.iter().any(|f| {
+                matches!(f.rule.fault, FaultSpec::Reject { status, .. } if vocabulary::needs_decision(status))
+            })
+        }),
+    });
     out.push(Check {
         name: "a fault rule with a probability".into(),
         scenarios: names(&|s| s.faults.iter().any(|f| f.rule.probability.is_some())),

@@ -601,7 +601,10 @@ fn build(
         let contract = &contracts[service];
         // Among the kinds the swarm leaves on, those the contract admits: a fault it does not
         // admit would be unfair, and a draw spent on one would be wasted.
-        let fault_of = |kind: usize| fault_for(kind, d.param, contract, service == "chain");
+        // A rejection's status takes a second draw besides `param` (which sizes latencies and
+        // late commits): the top bit of the kind's draw, which the kind's pick hardly feels.
+        let pick = d.param + 3 * u64::from(d.kind >= 32);
+        let fault_of = |kind: usize| fault_for(kind, d.param, pick, contract, service == "chain");
         // Keys faults only where the service takes keys at all: elsewhere they change nothing.
         let keys = Contract::default_for(service).is_some_and(|c| c.idempotency_keys == KeyPolicy::Honored);
         // A late commit needs a settle bound past the timeout; within it, it is latency.
@@ -810,9 +813,21 @@ fn aim_at(rule: &mut FaultRule, action: &ActionSpec, intent: &IntentSpec) {
     }
 }
 
+/// Statuses a rejection answers, one per `pick` (0 to 5): half of them say "not now" (429 and
+/// 503, retried) or "no" (402, a plain failure), half need a person's decision (403, 400,
+/// 422: escalated, never retried). A rejection never executes, so every one is fair.
+const REJECT_STATUSES: [u16; 6] = [429, 503, 402, 403, 400, 422];
+/// A node's: it answers a raw transaction it will not take with a JSON-RPC error, never with
+/// a 402, and over HTTP only the transient ones. A refusal for good (a gateway's 401 or 403)
+/// would leave the refused transfer's nonce unused, and every transfer signed after it waiting
+/// behind that gap for ever (filling it takes a transaction nobody authorised): a case no
+/// correct executor could bring to an end.
+const CHAIN_REJECT_STATUSES: [u16; 2] = [429, 503];
+
 /// The fault of kind `kind` (see [`FAULT_KINDS`]), with parameters sized to the contract
-/// (whether the contract admits it at all is checked by the caller).
-fn fault_for(kind: usize, param: u64, c: &Contract, chain: bool) -> FaultSpec {
+/// (whether the contract admits it at all is checked by the caller); `pick` chooses a
+/// rejection's status.
+fn fault_for(kind: usize, param: u64, pick: u64, c: &Contract, chain: bool) -> FaultSpec {
     match kind {
         0 => FaultSpec::DropAfterCommit,
         1 => FaultSpec::ErrorAfterCommit { status: 500 },
@@ -827,10 +842,13 @@ fn fault_for(kind: usize, param: u64, c: &Contract, chain: bool) -> FaultSpec {
         IGNORE_KEYS => FaultSpec::IgnoreKeys,
         FORGET_KEYS => FaultSpec::ForgetKeys { older_than_ms: Some(c.key_retention_ms) },
         REFUSE => FaultSpec::Refuse,
-        // A node answers a raw transaction it will not take with a JSON-RPC error, never with
-        // a 402; its HTTP rejections are the transient ones, which leave the nonce to be used.
-        REJECT if chain => FaultSpec::Reject { status: [429, 503][param as usize % 2], body: None },
-        REJECT => FaultSpec::Reject { status: [429, 503, 402][param as usize % 3], body: None },
+        REJECT if chain => FaultSpec::Reject {
+            status: CHAIN_REJECT_STATUSES[pick as usize % CHAIN_REJECT_STATUSES.len()],
+            body: None,
+        },
+        REJECT => {
+            FaultSpec::Reject { status: REJECT_STATUSES[pick as usize % REJECT_STATUSES.len()], body: None }
+        }
         _ => FaultSpec::Latency { before_ms: 100 * param, after_ms: 100 * (2 - param) },
     }
 }
@@ -1003,7 +1021,7 @@ mod tests {
     fn the_fault_table_makes_every_kind_of_the_vocabulary() {
         let c = Contract::payments_default();
         let made: std::collections::BTreeSet<&str> =
-            (0..FAULT_KINDS).map(|k| fault_for(k, 0, &c, false).kind()).collect();
+            (0..FAULT_KINDS).map(|k| fault_for(k, 0, 0, &c, false).kind()).collect();
         let known: std::collections::BTreeSet<&str> = vocabulary::rule::FAULT_KINDS.iter().copied().collect();
         assert_eq!(made, known);
     }
@@ -1029,6 +1047,12 @@ mod tests {
                     "read"
                 };
                 seen.insert(format!("{} {} at a {at}", f.service, f.rule.fault.kind()));
+                if let FaultSpec::Reject { status, .. } = f.rule.fault
+                    && vocabulary::needs_decision(status)
+                    && at == "write"
+                {
+                    seen.insert(format!("{} a refusal that needs a decision at a write", f.service));
+                }
                 if f.rule.probability.is_some() {
                     seen.insert("probability".into());
                 }
@@ -1077,6 +1101,9 @@ mod tests {
                     let at = if *kind == "stale_read" { "read" } else { "write" };
                     want(format!("{service} {kind} at a {at}"));
                 }
+            }
+            if *service != "chain" {
+                want(format!("{service} a refusal that needs a decision at a write"));
             }
             want(format!("crash at a {service} write"));
             // A chain's reads are POSTs to the one path its writes use: a crash point counts

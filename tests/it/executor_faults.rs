@@ -28,6 +28,8 @@ struct Case {
     unhealed: bool,
     limits: Limits,
     expect: State,
+    /// For an escalated intent: what `evidence.could_duplicate` must say.
+    could_duplicate: Option<bool>,
 }
 
 impl Case {
@@ -41,7 +43,14 @@ impl Case {
             unhealed: false,
             limits: limits(),
             expect,
+            could_duplicate: None,
         }
+    }
+
+    /// An escalation whose `evidence.could_duplicate` must be `value`.
+    fn could_duplicate(mut self, value: bool) -> Case {
+        self.could_duplicate = Some(value);
+        self
     }
 
     fn contract(mut self, contract: ContractPatch) -> Case {
@@ -128,7 +137,10 @@ fn cases_for(s: &'static str) -> Vec<Case> {
         unique_business_key: unique_off,
         ..ContractPatch::default()
     };
-    let definite = if s == PAYMENTS { 402 } else { 422 };
+    // A refusal that is the intent's answer (402 card declined, 404), and one a person must
+    // act on (403, 400, 422).
+    let definite = if s == PAYMENTS { 402 } else { 404 };
+    let decision = if s == PAYMENTS { 403 } else { 422 };
     vec![
         Case::new(s, "refuse, lookups refused too until the heal", vec![any(Refuse)], Confirmed)
             .faulty_ms(800),
@@ -138,6 +150,13 @@ fn cases_for(s: &'static str) -> Vec<Case> {
             vec![post(s, Reject { status: definite, body: None })],
             Failed,
         ),
+        Case::new(
+            s,
+            &format!("reject {decision} needs a decision: escalated, never retried"),
+            vec![post(s, Reject { status: decision, body: None })],
+            Escalated,
+        )
+        .could_duplicate(false),
         Case::new(
             s,
             "reject 503 is not definite",
@@ -166,6 +185,20 @@ fn cases_for(s: &'static str) -> Vec<Case> {
             vec![
                 first_intent(s, post(s, DropAfterCommit).times(1)),
                 first_intent(s, post(s, Reject { status: definite, body: None }).nth(2)),
+                get(s, StaleRead { lag_ms: 1_500 }),
+            ],
+            Confirmed,
+        )
+        .contract(ContractPatch { unique_business_key: None, ..eventual(1_500) })
+        .faulty_ms(1_900),
+        // The same, refused with a status a person must act on: the refusal is of the
+        // resend, and the lookups find the first send's effect once reads catch up.
+        Case::new(
+            s,
+            &format!("reject {decision} of a retry after a lost reply"),
+            vec![
+                first_intent(s, post(s, DropAfterCommit).times(1)),
+                first_intent(s, post(s, Reject { status: decision, body: None }).nth(2)),
                 get(s, StaleRead { lag_ms: 1_500 }),
             ],
             Confirmed,
@@ -299,7 +332,13 @@ fn guarded_cases(s: &'static str) -> Vec<Case> {
     };
     vec![
         Case::new(s, "refuse the writes until the heal", vec![write(Refuse)], Confirmed).faulty_ms(800),
-        Case::new(s, "reject 400 is definite", vec![write(Reject { status: 400, body: None })], Failed),
+        Case::new(
+            s,
+            "reject 403 needs a decision",
+            vec![write(Reject { status: 403, body: None })],
+            Escalated,
+        )
+        .could_duplicate(false),
         Case::new(
             s,
             "reject 503 is not definite",
@@ -416,6 +455,15 @@ async fn run(case: Case, seed: u64) -> Result<(), String> {
         }
         if intent.state != case.expect {
             problems.push(format!("{} ended {}, expected {}", intent.id, intent.state, case.expect));
+        }
+        if let Some(want) = case.could_duplicate
+            && intent.state == State::Escalated
+            && intent.evidence.could_duplicate != Some(want)
+        {
+            problems.push(format!(
+                "{} escalated with could_duplicate {:?}, expected {want}",
+                intent.id, intent.evidence.could_duplicate
+            ));
         }
     }
     let ledger = rig.fake(case.service).ledger();

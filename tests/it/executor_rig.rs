@@ -342,6 +342,12 @@ pub fn judge(intent: &Intent, effects: &[Effect]) -> Result<(), String> {
         State::Escalated if intent.evidence.key.is_none() => {
             return Err(format!("{}: escalated without evidence", intent.id));
         }
+        State::Escalated if intent.evidence.could_duplicate == Some(false) && !effects.is_empty() => {
+            return Err(format!(
+                "{}: escalated saying going on cannot write twice, but the ledger holds {}",
+                intent.id, effects[0].object_id
+            ));
+        }
         _ => {}
     }
     Ok(())

@@ -9,6 +9,7 @@ mod boundaries;
 mod byo;
 mod byo_python;
 mod executor_crash;
+mod executor_decisions;
 mod executor_faults;
 mod executor_fencing;
 mod executor_lineage;

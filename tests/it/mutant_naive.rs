@@ -7,8 +7,9 @@
 //! idempotency key per intent; a send whose answer is lost makes the intent `unknown`; an
 //! unknown intent is resolved by a same-key resend where the contract makes that safe, or by
 //! a lookup whose "not there" is believed only once the settle and read-lag bounds have
-//! passed; a success from a service whose acks may lie is read back; a replacement waits
-//! for its predecessor; leases with epochs keep two workers off one intent, and the epoch is
+//! passed; a success from a service whose acks may lie is read back; a refusal that needs
+//! a person's decision (401, 403, 400, 422) is never sent again: escalated, or looked up
+//! first where an earlier send may have landed; a replacement waits for its predecessor; leases with epochs keep two workers off one intent, and the epoch is
 //! the fencing token where a service takes one. A put reads the object before its first send
 //! and carries `If-None-Match: *` or `If-Match` of what it read; a transfer is signed once,
 //! with a nonce no other intent of the store holds, before its first broadcast, and every
@@ -136,6 +137,10 @@ pub enum Bug {
     /// final against the clock when its answer is taken in, not when it was asked, so a
     /// worker paused in between believes an answer older than the settle bound.
     SettledWhenRead,
+    /// A refusal that needs a person's decision (401, 403, 400, 422) is taken for a bad
+    /// moment, like a 429: retried within the attempts. Once the permission is granted or the
+    /// input accepted, the retry goes through, and nobody decided anything.
+    RetryA403,
 }
 
 /// The factory: one style, at most one bug.

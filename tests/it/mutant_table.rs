@@ -17,6 +17,7 @@ pub const LINEAGE: &str = check::LINEAGE;
 pub const NO_STALE_WRITE: &str = check::NO_STALE_WRITE;
 pub const LIVENESS: &str = check::LIVENESS;
 pub const WORKFLOW: &str = check::WORKFLOW;
+pub const REFUSAL_RESPECTED: &str = check::REFUSAL_RESPECTED;
 
 /// One broken executor and what must catch it.
 // The benchmark reads only some of the fields.
@@ -63,6 +64,7 @@ pub const MUTANTS: &[Mutant] = &[
             ("payments_forget_keys", HONEST),
             ("payments_ignore_keys", HONEST),
             ("workspaces_crash_during_reconciliation", HONEST),
+            ("permission_denied_after_lost_reply", HONEST),
         ],
         generated: Some(HONEST),
     },
@@ -85,6 +87,7 @@ pub const MUTANTS: &[Mutant] = &[
             ("payments_forget_keys", HONEST),
             ("payments_ignore_keys", HONEST),
             ("workspaces_crash_during_reconciliation", HONEST),
+            ("permission_denied_after_lost_reply", HONEST),
         ],
         generated: Some(HONEST),
     },
@@ -136,6 +139,7 @@ pub const MUTANTS: &[Mutant] = &[
             ("chain_commit_after_timeout", HONEST),
             ("files_put_commit_after_timeout", HONEST),
             ("files_put_stale_read", HONEST),
+            ("permission_denied_after_lost_reply", HONEST),
         ],
         generated: Some(HONEST),
     },
@@ -161,6 +165,7 @@ pub const MUTANTS: &[Mutant] = &[
             ("payments_forget_keys", LIVENESS),
             ("payments_ignore_keys", LIVENESS),
             ("workspaces_crash_during_reconciliation", LIVENESS),
+            ("permission_denied_after_lost_reply", LIVENESS),
         ],
         generated: Some(LIVENESS),
     },
@@ -183,7 +188,11 @@ pub const MUTANTS: &[Mutant] = &[
         bug: Bug::TrustsStaleRead,
         failure_modes: &["stale_read_back", "stale_read"],
         catalog: &[("stale_read_back", NO_DUPLICATE), ("fault_stale_read", NO_DUPLICATE)],
-        also: &[("unknown_state_required", NO_DUPLICATE), ("fault_commit_after_timeout", NO_DUPLICATE)],
+        also: &[
+            ("unknown_state_required", NO_DUPLICATE),
+            ("fault_commit_after_timeout", NO_DUPLICATE),
+            ("permission_denied_after_lost_reply", HONEST),
+        ],
         // Generated cases need a "not there" read before the effect is visible (a stale read,
         // or a commit held past the client's timeout): seed 20 has one at case 19.
         generated: Some(NO_DUPLICATE),
@@ -193,8 +202,9 @@ pub const MUTANTS: &[Mutant] = &[
         style: Style::KeyRetry,
         bug: Bug::KeyOutlivesRetention,
         failure_modes: &["key_retention", "forget_keys"],
-        // pi_9071 cannot take the refund twice, so the late resend is refused, and the
-        // mutant takes the refusal as the intent's answer: `failed` beside the refund.
+        // pi_9071 cannot take the refund twice, so the late resend is refused (400
+        // amount_too_large), and the mutant takes the refusal as the intent's answer:
+        // escalated, saying nothing was done, beside the refund.
         catalog: &[
             ("key_expired_before_reconciliation", HONEST),
             ("fault_forget_keys", NO_DUPLICATE),
@@ -204,6 +214,7 @@ pub const MUTANTS: &[Mutant] = &[
             ("crash_while_refund_in_flight", NO_DUPLICATE),
             ("reconciliation_required", NO_DUPLICATE),
             ("workspaces_crash_during_reconciliation", NO_DUPLICATE),
+            ("permission_denied_after_lost_reply", HONEST),
         ],
         generated: Some(NO_DUPLICATE),
     },
@@ -396,5 +407,21 @@ pub const MUTANTS: &[Mutant] = &[
         // (a stopped read-back, `generate::aimed_steps`); the bug then shows within a few
         // hundred cases in every seed.
         generated: Some(NO_DUPLICATE),
+    },
+    Mutant {
+        name: "retry-a-403",
+        style: Style::KeyRetry,
+        bug: Bug::RetryA403,
+        failure_modes: &["needs_decision"],
+        // The refund is refused with 403 once; the mutant sends it again, the permission is
+        // there by then, and a refund nobody decided on lands.
+        catalog: &[("refund_permission_denied", REFUSAL_RESPECTED)],
+        also: &[
+            ("files_replacement_after_rejection", REFUSAL_RESPECTED),
+            ("chain_replacement_after_rejection", REFUSAL_RESPECTED),
+        ],
+        // A reject that needs a decision on a write is in the generator's table; one that
+        // fires once lets the retry through.
+        generated: Some(REFUSAL_RESPECTED),
     },
 ];

@@ -310,8 +310,9 @@ const MODES_WITHOUT_A_MUTANT: &[(&str, &str)] = &[
     ),
     (
         "reject",
-        "a definite refusal executed nothing: retrying it or giving up harms nobody, and a \
-         refusal taken for a failure is `refusal-releases-replacement`'s bug",
+        "a refusal that says \"not now\" executed nothing: retrying it or giving up harms \
+         nobody; retrying one that needs a decision is `retry-a-403`'s bug, and a refusal taken \
+         for a failure is `refusal-releases-replacement`'s",
     ),
     (
         "latency",

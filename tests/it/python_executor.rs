@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use harness::check::{
-    self, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES, LINEAGE,
-    NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST, WORKFLOW,
+    self, HAZARD_KEY_PAST_RETENTION, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES,
+    LINEAGE, NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST, REFUSAL_RESPECTED, WORKFLOW,
 };
 use harness::live::ExecutorCommand;
 use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
@@ -207,9 +207,6 @@ const VARIANTS: &[(&str, &str, &str)] = &[
     ("trust-200", "silent_noop_refund", HONEST_TERMINAL_STATES),
     ("trust-200", "fault_silent_noop", HONEST_TERMINAL_STATES),
     ("re-sign-after-timeout", "chain_nonce_trap", NO_DUPLICATE_EFFECT),
-    // The expired key executes the refund again; the payment cannot take it, and the refusal
-    // is believed: failed beside the first refund.
-    ("resend-after-key-expiry", "key_expired_before_reconciliation", HONEST_TERMINAL_STATES),
     ("replacement-while-unknown", "amount_changed_while_unknown", LINEAGE),
     // No leases, no row versions, a token that never changes: the woken worker's create (or
     // put with `If-Match: *`) lands on top of its successor's.
@@ -220,17 +217,25 @@ const VARIANTS: &[(&str, &str, &str)] = &[
     ("redo-workflow", "draft_saved_after_lost_reply", NO_DUPLICATE_EFFECT),
     // The approval's ETag is read from a lagging HEAD of the draft: yesterday's.
     ("re-resolve", "step_resolved_once", WORKFLOW),
+    // The 403 lasts one request: the retry goes through, a refund nobody decided on.
+    ("retry-403", "refund_permission_denied", REFUSAL_RESPECTED),
 ];
 
 /// Bugs whose skipped safeguard no catalog scenario can exploit against this executor, because
 /// something else it does right stands in for it: with its leases checked right before every
-/// send and its row versions, `no-fencing` leaves no gap a stopped worker can use. Each scenario
-/// here must pass, list the hazard, and fail under `--strict`.
+/// send and its row versions, `no-fencing` leaves no gap a stopped worker can use; with its
+/// read-back before it believes a refusal of a resend, `resend-after-key-expiry` leaves no
+/// false claim where the resend is refused. Each scenario here must pass, list the hazard, and
+/// fail under `--strict`.
 const HAZARD_VARIANTS: &[(&str, &str, &str)] = &[
     ("no-fencing", "stale_worker_overwrite", HAZARD_NO_FENCING_TOKEN),
     ("no-fencing", "stale_worker_after_lookup", HAZARD_NO_FENCING_TOKEN),
     ("no-fencing", "files_stale_worker_overwrite", HAZARD_NO_PRECONDITION),
     ("no-fencing", "files_stale_worker_after_read", HAZARD_NO_PRECONDITION),
+    // The expired key executes the refund again, and the payment, which cannot take it,
+    // refuses it (400 amount_too_large). A refusal that needs a decision is never believed
+    // where an earlier send may have landed: the read-back finds the first refund.
+    ("resend-after-key-expiry", "key_expired_before_reconciliation", HAZARD_KEY_PAST_RETENTION),
 ];
 
 #[test]

@@ -414,3 +414,26 @@ async fn boto3_multipart_bad_input_gets_s3s_errors() {
     let objects: Vec<&str> = run.puts().iter().map(|e| e.object_id.as_str()).collect();
     assert_eq!(objects, ["reports/exists.txt", "reports/fine.bin"], "only what completed is an effect");
 }
+
+/// A bucket whose policy denies writes: boto3 raises `AccessDenied` (403) for the put at once,
+/// without a retry (a permission is no transient error), nothing is stored, the journal keeps
+/// what the put asked for, and the object already there can still be read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_meets_access_denied_on_a_bucket_it_may_not_write() {
+    let run = run_boto3(&["put key=sealed.log body=rewritten", "get key=sealed.log"], vec![], |files| {
+        files.seed_object("reports", "sealed.log", b"sealed").unwrap();
+        files.seed_read_only_bucket("reports").unwrap();
+    })
+    .await;
+    let denied = run.step(0);
+    assert_eq!((&denied["ok"], &denied["status"]), (&json!(false), &json!(403)), "{denied:#}");
+    assert_eq!(
+        (&denied["error"]["Code"], &denied["error"]["Message"]),
+        (&json!("AccessDenied"), &json!("Access Denied"))
+    );
+    assert_eq!(attempts(denied).len(), 1, "boto3 does not retry a 403: {denied:#}");
+    assert_eq!(run.step(1)["ok"], true, "{:#}", run.step(1));
+    assert!(run.ledger.is_empty(), "{:#?}", run.ledger);
+    let put = run.journal.iter().find(|e| e.method == "PUT").expect("the put is journaled");
+    assert_eq!(put.params, Some(json!({"bucket": "reports", "key": "sealed.log", "body": "rewritten"})));
+}

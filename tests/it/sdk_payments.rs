@@ -420,3 +420,54 @@ async fn stripe_python_survives_a_lost_reply_on_a_confirmed_create_with_one_inte
     assert_eq!(created[0].idempotency_key.as_deref(), Some(key.as_str()));
     assert_eq!(step(&run, 1)["object"]["amount"], 3000, "{}", run.seen);
 }
+
+/// What stripe-python makes of the refusals that need a decision: a restricted key without
+/// the refund permission is a `PermissionError` (403) and a refund larger than the payment an
+/// `InvalidRequestError` (400 `amount_too_large`); neither is retried by the SDK, nothing is
+/// refunded, and the journal keeps what each asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_python_sees_a_missing_permission_and_an_amount_too_large_as_stripe_says_them() {
+    let key = "rk_test_51Readonly0000000000ab12";
+    let run = run_payments(
+        "stripe_refunds.py",
+        &[
+            "create amount=8000",
+            &format!("seed_key key={key} permissions=rak_refund_read"),
+            &format!("use_key key={key}"),
+            "create amount=1000",
+            "list",
+        ],
+        vec![],
+    )
+    .await;
+    let too_large = &step(&run, 0)["error"];
+    assert_eq!(
+        (&too_large["class"], &too_large["code"], &too_large["param"]),
+        (&"InvalidRequestError".into(), &"amount_too_large".into(), &"amount".into()),
+        "{}",
+        run.seen
+    );
+    let denied = step(&run, 3);
+    assert_eq!(denied["status"], 403, "{denied}");
+    assert_eq!(
+        (&denied["error"]["class"], &denied["error"]["type"]),
+        (&"PermissionError".into(), &"invalid_request_error".into())
+    );
+    let message = denied["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("'rak_refund_write' permission would allow this request to continue"),
+        "{message}"
+    );
+    assert_eq!(step(&run, 4)["ok"], true, "the key may read refunds: {}", run.seen);
+    assert!(refunds(&run).is_empty());
+    let refused: Vec<(Option<u16>, Option<Value>)> =
+        run.requests("POST", "/v1/refunds").into_iter().map(|e| (e.status, e.params.clone())).collect();
+    assert_eq!(
+        refused,
+        vec![
+            (Some(400), Some(serde_json::json!({"payment_intent": "pi_1", "amount": 8000}))),
+            (Some(403), Some(serde_json::json!({"payment_intent": "pi_1", "amount": 1000}))),
+        ],
+        "one request each: the SDK retries neither"
+    );
+}

@@ -20,9 +20,13 @@ Each STEP is one argument, an operation and its `name=value` parameters:
       client.v1.refunds.retrieve; the id defaults to the last refund created.
   jump by_ms=N
       POST BASE_URL/__twice/clock/jump (the fake's control API), not the SDK.
+  seed_key key=rk_... permissions=rak_refund_read[,rak_...]
+      POST BASE_URL/__twice/seed: makes `key` a restricted key with these permissions.
+  use_key key=...
+      The steps after it use a client with this API key.
 
 The client is StripeClient("sk_test_x", base_addresses={"api": BASE_URL},
-max_network_retries=2). Prints one JSON line: {"steps": [...]}, one entry per STEP with
+max_network_retries=2), until a `use_key` step. Prints one JSON line: {"steps": [...]}, one entry per STEP with
 "ok", "status", "headers" (relevant response headers, lowercased), and either "class" and
 "object" (the SDK object's class name and data) or "error" (the exception's class, message,
 type and code).
@@ -80,7 +84,11 @@ def main(argv):
     if len(argv) < 3:
         usage(__doc__)
     base_url = argv[1].rstrip("/")
-    client = stripe.StripeClient("sk_test_x", base_addresses={"api": base_url}, max_network_retries=2)
+
+    def client_for(api_key):
+        return stripe.StripeClient(api_key, base_addresses={"api": base_url}, max_network_retries=2)
+
+    client = client_for("sk_test_x")
     steps = []
     last_refund = None
     last_intent = None
@@ -143,16 +151,23 @@ def main(argv):
                 if refund_id is None:
                     usage("retrieve needs id=... or an earlier successful create")
                 steps.append(success(op, client.v1.refunds.retrieve(refund_id)))
-            elif op == "jump":
-                body = json.dumps({"by_ms": int(params.pop("by_ms"))}).encode()
+            elif op in ("jump", "seed_key"):
+                if op == "jump":
+                    path, body = "/__twice/clock/jump", {"by_ms": int(params.pop("by_ms"))}
+                else:
+                    key = {"key": params.pop("key"), "permissions": params.pop("permissions").split(",")}
+                    path, body = "/__twice/seed", {"restricted_keys": [key]}
                 request = urllib.request.Request(
-                    base_url + "/__twice/clock/jump",
-                    data=body,
+                    base_url + path,
+                    data=json.dumps(body).encode(),
                     headers={"Content-Type": "application/json"},
                     method="POST",
                 )
                 with urllib.request.urlopen(request, timeout=10) as response:
                     steps.append({"op": op, "ok": True, "status": response.status, "object": json.load(response)})
+            elif op == "use_key":
+                client = client_for(params.pop("key"))
+                steps.append({"op": op, "ok": True})
             else:
                 usage(f"unknown operation {op!r}\n\n{__doc__}")
         except stripe.StripeError as e:

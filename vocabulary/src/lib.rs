@@ -18,7 +18,7 @@
 //! - [`FaultRule`] and [`FaultSpec`] ([`rule`]): the public rule format of `docs/faults.md`.
 //! - [`Effect`] and [`JournalEntry`] ([`record`]): what took effect (a ledger's line, the
 //!   truth a checker reads) and what was asked (a journal's line, with the worker life that
-//!   sent it).
+//!   sent it, and for a refusal that needs a decision ([`needs_decision`]) what it asked for).
 //! - [`State`] ([`state`]): where an intent is in its life (`docs/protocol.md` §7).
 //! - [`ActionSpec`] ([`action`]): one row per action an agent can propose, with its service,
 //!   the ledger kind of its effects, its business key and its parameters. Adding an action is
@@ -42,7 +42,7 @@ pub use action::{
 };
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use contract::{Acks, Contract, ContractPatch, DAY_MS, KeyPolicy, Reads};
-pub use record::{Applied, Effect, JournalEntry};
+pub use record::{Applied, DECISION_STATUSES, Effect, JournalEntry, needs_decision};
 pub use rule::{FaultRule, FaultSpec};
 pub use state::State;
 pub use workflow::{ParamRef, WORKFLOWS_FEATURE};

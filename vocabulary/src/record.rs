@@ -59,4 +59,24 @@ pub struct JournalEntry {
     /// Service time at which the request ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_ms: Option<u64>,
+    /// A write refused with a status that needs a decision ([`needs_decision`]): the
+    /// parameters it asked for, named as in the effect it would have made (a refund's
+    /// `payment_intent` and `amount`, a workspace's `external_id` and `name`, an object's
+    /// `bucket`, `key` and `body`, a transfer's `to` and `value`), as far as the service could
+    /// read them. What tells a checker which intent the service refused; absent on every
+    /// other request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<serde_json::Value>,
+}
+
+/// The statuses of a refusal that a person must act on before the intent can go on: 400 and
+/// 422 (the input is invalid), 401 (the credentials are not accepted) and 403 (they lack a
+/// permission). Sending the same request again gets the same answer, so an executor does not
+/// retry it; unlike 429 and 503, which say "not now".
+pub const DECISION_STATUSES: [u16; 4] = [400, 401, 403, 422];
+
+/// Whether an answer with `status` refuses a write until a person decides
+/// ([`DECISION_STATUSES`]).
+pub fn needs_decision(status: u16) -> bool {
+    DECISION_STATUSES.contains(&status)
 }

@@ -28,4 +28,5 @@ BUGS = {
     "constant-fencing-token": "a constant Fencing-Token: 1 and If-Match: * keep a stale worker out, so leases and row versions are not needed",
     "redo-workflow": "after a restart, an unfinished workflow runs again from its start: done steps sent again",
     "re-resolve": "a step's references are read from the services at every send, not from its own record",
+    "retry-403": "a refusal that needs a decision (401, 403, 400, 422) is a bad moment, retried like a 429",
 }

@@ -14,6 +14,9 @@ It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the refere
   still retained); a "not there" from a lookup is believed only once nothing in flight can
   still land and no read can still lag;
 - where acks may lie, a success is read back before it is believed;
+- a refusal a person must act on (401, 403, 400, 422) is never sent again: the intent goes to a
+  person (`escalated`) with the service's words and whether going on could write twice, once
+  no earlier send of it can have landed (a lookup first, where one may have);
 - leases with fencing tokens keep two workers off one intent; a replacement waits for the
   intent it replaces; what cannot be decided goes to a person (`escalated`) with evidence;
 - a workflow step (`after`) waits for the intents it comes after, and resolves its parameter
@@ -54,6 +57,7 @@ from services import (
     FAILED,
     FENCED,
     FOUND,
+    NEEDS_DECISION,
     NOT_EXECUTED,
     REJECTED,
     SUPERSEDED,
@@ -338,6 +342,8 @@ class Executor:
         try:
             payload = self.checked_payload(intent)
         except ValueError as problem:
+            # Not executed now; an earlier send of it may have been, if it went out.
+            leased.evidence["could_duplicate"] = intent.maybe_executed or intent.state in ("submitted", "unknown")
             self.escalate(intent, leased, f"not executed: {problem}", tally)
             return
         if intent.state == "blocked":
@@ -551,6 +557,8 @@ class Executor:
         new.last_sent_ms = now
         new.evidence.update(key=new.key, last_sent_ms=now)
         new.evidence.setdefault("first_sent_ms", now)
+        # Whether an earlier send may have landed: a refusal of this one says nothing of it.
+        maybe_landed = leased.maybe_executed or believe_answer
         if believe_answer:
             # The service replays the first answer under this key if the first send landed, so
             # what comes back is the intent's answer.
@@ -564,14 +572,19 @@ class Executor:
         tally.add("sent")
         outcome = service.write(new, params, fencing_token=new.lease_epoch)
         read_back = None
-        if (outcome.kind == DONE and service.reads_back_success()) or outcome.kind == CONFLICT:
-            # A success that may be hollow, or a refusal our own earlier send may have caused.
+        if (
+            (outcome.kind == DONE and service.reads_back_success())
+            or outcome.kind == CONFLICT
+            or (outcome.kind == NEEDS_DECISION and maybe_landed)
+        ):
+            # A success that may be hollow, a refusal our own earlier send may have caused, or
+            # a refusal of a resend whose earlier send may have landed.
             read_back = service.lookup(new, params)
         if now_ms() > new.lease_until_ms:
             return  # the lease ran out while the request was out: our view is stale, write nothing
-        self.record_outcome(new, params, service, outcome, read_back, tally)
+        self.record_outcome(new, params, service, outcome, read_back, tally, maybe_landed)
 
-    def record_outcome(self, sent, params, service, outcome, read_back, tally):
+    def record_outcome(self, sent, params, service, outcome, read_back, tally, maybe_landed=False):
         new = sent.copy()
         limits = self.limits
         kind, error = outcome.kind, outcome.error
@@ -603,6 +616,28 @@ class Executor:
                 seen = f"{read_back.kind} {read_back.detail}".strip()
                 new.evidence["last_error"] = f"a success the read-back did not show ({seen})"
                 state, note = "unknown", "a success the read-back did not show"
+        elif kind == NEEDS_DECISION:
+            # Never sent again: a person must fix the permission or the input and propose
+            # again. The first such refusal is kept, whatever later lookups say.
+            decision = new.evidence.setdefault("decision", {"status": outcome.status, "error": outcome.words})
+            refused = f"refused with {decision['status']}: {decision['error']}"
+            if not maybe_landed:
+                new.evidence["could_duplicate"] = False
+                state, note = "escalated", f"{refused}; a person must decide, and nothing was done"
+            elif read_back is not None and read_back.kind == FOUND and read_back.params_match:
+                new.evidence["external_id"] = read_back.external_id
+                for field in ("last_error", "decision"):
+                    new.evidence.pop(field, None)
+                state, note = "confirmed", f"confirmed by a read-back: an earlier send of it landed ({refused})"
+            elif read_back is not None and read_back.kind == FOUND:
+                new.evidence["external_id"] = read_back.external_id
+                new.evidence["could_duplicate"] = True
+                state, note = "escalated", f"{refused}; an effect exists with parameters other than the authorised ones"
+            else:
+                # The earlier send may still land, or not show yet: looked up until that is
+                # settled (see decide), never sent again.
+                new.maybe_executed = True
+                state, note = "unknown", f"{refused}; an earlier send may have landed, so it is looked up first"
         elif kind == REJECTED:
             if sent.maybe_executed:
                 state, note = "unknown", f"refused, but an earlier send may have landed: {error}"
@@ -676,7 +711,9 @@ class Executor:
         if service is None:
             return
         now = now_ms()
-        if self.key_protects(before, service.contract, now) and before.attempts < self.limits["attempts_max"]:
+        refused = "decision" in before.evidence  # never sent again: see decide
+        protected = self.key_protects(before, service.contract, now)
+        if protected and not refused and before.attempts < self.limits["attempts_max"]:
             if self.resend_pause_over(before, now):
                 note = "sent again under its key: the service replays the first answer if it landed"
                 self.send(before, leased, params, note, tally, believe_answer=True)
@@ -694,6 +731,10 @@ class Executor:
         leased = self.lease(before, now)  # again: the lookup took time
         if leased is None:
             return
+        if before.state == "submitted":
+            # Its sender died after marking it: it may have been sent. Until a lookup proves
+            # otherwise, a resend's definite refusal does not make that send unsent.
+            leased.maybe_executed = True
         contract, limits = service.contract, self.limits
 
         def write(state, note):
@@ -722,13 +763,23 @@ class Executor:
             limits["escalate_after_ms"], 2 * ((settled_at or 0) - (before.last_sent_ms or 0))
         )
 
+        # The service refused a resend with a status a person must act on: looked up until an
+        # earlier send is found or proven absent, never sent again.
+        decision = before.evidence.get("decision")
         if found.kind == FOUND:
             leased.evidence["external_id"] = found.external_id
             if found.params_match:
-                leased.evidence.pop("last_error", None)
+                for field in ("last_error", "decision"):  # what was refused was a resend
+                    leased.evidence.pop(field, None)
                 write("confirmed", "confirmed by lookup")
             else:
+                leased.evidence["could_duplicate"] = True
                 write("escalated", "an effect exists with parameters other than the authorised ones")
+        elif found.kind == ABSENT and settled and decision:
+            leased.maybe_executed = False
+            leased.evidence["could_duplicate"] = False
+            refused = f"refused with {decision['status']}: {decision['error']}"
+            write("escalated", f"{refused}; no send of it took effect, and none can any more: a person must decide")
         elif found.kind == ABSENT and settled:
             if before.attempts >= limits["attempts_max"] and not holds_a_nonce(before):
                 leased.maybe_executed = False
@@ -744,6 +795,7 @@ class Executor:
             write("failed", f"it can no longer take effect: {found.detail}")
         elif (
             found.kind == ABSENT
+            and not decision
             and service.resend_is_guarded()
             and (before.attempts < limits["attempts_max"] or holds_a_nonce(before))
             and self.resend_pause_over(before, now)
@@ -757,6 +809,7 @@ class Executor:
             self.send(before, leased, params, note, tally)
         elif found.kind == FAILED and overdue:
             leased.evidence["last_error"] = found.detail
+            leased.evidence["could_duplicate"] = True
             write("escalated", f"unresolved past its deadline; the lookup failed: {found.detail}")
         elif before.state == "submitted":
             # Its sender died before recording the answer, and nothing is known yet.
@@ -803,7 +856,8 @@ class Executor:
                 return "failed", cancelled(replaces, by), None
             if verdict == "escalated":
                 text = f"{by}, in the lineage of {replaces}, is escalated; executing this one could do it twice"
-                return "escalated", text, None
+                # Never sent: going on with it cannot repeat anything of its own.
+                return "escalated", text, False
             if verdict == "unresolved":
                 return None
             note = f"unblocked: nothing in the lineage of {replaces} took effect"
@@ -824,8 +878,10 @@ class Executor:
         """What the chain of intents ending at `intent_id` (following `replaces`) established:
         ("executed", by) if one took effect (every action is exclusive: one refund per payment,
         one workspace per external id, one version per object, one transfer per recipient),
-        ("nothing", None) if every one failed, ("escalated", by) if one needs a person, and
-        ("unresolved", None) while one may still take effect."""
+        ("nothing", None) if none took effect or can (each failed, or was escalated with
+        could_duplicate false: refused for a person's decision, which the replacement is),
+        ("escalated", by) if one needs a person and may have taken effect, and ("unresolved",
+        None) while one may still take effect."""
         escalated = None
         current = intent_id
         for _ in range(len(self.log.all()) + 1):  # a chain is no longer than the log
@@ -834,7 +890,9 @@ class Executor:
                 return "escalated", f"{current} (missing from the log)"
             if intent.state == "confirmed":
                 return "executed", intent.id
-            if intent.state == "escalated":
+            if intent.state == "escalated" and intent.evidence.get("could_duplicate") is False:
+                pass  # refused for a decision, certainly without effect: as good as failed
+            elif intent.state == "escalated":
                 escalated = escalated or intent.id
             elif intent.state == "unknown" and bugs.BUG == "replacement-while-unknown":
                 pass  # The bug: an unknown predecessor is taken as one that did nothing.

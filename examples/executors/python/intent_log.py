@@ -168,10 +168,12 @@ def _intent(row):
 
 
 def holds_nonce(intent):
-    """Whether a transfer keeps its claimed nonce: all but one that failed with no send that
-    may have reached the node, whose nonce is unused and goes back to the pool of free ones
-    (else every later transfer would wait for ever behind a nonce nobody will use)."""
-    return intent.state != "failed" or intent.maybe_executed
+    """Whether a transfer keeps its claimed nonce: all but one that failed, or was escalated
+    for a person's decision, with no send that may have reached the node, whose nonce is unused
+    and goes back to the pool of free ones (else every later transfer would wait for ever
+    behind a nonce nobody will use)."""
+    escalated_unsent = intent.state == "escalated" and intent.evidence.get("could_duplicate") is False
+    return not (intent.state == "failed" or escalated_unsent) or intent.maybe_executed
 
 
 class IntentLog:

@@ -30,6 +30,11 @@ import bugs
 # What a write attempt established.
 DONE = "done"  # the service says the effect exists (external_id says which)
 REJECTED = "rejected"  # a definite refusal: this attempt did not execute
+# A definite refusal a person must act on (401, 403: a credential or a permission; 400, 422:
+# the input): this attempt did not execute, and resending it gets the same answer.
+NEEDS_DECISION = "needs_decision"
+# The statuses of such a refusal (vocabulary::DECISION_STATUSES).
+DECISION_STATUSES = (400, 401, 403, 422)
 NOT_EXECUTED = "not_executed"  # certainly not executed, may be sent again (no connection, 429)
 AMBIGUOUS = "ambiguous"  # may or may not have executed: timeout, reset, 5xx, ...
 FENCED = "fenced"  # the service refused our fencing token: a newer worker owns the intent
@@ -58,6 +63,9 @@ class Outcome:
     # CONFLICT only: the state certainly moved on (412, nonce too low), rather than a race
     # lost to a concurrent write (409, replacement underpriced).
     definite: bool = False
+    # NEEDS_DECISION only: the status, and the service's own code and message.
+    status: int | None = None
+    words: str = ""
 
 
 @dataclasses.dataclass
@@ -113,6 +121,15 @@ def transport_outcome(error, timeout_ms):
     return Outcome(AMBIGUOUS, f"{type(error).__name__}: {error}")
 
 
+def decision_outcome(status, words):
+    """A refusal that needs a person's decision, in the service's own words."""
+    if bugs.BUG == "retry-403":
+        # The bug: a refusal is a bad moment, like a 429; once the permission is granted or
+        # the input accepted, the retry goes through, and nobody decided anything.
+        return Outcome(NOT_EXECUTED, f"HTTP {status}: {words}, retried")
+    return Outcome(NEEDS_DECISION, f"HTTP {status}: {words}", status=status, words=words)
+
+
 def http_outcome(status, code, kind, message):
     """What an HTTP error status means, for the JSON services (Stripe-style error bodies)."""
     error = f"HTTP {status}: {message}"
@@ -126,7 +143,10 @@ def http_outcome(status, code, kind, message):
         # Stripe saves no result for a 429: the request did not execute.
         return Outcome(NOT_EXECUTED, error)
     if status == 408 or kind == "idempotency_error":
+        # The same key with other parameters: whose request the key holds, only a lookup tells.
         return Outcome(AMBIGUOUS, error)
+    if status in DECISION_STATUSES:
+        return decision_outcome(status, f"{code or kind}: {message}" if (code or kind) else message)
     if 400 <= status < 500:
         return Outcome(REJECTED, error)
     return Outcome(AMBIGUOUS, error)
@@ -454,6 +474,13 @@ class Files(Service):
             return Outcome(CONFLICT, message, definite=False)
         if status == 429:
             return Outcome(NOT_EXECUTED, message)
+        s3 = error.response.get("Error", {})
+        if status == 400 and s3.get("Code") == "RequestTimeout":
+            # A body that stopped arriving: nothing was stored, and the same put may go through.
+            return Outcome(NOT_EXECUTED, message)
+        if status in DECISION_STATUSES:
+            words = ": ".join(w for w in (s3.get("Code"), s3.get("Message")) if w) or str(error)
+            return decision_outcome(status, words)
         if 400 <= status < 500 and status != 408:
             return Outcome(REJECTED, message)
         return Outcome(AMBIGUOUS, message)
@@ -603,6 +630,14 @@ class Chain(Service):
             message = f"HTTP {status}: {error.response.text[:200]}"
             if status == 429:
                 return Outcome(NOT_EXECUTED, message)
+            if status in DECISION_STATUSES:
+                # What stands in front of the node (its JWT or host check, a gateway) refused us.
+                try:
+                    rpc = error.response.json().get("error") or {}
+                    words = f"JSON-RPC error {rpc['code']}: {rpc['message']}"
+                except (ValueError, AttributeError, KeyError, TypeError):
+                    words = error.response.text[:200]
+                return decision_outcome(status, words)
             if 400 <= status < 500 and status != 408:
                 return Outcome(REJECTED, message)
             return Outcome(AMBIGUOUS, message)

@@ -1,7 +1,9 @@
 //! Lineage: a replacement (`replaces`) waits while anything in the chain of intents it
-//! replaces is unresolved, is cancelled once one of them took effect, runs once all of them
-//! failed, and is escalated when one of them needs a person. What a blocked intent becomes,
-//! from its lineage and from the intents it comes after, is decided in `workflow`.
+//! replaces is unresolved, is cancelled once one of them took effect, runs once none of them
+//! took effect or can (each failed, or was escalated with `could_duplicate` false: the
+//! replacement is the new decision a refusal asked for), and is escalated when one of them
+//! needs a person and may have taken effect. What a blocked intent becomes, from its lineage
+//! and from the intents it comes after, is decided in `workflow`.
 
 use super::Executor;
 use crate::log::LogError;
@@ -11,7 +13,7 @@ use crate::model::State;
 pub(super) enum Lineage {
     /// This intent took effect: a replacement is cancelled.
     Executed(String),
-    /// Every intent in it failed: a replacement may run.
+    /// No intent in it took effect, and none can: a replacement may run.
     NothingExecuted,
     /// Some intent is not resolved yet: a replacement waits.
     Unresolved,
@@ -44,6 +46,9 @@ impl Executor {
             };
             match intent.state {
                 State::Confirmed => return Ok(Lineage::Executed(intent.id)),
+                // Escalated with nothing sent that can have taken effect (a refusal that needs
+                // a decision): as good as failed.
+                State::Escalated if intent.evidence.could_duplicate == Some(false) => {}
                 State::Escalated => {
                     escalated.get_or_insert(intent.id.clone());
                 }

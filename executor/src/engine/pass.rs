@@ -66,6 +66,11 @@ impl Executor {
             let escalate = |mut new: Intent, problem: String| {
                 new.state = State::Escalated;
                 new.evidence.reason = Some(format!("not executed: {problem}"));
+                // Not executed now; an earlier send of it may have been, if it went out.
+                if new.evidence.could_duplicate.is_none() {
+                    new.evidence.could_duplicate =
+                        Some(intent.maybe_executed || matches!(from, State::Submitted | State::Unknown));
+                }
                 planned(new, problem)
             };
             let payload = match intent.payload() {

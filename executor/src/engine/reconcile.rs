@@ -1,7 +1,10 @@
 //! Reconciliation: what a lookup of an uncertain intent (sent by a worker that died, or
 //! `unknown`) leads to: confirmed, failed once a negative answer is final (every request sent
 //! could no longer land and every read could no longer lag), sent again where the key or a
-//! guard makes a resend safe, `unknown`, or escalated past its deadline.
+//! guard makes a resend safe, `unknown`, or escalated past its deadline. An intent whose
+//! resend the service refused with a status a person must act on (`evidence.decision`) is
+//! never sent again: it is confirmed if an earlier send is found, and escalated once none can
+//! have landed.
 
 use super::pass::Planned;
 use super::{Executor, SAFETY_MARGIN_MS};
@@ -50,7 +53,12 @@ impl Executor {
             return Decision::Stay;
         };
         let contract = &service.contract;
-        let Some(leased) = self.lease(intent, now) else { return Decision::Stay };
+        let Some(mut leased) = self.lease(intent, now) else { return Decision::Stay };
+        // A worker that died after marking it submitted may have sent it: until a lookup
+        // proves otherwise, a resend's definite refusal does not make that send unsent.
+        if intent.state == State::Submitted {
+            leased.maybe_executed = true;
+        }
         let write = |mut new: Intent, state: State, note: String| {
             new.state = state;
             new.evidence.reason = Some(note.clone());
@@ -79,20 +87,40 @@ impl Executor {
                 .max(settled_at.unwrap_or(0).saturating_sub(intent.last_sent_ms.unwrap_or(0)) * 2)
         });
         let overdue = deadline.is_some_and(|d| now >= d);
+        // The service refused a resend with a status a person must act on: the intent is
+        // looked up until an earlier send is found or proven absent, and never sent again.
+        let refusal =
+            intent.evidence.decision.as_ref().map(|d| format!("refused with {}: {}", d.status, d.error));
         match found {
             Lookup::Found { external_id, params_match: true } => {
                 let mut new = leased;
                 new.evidence.external_id = Some(external_id);
                 new.evidence.last_error = None;
+                // What was refused was a resend: the intent took effect before it.
+                new.evidence.decision = None;
                 write(new, State::Confirmed, "confirmed by lookup".into())
             }
             Lookup::Found { external_id, params_match: false } => {
                 let mut new = leased;
                 new.evidence.external_id = Some(external_id);
+                new.evidence.could_duplicate = Some(true);
                 write(
                     new,
                     State::Escalated,
                     "an effect exists with parameters other than the authorised ones".into(),
+                )
+            }
+            Lookup::Absent if settled && refusal.is_some() => {
+                let mut new = leased;
+                new.maybe_executed = false;
+                new.evidence.could_duplicate = Some(false);
+                let refused = refusal.unwrap_or_default();
+                write(
+                    new,
+                    State::Escalated,
+                    format!(
+                        "{refused}; no send of it took effect, and none can any more: a person must decide"
+                    ),
                 )
             }
             Lookup::Absent if settled => {
@@ -141,7 +169,7 @@ impl Executor {
                     .last_sent_ms
                     .is_none_or(|t| now >= t + limits.request_timeout_ms * u64::from(intent.attempts.max(1)));
                 let attempts_left = intent.attempts < limits.attempts_max || intent.evidence.holds_a_nonce();
-                if (key_safe || guarded) && paused_enough && attempts_left {
+                if (key_safe || guarded) && paused_enough && attempts_left && refusal.is_none() {
                     let before = leased.clone();
                     let new = self.submitted(leased, now, false);
                     let note = match action {
@@ -167,6 +195,7 @@ impl Executor {
                 if overdue {
                     let mut new = leased;
                     new.evidence.last_error = Some(error.clone());
+                    new.evidence.could_duplicate = Some(true);
                     write(
                         new,
                         State::Escalated,

@@ -6,7 +6,7 @@
 use super::Executor;
 use super::pass::Planned;
 use crate::config::Reads;
-use crate::model::{Action, Intent, State};
+use crate::model::{Action, Decision, Intent, State};
 use crate::services::{self, Lookup, WriteOutcome};
 
 /// An intent about to be sent.
@@ -82,7 +82,12 @@ impl Executor {
             WriteOutcome::Done { .. } if !services::read_back_success(&send.action, &service.contract) => {
                 None
             }
-            WriteOutcome::Done { .. } | WriteOutcome::Conflict { .. } => Some(
+            // A refusal of a resend says nothing of an earlier send that may have landed: the
+            // read-back tells whether one did, before a person is asked to decide.
+            WriteOutcome::NeedsDecision { .. } if !send.intent.maybe_executed => None,
+            WriteOutcome::Done { .. }
+            | WriteOutcome::Conflict { .. }
+            | WriteOutcome::NeedsDecision { .. } => Some(
                 services::lookup(
                     &send.action,
                     &send.intent,
@@ -130,6 +135,45 @@ impl Executor {
                     (State::Unknown, format!("rejected, but an earlier attempt may have landed: {error}"))
                 } else {
                     (State::Failed, format!("rejected: {error}"))
+                }
+            }
+            WriteOutcome::NeedsDecision { status, error } => {
+                new.evidence.last_error = Some(format!("HTTP {status}: {error}"));
+                let decision = new.evidence.decision.get_or_insert(Decision { status, error }).clone();
+                let refused = format!("refused with {}: {}", decision.status, decision.error);
+                match read_back {
+                    // No send of it can have taken effect: the refusal is the intent's answer.
+                    _ if !sent.maybe_executed => {
+                        new.evidence.could_duplicate = Some(false);
+                        (State::Escalated, format!("{refused}; a person must decide, and nothing was done"))
+                    }
+                    Some(Lookup::Found { external_id, params_match: true }) => {
+                        new.evidence.external_id = Some(external_id);
+                        new.evidence.last_error = None;
+                        new.evidence.decision = None;
+                        (
+                            State::Confirmed,
+                            format!("confirmed by a read-back: an earlier send of it landed ({refused})"),
+                        )
+                    }
+                    Some(Lookup::Found { external_id, params_match: false }) => {
+                        new.evidence.external_id = Some(external_id);
+                        new.evidence.could_duplicate = Some(true);
+                        (
+                            State::Escalated,
+                            format!(
+                                "{refused}; an effect exists with parameters other than the authorised ones"
+                            ),
+                        )
+                    }
+                    // An earlier send may still land or not be visible yet: the intent is
+                    // looked up until that is settled, and never sent again.
+                    Some(_) | None => (
+                        State::Unknown,
+                        format!(
+                            "{refused}; an earlier send may have landed, so it is looked up before a person decides"
+                        ),
+                    ),
                 }
             }
             WriteOutcome::NotExecuted { error } => {

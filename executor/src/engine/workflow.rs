@@ -122,7 +122,9 @@ impl Executor {
                         reason: Some(format!(
                             "{by}, in the lineage of {old}, is escalated; executing this one could do it twice"
                         )),
-                        could_duplicate: None,
+                        // This one was never sent: going on with it is for the person who
+                        // decides on `by`, and cannot repeat anything of its own.
+                        could_duplicate: Some(false),
                     }));
                 }
                 Lineage::Unresolved => return Ok(None),

@@ -116,6 +116,15 @@ pub(super) fn classify_broadcast(intent: &Intent, response: &HttpResponse) -> Wr
     match response.status {
         200 => {}
         429 => return WriteOutcome::NotExecuted { error },
+        // What stands in front of the node (its JWT or host check, a provider's gateway)
+        // refused the request before the node saw it.
+        status if vocabulary::needs_decision(status) => {
+            let words = match rpc_reply(response) {
+                Some(Rpc::Error { code, message }) => format!("JSON-RPC error {code}: {message}"),
+                _ => excerpt(&response.body),
+            };
+            return WriteOutcome::NeedsDecision { status, error: words };
+        }
         400..=499 if response.status != 408 => return WriteOutcome::Rejected { error },
         _ => return WriteOutcome::Ambiguous { error },
     }

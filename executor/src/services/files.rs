@@ -60,6 +60,19 @@ pub(super) fn classify_put(body: &str, response: &HttpResponse) -> WriteOutcome 
         409 => WriteOutcome::Conflict { error, definite: false },
         429 => WriteOutcome::NotExecuted { error },
         408 => WriteOutcome::Ambiguous { error },
+        // S3 answers a body that stopped arriving with 400 `RequestTimeout`: nothing was
+        // stored, and the same request may well go through (boto3 retries it).
+        400 if s3_field(response, "Code").as_deref() == Some("RequestTimeout") => {
+            WriteOutcome::NotExecuted { error }
+        }
+        status if vocabulary::needs_decision(status) => {
+            let words = match (s3_field(response, "Code"), s3_field(response, "Message")) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code,
+                _ => excerpt(&response.body),
+            };
+            WriteOutcome::NeedsDecision { status, error: words }
+        }
         400..=499 => WriteOutcome::Rejected { error },
         _ => WriteOutcome::Ambiguous { error },
     }
@@ -120,15 +133,18 @@ fn header(response: &HttpResponse, name: &str) -> Option<String> {
     response.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string())
 }
 
+/// One element of S3's XML error body (`Code`, `Message`).
+fn s3_field(response: &HttpResponse, name: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(&response.body);
+    let open = format!("<{name}>");
+    let start = text.find(&open)? + open.len();
+    let end = text[start..].find(&format!("</{name}>"))? + start;
+    Some(text[start..end].to_string())
+}
+
 /// `HTTP 412: PreconditionFailed: At least one of ...`, from S3's XML error body.
 fn describe_s3(response: &HttpResponse) -> String {
-    let text = String::from_utf8_lossy(&response.body);
-    let field = |name: &str| {
-        let open = format!("<{name}>");
-        let start = text.find(&open)? + open.len();
-        let end = text[start..].find(&format!("</{name}>"))? + start;
-        Some(text[start..end].to_string())
-    };
+    let field = |name: &str| s3_field(response, name);
     match (field("Code"), field("Message")) {
         (Some(code), Some(message)) => format!("HTTP {}: {code}: {message}", response.status),
         (Some(code), None) => format!("HTTP {}: {code}", response.status),

@@ -24,6 +24,23 @@ fn a_timeout_is_never_a_no() {
         (answer(429, err("")), "not_executed"),
         (answer(402, err("card_declined")), "rejected"),
         (answer(404, err("resource_missing")), "rejected"),
+        // A person must act on these: a credential, a permission, the input.
+        (answer(400, err("amount_too_large")), "decision"),
+        (answer(400, err("charge_already_refunded")), "decision"),
+        (
+            answer(401, json!({"error": {"type": "invalid_request_error", "message": "Invalid API Key"}})),
+            "decision",
+        ),
+        (answer(403, err("")), "decision"),
+        (answer(422, err("name_invalid")), "decision"),
+        // The key held other parameters: whose, only a lookup can tell.
+        (
+            answer(
+                400,
+                json!({"error": {"type": "idempotency_error", "message": "Keys for idempotent requests can only be used with the same parameters"}}),
+            ),
+            "ambiguous",
+        ),
         (Err(SendError::NotSent("refused".into())), "not_executed"),
         (Err(SendError::Ambiguous("timeout".into())), "ambiguous"),
     ];
@@ -40,6 +57,7 @@ fn kind(outcome: &WriteOutcome) -> &'static str {
     match outcome {
         WriteOutcome::Done { .. } => "done",
         WriteOutcome::Rejected { .. } => "rejected",
+        WriteOutcome::NeedsDecision { .. } => "decision",
         WriteOutcome::NotExecuted { .. } => "not_executed",
         WriteOutcome::Ambiguous { .. } => "ambiguous",
         WriteOutcome::Fenced { .. } => "fenced",
@@ -95,6 +113,9 @@ fn a_put_is_done_only_with_the_md5_of_its_body_and_a_412_is_for_a_read_back() {
         (with_headers(500, &[], &s3("InternalError")), "ambiguous"),
         (with_headers(503, &[], &s3("SlowDown")), "ambiguous"),
         (with_headers(404, &[], &s3("NoSuchBucket")), "rejected"),
+        (with_headers(403, &[], &s3("AccessDenied")), "decision"),
+        (with_headers(400, &[], &s3("InvalidArgument")), "decision"),
+        (with_headers(400, &[], &s3("RequestTimeout")), "not_executed"),
         (with_headers(429, &[], ""), "not_executed"),
         (Err(SendError::Ambiguous("timeout".into())), "ambiguous"),
     ];
@@ -137,11 +158,59 @@ fn a_broadcast_is_read_in_geths_words() {
         (error(-32603, "internal error"), "ambiguous"),
         (answer(500, json!({"error": "boom"})), "ambiguous"),
         (answer(429, json!({})), "not_executed"),
+        (
+            answer(
+                403,
+                json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": "invalid host specified"}}),
+            ),
+            "decision",
+        ),
+        (
+            answer(
+                401,
+                json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": "missing token"}}),
+            ),
+            "decision",
+        ),
         (answer(200, json!("garbage")), "ambiguous"),
         (Err(SendError::NotSent("refused".into())), "not_executed"),
     ];
     for (answer, want) in cases {
         assert_eq!(kind(&classify_write(&transfer, &sent, answer.clone())), want, "{answer:?}");
+    }
+}
+
+/// A refusal that needs a decision carries the service's own code and message, not the
+/// HTTP status (which it keeps apart).
+#[test]
+fn a_refusal_that_needs_a_decision_keeps_the_services_own_words() {
+    let refund = Action::Refund { payment_intent: "pi_1".into(), amount: 8000 };
+    let too_large = json!({"error": {"type": "invalid_request_error", "code": "amount_too_large",
+        "message": "Refund amount (8000) is greater than unrefunded amount on charge (5000)", "param": "amount"}});
+    let put = Action::PutObject { bucket: "audit".into(), key: "k".into(), body: "v".into() };
+    let denied = "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>";
+    let transfer = Action::Transfer { to: format!("0x{}", "b".repeat(40)), value_wei: 1 };
+    let host =
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": "invalid host specified"}});
+    let cases = [
+        (
+            classify_write(&refund, &intent(Evidence::default()), answer(400, too_large)),
+            (
+                400,
+                "amount_too_large: Refund amount (8000) is greater than unrefunded amount on charge (5000)",
+            ),
+        ),
+        (
+            classify_write(&put, &intent(Evidence::default()), with_headers(403, &[], denied)),
+            (403, "AccessDenied: Access Denied"),
+        ),
+        (
+            classify_write(&transfer, &intent(Evidence::default()), answer(403, host)),
+            (403, "JSON-RPC error -32600: invalid host specified"),
+        ),
+    ];
+    for (outcome, (status, error)) in cases {
+        assert_eq!(outcome, WriteOutcome::NeedsDecision { status, error: error.into() });
     }
 }
 

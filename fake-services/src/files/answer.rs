@@ -15,6 +15,12 @@ pub(super) fn not_implemented(what: &str) -> S3Error {
     S3Error::new(400, "NotImplemented", format!("The files fake does not implement {what}."))
 }
 
+/// What S3 answers a request its caller's permissions (a bucket policy, an IAM policy) do not
+/// allow.
+pub(super) fn access_denied() -> S3Error {
+    S3Error::new(403, "AccessDenied", "Access Denied")
+}
+
 pub(super) fn no_such_bucket(bucket: &str) -> S3Error {
     S3Error::new(404, "NoSuchBucket", "The specified bucket does not exist").with("BucketName", bucket)
 }

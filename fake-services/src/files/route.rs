@@ -71,6 +71,27 @@ pub(super) enum Op {
 }
 
 impl Op {
+    /// The bucket of a request that would store, delete or upload an object (what a policy
+    /// denying writes refuses); `None` for reads and bucket requests.
+    pub(super) fn object_write(&self) -> Option<&str> {
+        match self {
+            Op::PutObject { bucket, .. }
+            | Op::DeleteObject { bucket, .. }
+            | Op::DeleteObjects { bucket }
+            | Op::CreateMultipartUpload { bucket, .. }
+            | Op::UploadPart { bucket, .. }
+            | Op::CompleteMultipartUpload { bucket, .. }
+            | Op::AbortMultipartUpload { bucket, .. } => Some(bucket),
+            Op::ListBuckets
+            | Op::CreateBucket { .. }
+            | Op::HeadBucket { .. }
+            | Op::ListObjects { .. }
+            | Op::DeleteBucket { .. }
+            | Op::GetObject { .. }
+            | Op::ListParts { .. } => None,
+        }
+    }
+
     /// S3's name for the operation (what a rule's `where = {operation = ...}` matches).
     pub(super) fn name(&self, method: &str) -> &'static str {
         match self {

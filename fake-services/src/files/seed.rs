@@ -26,6 +26,15 @@ pub(super) fn seed_bucket(state: &mut FilesState, name: &str, now_ms: u64) -> Re
     Ok(())
 }
 
+/// Makes `name` a bucket whose policy denies every write (creating it if needed): its
+/// objects may be read, and every request that would store, delete or upload one is answered
+/// 403 `AccessDenied`, before anything is stored.
+pub(super) fn seed_read_only_bucket(state: &mut FilesState, name: &str, now_ms: u64) -> Result<(), String> {
+    seed_bucket(state, name, now_ms)?;
+    state.read_only.insert(name.to_string());
+    Ok(())
+}
+
 pub(super) fn seed_object(
     state: &mut FilesState,
     bucket: &str,
@@ -69,6 +78,8 @@ pub(super) fn seed_from_json(
         buckets: Vec<String>,
         #[serde(default)]
         objects: Vec<SeedObject>,
+        #[serde(default)]
+        read_only_buckets: Vec<String>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -81,7 +92,7 @@ pub(super) fn seed_from_json(
     }
     let seed: Seed = serde_json::from_slice(body).map_err(|e| {
         format!(
-            "expected {{\"buckets\": [\"reports\"], \"objects\": [{{\"bucket\": \"reports\", \"key\": \"q3.csv\", \"body\": \"text\"}}]}}: {e}"
+            "expected {{\"buckets\": [\"reports\"], \"objects\": [{{\"bucket\": \"reports\", \"key\": \"q3.csv\", \"body\": \"text\"}}], \"read_only_buckets\": [\"audit\"]}}: {e}"
         )
     })?;
     let mut buckets = Vec::new();
@@ -95,5 +106,11 @@ pub(super) fn seed_from_json(
             seed_object(&mut inner.state, &o.bucket, &o.key, o.body.as_bytes(), o.content_type, now_ms)?;
         objects.push(json!({"bucket": o.bucket, "key": o.key, "etag": etag, "size": o.body.len()}));
     }
-    Ok(json!({"buckets": buckets, "objects": objects}))
+    // After the objects: seeding fills a bucket the caller may not write.
+    let mut read_only = Vec::new();
+    for name in seed.read_only_buckets {
+        seed_read_only_bucket(&mut inner.state, &name, now_ms)?;
+        read_only.push(name);
+    }
+    Ok(json!({"buckets": buckets, "objects": objects, "read_only_buckets": read_only}))
 }

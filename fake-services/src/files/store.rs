@@ -4,7 +4,7 @@
 //! alone decides what a stale read can see: a key keeps the versions of the last
 //! [`HISTORY_MS`], and a read as of an earlier time finds the version current then.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -117,6 +117,9 @@ pub struct FilesState {
     /// Bytes held by the parts of every upload in progress, kept as parts come and go so
     /// that the bound on them is checked without a scan under the lock.
     pub(super) upload_bytes: usize,
+    /// Buckets whose policy denies the caller every write: their objects may be read, and
+    /// every request that would store, delete or upload one is 403 `AccessDenied`.
+    pub(super) read_only: BTreeSet<String>,
 }
 
 pub(super) fn object_id(bucket: &str, key: &str) -> String {

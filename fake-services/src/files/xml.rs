@@ -65,7 +65,8 @@ impl S3Error {
     pub fn from_api(error: &ApiError) -> Self {
         let (code, standard) = standard_for(error.status);
         let code = error.code.unwrap_or(code);
-        let message = if error.kind == "api_error" { standard.to_string() } else { error.message.clone() };
+        let generic = error.standard || error.kind == "api_error";
+        let message = if generic { standard.to_string() } else { error.message.clone() };
         S3Error::new(error.status, code, message)
     }
 }
@@ -73,6 +74,10 @@ impl S3Error {
 /// The code and message S3 uses for a bare status.
 fn standard_for(status: u16) -> (&'static str, &'static str) {
     match status {
+        400 => ("InvalidArgument", "Invalid Argument"),
+        // S3 itself answers 403 for credentials it does not accept; a 401 comes from what
+        // stands in front of it (a proxy, a gateway), in the words S3-compatible stores use.
+        401 => ("Unauthorized", "The request was not authenticated."),
         403 => ("AccessDenied", "Access Denied"),
         404 => ("NoSuchKey", "The specified key does not exist."),
         405 => ("MethodNotAllowed", "The specified method is not allowed against this resource."),
@@ -88,6 +93,7 @@ fn standard_for(status: u16) -> (&'static str, &'static str) {
         412 => ("PreconditionFailed", "At least one of the pre-conditions you specified did not hold"),
         413 => ("EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size."),
         416 => ("InvalidRange", "The requested range is not satisfiable"),
+        422 => ("UnprocessableEntity", "The request was well formed but could not be processed."),
         429 | 503 => ("SlowDown", "Please reduce your request rate."),
         501 => ("NotImplemented", "A header you provided implies functionality that is not implemented."),
         500..=599 => ("InternalError", "We encountered an internal error. Please try again."),

@@ -10,3 +10,4 @@ mod files;
 mod multipart;
 mod payment_intents;
 mod props;
+mod refusals;

@@ -1,5 +1,6 @@
 //! Claims against ledgers: `honest-terminal-states` (a terminal claim the ledger bears out,
-//! and no effect nobody authorised) and `unknown-is-not-a-lie` (an escalation with evidence,
+//! an escalation that says going on cannot write twice only where nothing took effect, and no
+//! effect nobody authorised) and `unknown-is-not-a-lie` (an escalation with evidence,
 //! no confirmation without an effect, no failure with one).
 
 use serde_json::Value;
@@ -39,6 +40,16 @@ impl Facts<'_> {
             } else if intent.claims(State::Failed) && !intent.effects.is_empty() {
                 lines.push(format!(
                     "{id} claims failed, but the ledger has {} for it",
+                    self.effects_text(&intent.effects)
+                ));
+            } else if intent.claims(State::Escalated)
+                && !intent.effects.is_empty()
+                && intent.claim.and_then(|c| c.evidence.get("could_duplicate")) == Some(&Value::Bool(false))
+            {
+                // A person who trusts that claim and goes on (proposes it again, fixed)
+                // writes twice. Without `could_duplicate` an escalation says nothing of it.
+                lines.push(format!(
+                    "{id} claims escalated with could_duplicate false (going on cannot write twice), but the ledger has {} for it",
                     self.effects_text(&intent.effects)
                 ));
             }

@@ -99,6 +99,16 @@ fn what_a_run_cannot_show_is_not_judged_with_a_reason() {
             NO_DUPLICATE_EFFECT,
             "no intent's action has a ledger",
         ),
+        (
+            "an honest run holds everything",
+            REFUSAL_RESPECTED,
+            "no service refused a write of an intent with 400, 401, 403 or 422",
+        ),
+        (
+            "a refusal that asked for what no intent authorised is no intent's",
+            REFUSAL_RESPECTED,
+            "no service refused a write of an intent",
+        ),
     ];
     let cases = cases();
     for (name, slug, reason) in want {
@@ -167,6 +177,7 @@ fn unused_safeguards_are_hazards_with_the_scenario_that_exploits_them() {
         status: Some(200),
         replayed: false,
         ended_ms: Some(at_ms),
+        params: None,
     };
     let retention_ms = Contract::payments_default().key_retention_ms;
     observed.journals.insert("payments".into(), vec![sent_under_key(0), sent_under_key(retention_ms)]);

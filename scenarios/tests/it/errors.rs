@@ -236,11 +236,6 @@ pub const CASES: &[(&str, &str, &str)] = &[
         "s.toml:11:10: `params` must be a table, found a string",
     ),
     (
-        "refund larger than the payment",
-        "\n[[intents]]\nid = \"r2\"\naction = \"payments.refund\"\nparams = { payment_intent = \"pi_2\", amount = 20000 }\n",
-        "s.toml:11:46: refund of 20000 is more than the 10000 payment intent pi_2 holds (such a refund can only be refused; list a larger amount under [payment_intents])",
-    ),
-    (
         "duplicate intent id",
         "\n[[intents]]\nid = \"r1\"\naction = \"payments.refund\"\nparams = { payment_intent = \"pi_2\", amount = 1 }\n",
         "s.toml:9:6: intent id \"r1\" is already used by intents[0] (intent ids are unique within a scenario)",

@@ -54,6 +54,7 @@ impl Worker {
         if self.style == Style::KeyRetry
             && (self.key_safe(&rec, &contract, now) || guarded)
             && rec.attempts < self.limits().attempts_max
+            && rec.decision.is_none()
         {
             if !paused_enough {
                 return;
@@ -145,8 +146,20 @@ impl Worker {
             Lookup::Found { external_id, params_match } => {
                 rec.external_id = Some(external_id);
                 rec.state = if params_match { St::Confirmed } else { St::Escalated };
+                if params_match {
+                    rec.decision = None;
+                } else {
+                    rec.could_duplicate = Some(true);
+                }
                 rec.reason =
                     Some(if params_match { "found by lookup" } else { "found with other parameters" }.into());
+            }
+            // Refused for a decision, and no earlier send landed or can: the person decides.
+            Lookup::Absent if rec.decision.is_some() && self.settled(&rec, contract, looked_at_ms) => {
+                rec.state = St::Escalated;
+                rec.maybe_executed = false;
+                rec.could_duplicate = Some(false);
+                rec.reason = Some("refused, and nothing landed: a person must decide".into());
             }
             // Settled as of when the lookup was sent: a worker paused before reading its answer
             // must not take an old "not there" for a final one.
@@ -170,7 +183,8 @@ impl Worker {
             }
             Lookup::Absent
                 if services::resend_is_guarded(action, contract)
-                    && (rec.attempts < self.limits().attempts_max || rec.holds_a_nonce()) =>
+                    && (rec.attempts < self.limits().attempts_max || rec.holds_a_nonce())
+                    && rec.decision.is_none() =>
             {
                 // Neither a conditional put nor a signed transaction can land twice.
                 if rec.last_sent_ms.is_some_and(|t| now < t + self.limits().request_timeout_ms) {

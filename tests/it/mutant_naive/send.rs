@@ -87,6 +87,10 @@ impl Worker {
             let read_back = match outcome {
                 WriteOutcome::Done { .. } if read_back_done => Some(self.lookup(&rec, action).await),
                 WriteOutcome::Conflict { .. } => Some(self.lookup(&rec, action).await),
+                // A refused resend: did an earlier send land?
+                WriteOutcome::NeedsDecision { .. } if rec.maybe_executed => {
+                    Some(self.lookup(&rec, action).await)
+                }
                 _ => None,
             };
             // Still ours? A worker that lost its lease while the request was out writes nothing.
@@ -184,8 +188,9 @@ impl Worker {
                     .all()
                     .iter()
                     .filter(|r| r.from.as_deref() == Some(key.address()))
-                    // A transfer that failed without reaching the node leaves its nonce unused.
-                    .filter(|r| r.state != St::Failed || r.maybe_executed)
+                    // A transfer that failed (or was escalated for a decision) without reaching
+                    // the node leaves its nonce unused.
+                    .filter(|r| !r.nothing_done())
                     .filter_map(|r| r.nonce)
                     .collect();
                 let mut nonce = facts.pending_nonce;
@@ -222,7 +227,14 @@ impl Worker {
         {
             return WriteOutcome::Done { external_id: String::new() };
         }
-        services::classify_write(action, &rec.as_intent(), answer)
+        match services::classify_write(action, &rec.as_intent(), answer) {
+            // The bug: a refusal is a bad moment, like a 429; once the permission is granted
+            // or the input accepted, the retry goes through, and nobody decided anything.
+            WriteOutcome::NeedsDecision { status, error } if self.has(Bug::RetryA403) => {
+                WriteOutcome::NotExecuted { error: format!("HTTP {status}: {error}, retried") }
+            }
+            other => other,
+        }
     }
 
     /// What an answer makes of the intent.
@@ -263,10 +275,33 @@ impl Worker {
             }
             other if self.has(Bug::NaiveRetry) => {
                 // Whatever went wrong, try again at once; the last answer is the truth.
-                if !matches!(other, WriteOutcome::Rejected { .. }) && rec.attempts < limits.attempts_max {
+                let refused =
+                    matches!(other, WriteOutcome::Rejected { .. } | WriteOutcome::NeedsDecision { .. });
+                if !refused && rec.attempts < limits.attempts_max {
                     return Next::SendAgain(rec, false);
                 }
                 (St::Failed, format!("gave up: {other:?}"))
+            }
+            WriteOutcome::NeedsDecision { status, error } => {
+                rec.last_error = Some(format!("HTTP {status}: {error}"));
+                rec.decision.get_or_insert((status, error));
+                match read_back {
+                    _ if !rec.maybe_executed => {
+                        rec.could_duplicate = Some(false);
+                        (St::Escalated, "refused: a person must decide".to_string())
+                    }
+                    Some(Lookup::Found { external_id, params_match: true }) => {
+                        rec.external_id = Some(external_id);
+                        rec.decision = None;
+                        (St::Confirmed, "refused, but an earlier send landed".to_string())
+                    }
+                    Some(Lookup::Found { external_id, params_match: false }) => {
+                        rec.external_id = Some(external_id);
+                        rec.could_duplicate = Some(true);
+                        (St::Escalated, "refused, beside an effect with other parameters".to_string())
+                    }
+                    _ => (St::Unknown, "refused, but an earlier send may have landed".to_string()),
+                }
             }
             WriteOutcome::Rejected { error } => {
                 rec.last_error = Some(error.clone());
@@ -325,6 +360,7 @@ impl Worker {
             Lookup::Found { external_id, params_match } => {
                 rec.external_id = Some(external_id);
                 rec.state = if params_match { St::Confirmed } else { St::Escalated };
+                rec.could_duplicate = (!params_match).then_some(true);
                 rec.reason = Some("found by the read-back".into());
             }
             _ if self.has(Bug::NoUnknownState) => {

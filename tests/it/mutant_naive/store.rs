@@ -85,6 +85,13 @@ pub(super) struct Rec {
     /// Its references' values, resolved from the predecessors' results before its first send.
     #[serde(default)]
     pub(super) resolved: BTreeMap<String, String>,
+    /// The first refusal that needs a person's decision (401, 403, 400, 422): status and the
+    /// service's own words. A row with one is never sent again.
+    #[serde(default)]
+    pub(super) decision: Option<(u16, String)>,
+    /// On an escalated row: whether a send of it may have taken effect unproven.
+    #[serde(default)]
+    pub(super) could_duplicate: Option<bool>,
 }
 
 impl Rec {
@@ -139,6 +146,13 @@ impl Rec {
         }
     }
 
+    /// Escalated with nothing sent that can have taken effect: as good as failed for a
+    /// replacement, and its nonce (if it signed one) is free.
+    pub(super) fn nothing_done(&self) -> bool {
+        (self.state == St::Failed || self.state == St::Escalated && self.could_duplicate == Some(false))
+            && !self.maybe_executed
+    }
+
     /// Whether a signed transaction holds a nonce for it: such an intent is never given up
     /// for want of attempts, since every later transfer waits behind its nonce, and its bytes
     /// land at most once however often they are broadcast.
@@ -171,6 +185,8 @@ impl Rec {
                 "reason": self.reason,
                 "tx_hash": self.tx_hash,
                 "resolved": self.resolved,
+                "decision": self.decision.as_ref().map(|(status, error)| json!({"status": status, "error": error})),
+                "could_duplicate": self.could_duplicate,
             }),
         }
     }

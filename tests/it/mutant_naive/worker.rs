@@ -134,6 +134,8 @@ impl Worker {
             from: None,
             after: spec.after.clone(),
             resolved: Default::default(),
+            decision: None,
+            could_duplicate: None,
         };
         store.write(rec, false).map(|_| ()).ok_or_else(|| Refusal::Other("store conflict".into()))
     }
@@ -149,6 +151,9 @@ impl Worker {
             let Some(p) = all.iter().find(|r| r.id == id) else { return Ancestry::Escalate(id) };
             match p.state {
                 St::Confirmed => return Ancestry::Cancel(id),
+                // Refused for a person's decision, certainly without effect: the replacement
+                // is that decision.
+                St::Escalated if p.nothing_done() => {}
                 St::Escalated => return Ancestry::Escalate(id),
                 St::Failed => {}
                 // The bug: an unknown predecessor is as good as a failed one.
@@ -257,6 +262,10 @@ impl Worker {
                 };
                 if ancestry == Ancestry::Wait {
                     return turn;
+                }
+                if matches!(ancestry, Ancestry::Escalate(_)) {
+                    // Never sent: going on with it cannot repeat anything of its own.
+                    rec.could_duplicate = Some(false);
                 }
                 (rec.state, rec.reason) = ancestry.verdict();
                 if rec.state == St::Recorded && !rec.after.is_empty() {

@@ -19,6 +19,18 @@ pub struct Decoded {
     pub(super) from: Result<Address, ()>,
 }
 
+impl Decoded {
+    /// What the transaction asks for, named as its `tx.mined` effect names it: the recipient
+    /// (lowercase 0x hex; null for a creation) and the value (a decimal string of wei).
+    pub fn transfer_params(&self) -> serde_json::Value {
+        use alloy_consensus::Transaction;
+        serde_json::json!({
+            "to": self.envelope.to().map(|a| format!("{a:#x}")),
+            "value": self.envelope.value().to_string(),
+        })
+    }
+}
+
 /// Decodes raw transaction bytes as geth's `UnmarshalBinary` does, with its messages.
 pub fn decode_raw(raw: &[u8]) -> Result<Decoded, String> {
     let type_name = match raw.first() {

@@ -23,6 +23,9 @@
 //! - `timeline` (optional): state moments `[at_ms, id, state]` on lane `w1`, after a start
 //!   moment at 0 ms.
 //! - `sent` (optional): per service, journal entries `[request_id, origin, arrived_ms]`.
+//! - `refused` (optional): per service, journal entries of writes refused with a status that
+//!   needs a decision, `[request_id, status, arrived_ms, params]` (`params`: what the request
+//!   asked for, as a fake records it). With refusals, each journal is in arrival order.
 //! - `unsupported` (optional): actions the executor did not announce; `unsupported_steps`
 //!   (optional): workflow steps not proposed to an executor without `workflows`.
 //! - `reconcile_rounds` (optional, default 1).
@@ -51,10 +54,11 @@ pub(super) struct Case {
 }
 
 /// The case files, by name.
-const FILES: [(&str, &str); 6] = [
+const FILES: [(&str, &str); 7] = [
     ("claims.toml", include_str!("../cases/claims.toml")),
     ("duplicates.toml", include_str!("../cases/duplicates.toml")),
     ("lineage.toml", include_str!("../cases/lineage.toml")),
+    ("refusals.toml", include_str!("../cases/refusals.toml")),
     ("stale_writes.toml", include_str!("../cases/stale_writes.toml")),
     ("status.toml", include_str!("../cases/status.toml")),
     ("workflow.toml", include_str!("../cases/workflow.toml")),
@@ -97,6 +101,8 @@ struct CaseRow {
     timeline: Option<Vec<(u64, String, String)>>,
     #[serde(default)]
     sent: BTreeMap<String, Vec<(String, String, u64)>>,
+    #[serde(default)]
+    refused: BTreeMap<String, Vec<(String, u16, u64, Value)>>,
     #[serde(default)]
     unsupported: Vec<String>,
     #[serde(default)]
@@ -220,6 +226,9 @@ impl CaseRow {
             let requests: Vec<(&str, &str, u64)> =
                 requests.iter().map(|(id, origin, at_ms)| (id.as_str(), origin.as_str(), *at_ms)).collect();
             observed = sent(observed, service, &requests);
+        }
+        for (service, requests) in &self.refused {
+            observed = refused(observed, service, requests);
         }
         observed.unsupported = self.unsupported;
         observed.unsupported_steps = self.unsupported_steps;
@@ -417,6 +426,38 @@ pub(super) fn timed(mut observed: Observed, timeline: Vec<Moment>) -> Observed {
     observed
 }
 
+/// Adds refused writes to `service`'s journal: `(request_id, status, arrived_ms, params)`,
+/// from worker `w1#1`, then puts the journal in arrival order (as a fake numbers it).
+pub(super) fn refused(
+    mut observed: Observed,
+    service: &str,
+    requests: &[(String, u16, u64, Value)],
+) -> Observed {
+    let journal = observed.journals.entry(service.to_string()).or_default();
+    for (request_id, status, at_ms, params) in requests {
+        journal.push(JournalEntry {
+            seq: 0,
+            at_ms: *at_ms,
+            method: "POST".into(),
+            path: "/".into(),
+            idempotency_key: None,
+            request_id: request_id.clone(),
+            origin: Some("w1#1".into()),
+            faults: vec![],
+            outcome: "answered".into(),
+            status: Some(*status),
+            replayed: false,
+            ended_ms: Some(*at_ms),
+            params: Some(params.clone()),
+        });
+    }
+    journal.sort_by_key(|e| e.at_ms);
+    for (i, entry) in journal.iter_mut().enumerate() {
+        entry.seq = i as u64 + 1;
+    }
+    observed
+}
+
 /// Adds journal entries to `service`: `(request_id, origin, arrived_ms)`, as a transport
 /// that labels its requests records them.
 pub(super) fn sent(mut observed: Observed, service: &str, requests: &[(&str, &str, u64)]) -> Observed {
@@ -435,6 +476,7 @@ pub(super) fn sent(mut observed: Observed, service: &str, requests: &[(&str, &st
             status: Some(200),
             replayed: false,
             ended_ms: Some(*at_ms),
+            params: None,
         });
     }
     observed
