@@ -27,6 +27,7 @@ fn args() -> ServeArgs {
         workspaces_port: 0,
         files_port: 0,
         chain_port: 0,
+        messages_port: 0,
         control_port: 0,
         urls_file: None,
         seed: 3,

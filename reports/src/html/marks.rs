@@ -14,6 +14,9 @@ pub(super) struct Marks<'a> {
     pub(super) cause: BTreeMap<(&'a str, &'a str), String>,
     /// (service, ledger seq) to the intent the checker attributed the effect to.
     pub(super) owner: BTreeMap<(&'a str, u64), &'a str>,
+    /// (service, ledger seq) of an effect the service made again by itself (a message the
+    /// provider delivered twice): never a duplicate by the executor.
+    pub(super) by_provider: BTreeMap<(&'a str, u64), String>,
 }
 
 pub(super) fn ordinal(n: usize) -> String {
@@ -50,6 +53,16 @@ impl<'a> Marks<'a> {
         for (service, ledger) in &r.observed.ledgers {
             let mut groups: BTreeMap<(&str, &str, &str), Vec<&Effect>> = BTreeMap::new();
             for effect in ledger {
+                if effect.by_provider() {
+                    marks.by_provider.insert(
+                        (service.as_str(), effect.seq),
+                        format!(
+                            "delivered again by the provider's own retry ({}), not by the executor",
+                            effect.object_id
+                        ),
+                    );
+                    continue;
+                }
                 if let Some((param, value)) = business_key(effect) {
                     groups.entry((effect.kind.as_str(), param, value)).or_default().push(effect);
                 }
