@@ -13,7 +13,8 @@ use crate::wire::{FakeRequest, FakeResponse};
 
 /// Resend's limit on an `Idempotency-Key`.
 const KEY_CHARS_MAX: usize = 256;
-/// Resend's limit on the recipients of one email (`to`).
+/// Resend's limit on the recipients of one email (`to`); the fake holds `cc`, `bcc` and
+/// `reply_to` to it too.
 const RECIPIENTS_MAX: usize = 50;
 /// The longest address the fake takes.
 const ADDRESS_CHARS_MAX: usize = 254;
@@ -94,12 +95,21 @@ pub fn prepare(
         Some(_) => return Err(invalid("Invalid `headers` field: it must be an object of strings.")),
     };
     check_tags(body.get("tags"))?;
+    // Every recipient is a delivery and an effect: the copies are bounded like `to`, so that
+    // one request cannot make an unbounded number of them.
+    let (cc, bcc, reply_to) =
+        (addresses(&body, "cc")?, addresses(&body, "bcc")?, addresses(&body, "reply_to")?);
+    for (field, list) in [("cc", &cc), ("bcc", &bcc), ("reply_to", &reply_to)] {
+        if list.len() > RECIPIENTS_MAX {
+            return Err(invalid(format!("Too many addresses in `{field}`: at most {RECIPIENTS_MAX}.")));
+        }
+    }
     let outgoing = Outgoing {
         from,
         to,
-        cc: addresses(&body, "cc")?,
-        bcc: addresses(&body, "bcc")?,
-        reply_to: addresses(&body, "reply_to")?,
+        cc,
+        bcc,
+        reply_to,
         subject,
         text,
         html,

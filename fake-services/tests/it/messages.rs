@@ -120,6 +120,7 @@ fn malformed_requests_get_resends_error_shape() {
         (with(&|b| b["to"] = json!("ada")), 422, "validation_error", "Invalid `to` field"),
         (with(&|b| b["to"] = json!([])), 422, "missing_required_field", "`to`"),
         (with(&|b| b["to"] = json!(vec!["a@example.com"; 51])), 422, "validation_error", "at most 50"),
+        (with(&|b| b["bcc"] = json!(vec!["a@example.com"; 51])), 422, "validation_error", "at most 50"),
         (with(&|b| b["from"] = json!("Acme <acme>")), 422, "validation_error", "Invalid `from` field"),
         (with(&|b| b["subject"] = json!(7)), 422, "validation_error", "`subject`"),
         (with(&|b| b["headers"] = json!({"X-A": 1})), 422, "validation_error", "`headers`"),
