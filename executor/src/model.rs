@@ -21,7 +21,7 @@ pub struct Evidence {
     /// Keys used before a rotation (only after a negative lookup became authoritative).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous_keys: Vec<String>,
-    /// The id the service gave the effect (refund id, workspace id).
+    /// The id the service gave the effect (refund id, workspace id, message id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,6 +118,8 @@ pub enum Action {
     PutObject { bucket: String, key: String, body: String },
     /// `chain.transfer {to, value}`: `value` wei from the chain account to `to`.
     Transfer { to: String, value_wei: u128 },
+    /// `messages.send {to, subject, body}`: an email with the plain-text `body` in `to`'s inbox.
+    SendMessage { to: String, subject: String, body: String },
 }
 
 /// Every action name the executor supports: every row of the action table, in its order.
@@ -198,6 +200,17 @@ impl Action {
                     .ok_or_else(|| malformed("\"value\" must be a positive decimal string of wei".into()))?;
                 Ok(Action::Transfer { to, value_wei })
             }
+            "messages.send" => {
+                let to = text("to")?;
+                // The address goes into the mailbox's URL path as it is, and is compared with
+                // the inbox's as text: only the plain lowercase form the action table allows.
+                if !vocabulary::is_email_address(&to) {
+                    return Err(malformed(
+                        "\"to\" must be an email address in lowercase letters, digits and . _ + -".into(),
+                    ));
+                }
+                Ok(Action::SendMessage { to, subject: text("subject")?, body: text("body")? })
+            }
             other => Err(ActionError::Unsupported(other.to_string())),
         }
     }
@@ -209,6 +222,7 @@ impl Action {
             Action::CreateWorkspace { .. } => &action::WORKSPACES_CREATE,
             Action::PutObject { .. } => &action::FILES_PUT,
             Action::Transfer { .. } => &action::CHAIN_TRANSFER,
+            Action::SendMessage { .. } => &action::MESSAGES_SEND,
         }
     }
 
@@ -238,6 +252,7 @@ impl Action {
             Action::PutObject { bucket, key, body } => json!({"bucket": bucket, "key": key, "body": body}),
             // Wei outgrow JSON's safe integers: a decimal string, as in the proposal.
             Action::Transfer { to, value_wei } => json!({"to": to, "value": value_wei.to_string()}),
+            Action::SendMessage { to, subject, body } => json!({"to": to, "subject": subject, "body": body}),
         }
     }
 }
@@ -457,6 +472,9 @@ mod tests {
             ("chain.transfer", json!({"to": "0xAB", "value": "1"}), "40 lowercase hex"),
             ("chain.transfer", json!({"to": format!("0x{}", "b".repeat(40)), "value": 1}), "\"value\""),
             ("chain.transfer", json!({"to": format!("0x{}", "b".repeat(40)), "value": "01"}), "decimal"),
+            ("messages.send", json!({"to": "Ada@example.com", "subject": "s", "body": "b"}), "email address"),
+            ("messages.send", json!({"to": "ada@example.com", "subject": "", "body": "b"}), "\"subject\""),
+            ("messages.send", json!({"to": "ada@example.com", "subject": "s"}), "\"body\""),
             ("mail.send", json!({}), "not supported"),
         ];
         for (action, params, says) in cases {

@@ -8,14 +8,17 @@
 //! | `workspaces.create` | `POST /v1/workspaces` | idempotency key, fencing token | the workspace with the external id |
 //! | `files.put` | `PUT /{bucket}/{key}` | `If-None-Match: *` or `If-Match` of the version read before the first send | `HEAD`: the ETag is the quoted MD5 of the body |
 //! | `chain.transfer` | `eth_sendRawTransaction` of bytes signed once | the nonce | the receipt of the hash, the account's nonce |
+//! | `messages.send` | `POST /emails` | idempotency key, rotated when "not in the inbox" is final | the recipient's inbox, by the intent id in the `X-Twice-Intent` header |
 //!
 //! The dispatch per action, the outcomes and the JSON API conventions that payments and
 //! workspaces share (Stripe's error envelope, list pages) are here; what is one service's
-//! own is in `payments`, `files` (S3) and `chain` (Ethereum JSON-RPC). `workspaces.create`
-//! needs nothing beyond the shared conventions.
+//! own is in `payments`, `files` (S3), `chain` (Ethereum JSON-RPC) and `messages` (Resend,
+//! and the inbox its effect lands in). `workspaces.create` needs nothing beyond the shared
+//! conventions.
 
 mod chain;
 mod files;
+mod messages;
 mod payments;
 #[cfg(test)]
 mod tests;
@@ -28,6 +31,7 @@ use crate::world::{HttpRequest, HttpResponse, SendError, Transport};
 
 pub use chain::{ChainFacts, chain_facts, chain_key, rpc_request};
 pub use files::{quoted_md5, read_precondition};
+pub use messages::{INTENT_HEADER, SENDER};
 pub use payments::INTENT_METADATA_KEY;
 
 use chain::{classify_broadcast, lookup_transfer};
@@ -152,6 +156,7 @@ pub fn write_request(
                 .ok_or("no signed transaction was recorded before the first broadcast")?;
             rpc_request(service, "eth_sendRawTransaction", json!([raw]), timeout_ms)
         }
+        Action::SendMessage { .. } => messages::send_request(action, intent, config, service),
     })
 }
 
@@ -163,10 +168,14 @@ fn error_type(response: &HttpResponse) -> String {
         .unwrap_or_default()
 }
 
+/// The error's code: Stripe's `error.code`, or Resend's `name`.
 fn error_code(response: &HttpResponse) -> String {
     response
         .json()
-        .and_then(|b| b.pointer("/error/code").and_then(Value::as_str).map(str::to_string))
+        .and_then(|b| {
+            let code = b.pointer("/error/code").or_else(|| b.get("statusCode").and_then(|_| b.get("name")));
+            code.and_then(Value::as_str).map(str::to_string)
+        })
         .unwrap_or_default()
 }
 
@@ -174,9 +183,16 @@ fn error_code(response: &HttpResponse) -> String {
 /// `message`, as in `amount_too_large: Refund amount (8000) is greater than ...`.
 fn own_words(response: &HttpResponse) -> String {
     let body = response.json();
+    // Stripe nests its error under `error`; Resend's is the body itself, marked by `statusCode`.
+    let resend = body.as_ref().is_some_and(|b| b.get("statusCode").is_some());
     let field = |name: &str| {
+        let pointer = if resend {
+            format!("/{}", if name == "code" { "name" } else { name })
+        } else {
+            format!("/error/{name}")
+        };
         body.as_ref()
-            .and_then(|b| b.pointer(&format!("/error/{name}")).and_then(Value::as_str).map(str::to_string))
+            .and_then(|b| b.pointer(&pointer).and_then(Value::as_str).map(str::to_string))
             .filter(|v| !v.is_empty())
     };
     let message = field("message").unwrap_or_else(|| excerpt(&response.body));
@@ -186,10 +202,16 @@ fn own_words(response: &HttpResponse) -> String {
     }
 }
 
+/// The status and the error's message: Stripe's `error.message`, Resend's `message`, or the
+/// start of the body.
 fn describe(response: &HttpResponse) -> String {
     let message = response
         .json()
-        .and_then(|b| b.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
+        .and_then(|b| {
+            let message =
+                b.pointer("/error/message").or_else(|| b.get("statusCode").and_then(|_| b.get("message")));
+            message.and_then(Value::as_str).map(str::to_string)
+        })
         .unwrap_or_else(|| String::from_utf8_lossy(&response.body).chars().take(200).collect());
     format!("HTTP {}: {message}", response.status)
 }
@@ -208,7 +230,12 @@ pub fn classify_write(
     match action {
         Action::PutObject { body, .. } => return classify_put(body, &response),
         Action::Transfer { .. } => return classify_broadcast(intent, &response),
-        Action::Refund { .. } | Action::CreateWorkspace { .. } => {}
+        // An accepted message carries only its id; every other answer means what it means
+        // for any JSON API below.
+        Action::SendMessage { .. } if (200..=299).contains(&response.status) => {
+            return messages::classify_accepted(&response);
+        }
+        Action::Refund { .. } | Action::CreateWorkspace { .. } | Action::SendMessage { .. } => {}
     }
     let error = describe(&response);
     match response.status {
@@ -258,6 +285,8 @@ fn matches_action(action: &Action, object: &Value) -> bool {
             object.get("external_id").and_then(Value::as_str) == Some(external_id)
                 && object.get("name").and_then(Value::as_str) == Some(name)
         }
+        // An inbox message: its subject and plain-text body.
+        Action::SendMessage { .. } => messages::matches(action, object),
         // Their answers carry no object: an ETag or a hash stands for it.
         Action::PutObject { .. } | Action::Transfer { .. } => false,
     }
@@ -305,6 +334,7 @@ pub fn lookup_request(
             let hash = intent.evidence.tx_hash.as_deref().unwrap_or_default();
             return rpc_request(service, "eth_getTransactionReceipt", json!([hash]), timeout_ms);
         }
+        Action::SendMessage { .. } => return messages::mailbox_request(action, config, service, cursor),
     };
     HttpRequest { method: "GET", url, headers, body: vec![], timeout_ms }
 }
@@ -335,11 +365,16 @@ pub fn classify_lookup_page(
         Action::CreateWorkspace { external_id, .. } => {
             item.get("external_id").and_then(Value::as_str) == Some(external_id.as_str())
         }
+        Action::SendMessage { .. } => messages::ours(item, intent),
         // Not listed in pages (see `lookup_object` and `lookup_transfer`).
         Action::PutObject { .. } | Action::Transfer { .. } => false,
     });
     if let Some(item) = ours {
-        let external_id = item.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let id_field = match action {
+            Action::SendMessage { .. } => messages::EMAIL_ID_FIELD,
+            _ => "id",
+        };
+        let external_id = item.get(id_field).and_then(Value::as_str).unwrap_or_default().to_string();
         return Ok(Lookup::Found { external_id, params_match: matches_action(action, item) });
     }
     let more = page.get("has_more").and_then(Value::as_bool).unwrap_or(false);
@@ -360,7 +395,7 @@ pub async fn lookup(
     match action {
         Action::PutObject { .. } => return lookup_object(action, intent, config, service, transport).await,
         Action::Transfer { .. } => return lookup_transfer(action, intent, config, service, transport).await,
-        Action::Refund { .. } | Action::CreateWorkspace { .. } => {}
+        Action::Refund { .. } | Action::CreateWorkspace { .. } | Action::SendMessage { .. } => {}
     }
     let mut cursor: Option<String> = None;
     for _ in 0..LOOKUP_PAGES_MAX {
@@ -381,14 +416,24 @@ pub fn resend_is_guarded(action: &Action, contract: &Contract) -> bool {
     match action {
         Action::PutObject { .. } => contract.conditional_writes,
         Action::Transfer { .. } => true,
-        Action::Refund { .. } | Action::CreateWorkspace { .. } => false,
+        Action::Refund { .. } | Action::CreateWorkspace { .. } | Action::SendMessage { .. } => false,
     }
 }
 
-/// Whether a success must be read back before `confirmed`: where acks may lie, and for a
-/// transfer, which a node accepts into its pool before it is mined.
+/// Whether a success may be hollow: where the contract says acks may lie, and for a message
+/// whatever it says, since the answer is the provider accepting it and the effect is its
+/// delivery to the inbox. Such a success is read back, a key is never trusted to replay what
+/// happened, and once "not there" is final the intent is sent again under a new key (the old
+/// one may hold the hollow answer, which a resend would only replay).
+pub fn success_may_be_hollow(action: &Action, contract: &Contract) -> bool {
+    contract.acks == Acks::MayLie || matches!(action, Action::SendMessage { .. })
+}
+
+/// Whether a success must be read back before `confirmed`: where it may be hollow
+/// ([`success_may_be_hollow`]), and for a transfer, which a node accepts into its pool before
+/// it is mined.
 pub fn read_back_success(action: &Action, contract: &Contract) -> bool {
-    contract.acks == Acks::MayLie || matches!(action, Action::Transfer { .. })
+    success_may_be_hollow(action, contract) || matches!(action, Action::Transfer { .. })
 }
 
 /// Whether the intent still needs its first send's reads and records (a precondition, a
@@ -397,7 +442,7 @@ pub fn needs_preparation(action: &Action, evidence: &Evidence, contract: &Contra
     match action {
         Action::PutObject { .. } => contract.conditional_writes && evidence.precondition.is_none(),
         Action::Transfer { .. } => evidence.raw_tx.is_none(),
-        Action::Refund { .. } | Action::CreateWorkspace { .. } => false,
+        Action::Refund { .. } | Action::CreateWorkspace { .. } | Action::SendMessage { .. } => false,
     }
 }
 

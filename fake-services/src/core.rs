@@ -223,6 +223,11 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         self
     }
 
+    /// Arms a rule after checking that its fault can act on this service; returns its id.
+    pub fn add_rule(&self, rule: FaultRule) -> Result<String, String> {
+        add_rule(self.name, &mut self.lock().engine, rule)
+    }
+
     /// The service's state. The lock is never held across an await.
     pub fn lock(&self) -> MutexGuard<'_, Inner<S>> {
         // A panic while holding the lock is a bug in a fake; the state it left is still the
@@ -503,7 +508,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 let mut inner = self.lock();
                 let mut ids = Vec::new();
                 for rule in rules {
-                    match inner.engine.add(rule) {
+                    match add_rule(self.name, &mut inner.engine, rule) {
                         Ok(id) => ids.push(id),
                         Err(e) => {
                             return bad(format!("invalid rule: {e} (rules before it were armed: {ids:?})"));
@@ -636,6 +641,14 @@ pub fn control_route<'p>(method: &str, path: &'p str) -> Option<(Control, &'p st
             }
         }
     })
+}
+
+/// Arms `rule` on `service`'s engine, refusing a fault that cannot act there (a late delivery
+/// on a service that delivers nothing): armed, it would never fire, and a test relying on it
+/// would pass for the wrong reason.
+fn add_rule(service: &str, engine: &mut FaultEngine, rule: FaultRule) -> Result<String, String> {
+    rule.fault.check_service(service)?;
+    engine.add(rule)
 }
 
 fn parse_one_or_many(body: &[u8]) -> Result<Vec<FaultRule>, String> {

@@ -57,6 +57,11 @@ pub struct Plan {
     /// Forget keys at least this old (0: all) before looking this request's key up.
     pub forget_keys_older_than_ms: Option<u64>,
     pub ignore_keys: bool,
+    /// A delivery lands this long after the request arrived (`deliver_late`); the service
+    /// that delivers reads it, the others never see it (the rule is refused elsewhere).
+    pub deliver_after_ms: Option<u64>,
+    /// The provider delivers again, this long after the request arrived (`redeliver`).
+    pub redeliver_after_ms: Option<u64>,
 }
 
 /// A rule with its counters.
@@ -189,6 +194,12 @@ fn fold(plan: &mut Plan, fault: &FaultSpec) {
         FaultSpec::Latency { before_ms, after_ms } => {
             plan.before_ms = plan.before_ms.saturating_add(*before_ms);
             plan.after_ms = plan.after_ms.saturating_add(*after_ms);
+        }
+        FaultSpec::DeliverLate { delay_ms } => {
+            plan.deliver_after_ms.get_or_insert(*delay_ms);
+        }
+        FaultSpec::Redeliver { after_ms } => {
+            plan.redeliver_after_ms.get_or_insert(*after_ms);
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::contract::{Contract, ContractPatch};
 use crate::core::ApiError;
 use crate::engine::ArmedRule;
 use crate::files::{self, Files};
+use crate::messages::{self, Messages};
 use crate::payments::{self, Payments};
 use crate::record::{Effect, JournalEntry};
 use crate::rule::FaultRule;
@@ -21,6 +22,7 @@ pub enum Fake {
     Workspaces(Workspaces),
     Files(Files),
     Chain(Chain),
+    Messages(Messages),
 }
 
 /// Runs `$body` with `$core` bound to the fake's shared core, whatever its state type.
@@ -43,18 +45,23 @@ macro_rules! with_core {
                 let $core = f.core();
                 $body
             }
+            Fake::Messages(f) => {
+                let $core = f.core();
+                $body
+            }
         }
     };
 }
 
 impl Fake {
-    /// The service's name: `payments` or `workspaces`.
+    /// The service's name: one of `vocabulary::SERVICES`.
     pub fn name(&self) -> &'static str {
         match self {
             Fake::Payments(_) => payments::NAME,
             Fake::Workspaces(_) => workspaces::NAME,
             Fake::Files(_) => files::NAME,
             Fake::Chain(_) => chain::NAME,
+            Fake::Messages(_) => messages::NAME,
         }
     }
 
@@ -65,6 +72,7 @@ impl Fake {
             Fake::Workspaces(f) => f.handle(req).await,
             Fake::Files(f) => f.handle(req).await,
             Fake::Chain(f) => f.handle(req).await,
+            Fake::Messages(f) => f.handle(req).await,
         }
     }
 
@@ -73,7 +81,9 @@ impl Fake {
     pub fn body_bytes_max(&self) -> usize {
         match self {
             Fake::Files(_) => files::BODY_BYTES_MAX,
-            Fake::Payments(_) | Fake::Workspaces(_) | Fake::Chain(_) => crate::wire::BODY_BYTES_MAX,
+            Fake::Payments(_) | Fake::Workspaces(_) | Fake::Chain(_) | Fake::Messages(_) => {
+                crate::wire::BODY_BYTES_MAX
+            }
         }
     }
 
@@ -86,7 +96,7 @@ impl Fake {
 
     /// Arms a rule; returns its id.
     pub fn add_rule(&self, rule: FaultRule) -> Result<String, String> {
-        with_core!(self, core => core.lock().engine.add(rule))
+        with_core!(self, core => core.add_rule(rule))
     }
 
     pub fn rules(&self) -> Vec<ArmedRule> {
@@ -104,10 +114,12 @@ impl Fake {
 
     /// The effects that really happened, in commit order.
     pub fn ledger(&self) -> Vec<Effect> {
-        // The chain mines lazily on service time: blocks due by now are mined before anyone
-        // reads what happened.
-        if let Fake::Chain(chain) = self {
-            chain.mine_due();
+        // The chain mines, and messages deliver, lazily on service time: blocks and deliveries
+        // due by now are made before anyone reads what happened.
+        match self {
+            Fake::Chain(chain) => chain.mine_due(),
+            Fake::Messages(messages) => messages.deliver_due(),
+            _ => {}
         }
         with_core!(self, core => core.lock().ledger.effects().to_vec())
     }
@@ -134,13 +146,23 @@ impl Fake {
     }
 
     /// Whether nothing is in flight at this fake: no request being worked on, no late commit
-    /// waiting, and (the chain) no transaction waiting in the pool for a block.
+    /// waiting, (the chain) no transaction waiting in the pool for a block, and (messages) no
+    /// delivery still to make.
     pub fn settled(&self) -> bool {
-        if let Fake::Chain(chain) = self {
-            chain.mine_due();
-            if chain.core().lock().state.pool_len() > 0 {
-                return false;
+        match self {
+            Fake::Chain(chain) => {
+                chain.mine_due();
+                if chain.core().lock().state.pool_len() > 0 {
+                    return false;
+                }
             }
+            Fake::Messages(messages) => {
+                messages.deliver_due();
+                if messages.pending_deliveries() > 0 {
+                    return false;
+                }
+            }
+            _ => {}
         }
         with_core!(self, core => core.settled())
     }
@@ -158,6 +180,7 @@ pub struct Fakes {
     pub workspaces: Workspaces,
     pub files: Files,
     pub chain: Chain,
+    pub messages: Messages,
 }
 
 impl Fakes {
@@ -167,7 +190,8 @@ impl Fakes {
             payments: Payments::new(ServiceClock::new(Arc::clone(&base)), seed),
             workspaces: Workspaces::new(ServiceClock::new(Arc::clone(&base)), seed),
             files: Files::new(ServiceClock::new(Arc::clone(&base)), seed),
-            chain: Chain::new(ServiceClock::new(base), seed),
+            chain: Chain::new(ServiceClock::new(Arc::clone(&base)), seed),
+            messages: Messages::new(ServiceClock::new(base), seed),
         }
     }
 
@@ -178,6 +202,7 @@ impl Fakes {
             Fake::Workspaces(self.workspaces.clone()),
             Fake::Files(self.files.clone()),
             Fake::Chain(self.chain.clone()),
+            Fake::Messages(self.messages.clone()),
         ]
     }
 

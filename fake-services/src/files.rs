@@ -38,7 +38,7 @@ mod buckets;
 mod conditional;
 mod delete;
 mod get;
-mod http;
+pub(crate) mod http;
 mod list;
 mod multipart;
 mod payload;

@@ -5,7 +5,8 @@
 //!
 //! - A fake is a [`Fake`]: [`payments::Payments`] (Stripe-style PaymentIntents and refunds),
 //!   [`workspaces::Workspaces`] (a SaaS create API), [`files::Files`] (S3, multipart uploads
-//!   included) or [`chain::Chain`] (Ethereum JSON-RPC). It turns a [`FakeRequest`] into a
+//!   included), [`chain::Chain`] (Ethereum JSON-RPC) or [`messages::Messages`] (Resend's
+//!   email API, with the recipients' inboxes as a test mailbox). It turns a [`FakeRequest`] into a
 //!   [`Disposition`]: an answer, a closed connection or a reset one. It knows nothing of
 //!   sockets, so the same fake serves loopback HTTP ([`server::Server`], behind
 //!   `twice serve`) and in-process callers on virtual time.
@@ -35,6 +36,7 @@ pub mod engine;
 pub mod fake;
 pub mod files;
 pub mod form;
+pub mod messages;
 pub mod payments;
 pub mod record;
 pub mod rule;

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-pub use vocabulary::record::{Effect, JournalEntry};
+pub use vocabulary::record::{Effect, JournalEntry, PROVIDER_REDELIVERY};
 
 use crate::wire::FakeResponse;
 

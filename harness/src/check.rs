@@ -22,6 +22,7 @@
 //! | `workspaces.create` | `workspaces` ledger, kind `workspace.created` | `params.external_id` |
 //! | `files.put` | `files` ledger, kind `object.put` | `params.key` |
 //! | `chain.transfer` | `chain` ledger, kind `tx.mined` | `params.to` |
+//! | `messages.send` | `messages` ledger, kind `message.delivered` | `params.to` |
 //!
 //! A *lineage* is a set of intents linked by `replaces` (and, in any case, every intent that
 //! shares a business key): an effect with a lineage's business key belongs to the lineage,
@@ -41,6 +42,10 @@
 //!
 //! An effect of one of the kinds above whose business key belongs to no intent of the
 //! scenario is an effect nobody authorised, also reported by [`HONEST_TERMINAL_STATES`].
+//! An effect the service made again by itself, `params.provider_redelivery = true` (a message
+//! the provider delivered a second time by its own retry), is the provider's: no invariant
+//! counts it, neither as a duplicate nor as an effect nobody authorised, and
+//! [`attribute`] leaves it out (the reports mark it as the provider's).
 //! Other ledger kinds are ignored. Intents whose action has no row above are checked for
 //! everything that needs no ledger (nothing lost, escalation evidence, liveness, expected
 //! states). Intents whose action is in [`Observed::unsupported`] are exempt from every

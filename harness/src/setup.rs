@@ -13,6 +13,10 @@ pub const EPOCH_MS: u64 = 1_767_225_600_000;
 /// The payments API key every worker is given (`secrets.payments_api_key`).
 pub const PAYMENTS_API_KEY: &str = "sk_test_twice";
 
+/// The messages API key every worker is given (`secrets.messages_api_key`): Resend's keys
+/// start with `re_`, and the fake refuses others.
+pub const MESSAGES_API_KEY: &str = "re_test_twice";
+
 /// The private key of the one chain account of every scenario (`secrets.chain_private_key`):
 /// keccak256("twice chain account 1"). Fixed, so that runs are reproducible; the harness
 /// seeds its address with [`CHAIN_ACCOUNT_BALANCE_WEI`].
@@ -81,6 +85,7 @@ pub fn secrets() -> BTreeMap<String, String> {
     BTreeMap::from([
         ("payments_api_key".to_string(), PAYMENTS_API_KEY.to_string()),
         (executor::model::CHAIN_PRIVATE_KEY_SECRET.to_string(), CHAIN_PRIVATE_KEY.to_string()),
+        (vocabulary::MESSAGES_API_KEY_SECRET.to_string(), MESSAGES_API_KEY.to_string()),
     ])
 }
 

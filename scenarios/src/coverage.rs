@@ -225,13 +225,16 @@ fn sample(kind: &str) -> Option<FaultSpec> {
         "latency" => Some(FaultSpec::Latency { before_ms: 1, after_ms: 0 }),
         "commit_after_timeout" => Some(FaultSpec::CommitAfterTimeout { delay_ms: Some(1) }),
         "forget_keys" => Some(FaultSpec::ForgetKeys { older_than_ms: Some(vocabulary::DAY_MS) }),
+        "deliver_late" => Some(FaultSpec::DeliverLate { delay_ms: 1 }),
         other => FaultSpec::from_name(other).ok(),
     }
 }
 
-/// Whether a fault of `kind` can be fair on `service`: some contract it can announce admits
-/// it. The key faults (`forget_keys`, `ignore_keys`) are admitted by any contract whose keys
-/// are ignored, where they change nothing; they apply only to a service that can honour keys.
+/// Whether a fault of `kind` can be fair on `service`: it can act there at all
+/// ([`FaultSpec::services`]: a late or repeated delivery only where something is delivered),
+/// and some contract the service can announce admits it. The key faults (`forget_keys`,
+/// `ignore_keys`) are admitted by any contract whose keys are ignored, where they change
+/// nothing; they apply only to a service that can honour keys.
 pub fn fault_applies(service: &str, kind: &str) -> bool {
     let contracts = announceable(service);
     let keyed = contracts.iter().any(|c| c.idempotency_keys == KeyPolicy::Honored);
@@ -239,7 +242,9 @@ pub fn fault_applies(service: &str, kind: &str) -> bool {
         return false;
     }
     match sample(kind) {
-        Some(fault) => contracts.iter().any(|c| c.admits(&fault).is_ok()),
+        Some(fault) => {
+            fault.check_service(service).is_ok() && contracts.iter().any(|c| c.admits(&fault).is_ok())
+        }
         None => true,
     }
 }
@@ -504,6 +509,9 @@ mod tests {
         assert!(fault_applies("workspaces", "forget_keys"));
         assert!(!fault_applies("files", "ignore_keys"));
         assert!(!fault_applies("chain", "forget_keys"));
+        // Deliveries are late or repeated only where a message is delivered.
+        assert!(fault_applies("messages", "deliver_late") && fault_applies("messages", "redeliver"));
+        assert!(!fault_applies("payments", "deliver_late") && !fault_applies("chain", "redeliver"));
         // Any service may announce eventual reads and acks that lie.
         for service in SERVICES {
             assert!(fault_applies(service, "stale_read"), "{service}");

@@ -192,6 +192,8 @@ pub const FAULT_PARAMS: &[(&str, &[&str])] = &[
     ("forget_keys", &["older_than_ms"]),
     ("ignore_keys", &[]),
     ("latency", &["before_ms", "after_ms"]),
+    ("deliver_late", &["delay_ms"]),
+    ("redeliver", &["after_ms"]),
 ];
 
 /// Every `do` of an event, with the keys it takes besides `at` and `do`.

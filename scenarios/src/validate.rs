@@ -484,6 +484,9 @@ impl Scenario {
                 }
             }
             check_rule(rule, &here)?;
+            rule.fault.check_service(&armed.service).map_err(|message| {
+                Invalid::new(here.key("fault"), message).hint("arm it on messages, or pick another fault")
+            })?;
             fair(&contract, &armed.service, &rule.fault, here.key("fault"))?;
         }
         Ok(())

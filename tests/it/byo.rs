@@ -81,6 +81,7 @@ async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
         workspaces_port: 0,
         files_port: 0,
         chain_port: 0,
+        messages_port: 0,
         control_port: 0,
         urls_file: None,
         seed: SEED,

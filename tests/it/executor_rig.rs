@@ -23,6 +23,7 @@ pub const PAYMENTS: &str = "payments";
 pub const WORKSPACES: &str = "workspaces";
 pub const FILES: &str = "files";
 pub const CHAIN: &str = "chain";
+pub const MESSAGES: &str = "messages";
 /// The bucket every rig creates, and the object it seeds there (for puts that overwrite).
 pub const BUCKET: &str = "reports";
 pub const SEEDED_KEY: &str = "seeded/summary.txt";
@@ -253,13 +254,14 @@ pub fn service_of(action: &str) -> &'static str {
         Some("payments") => PAYMENTS,
         Some("files") => FILES,
         Some("chain") => CHAIN,
+        Some("messages") => MESSAGES,
         _ => WORKSPACES,
     }
 }
 
 /// Whether a ledger effect is `intent`'s: refunds by the intent id in their metadata,
-/// workspaces by external id, objects by bucket and key, transfers by recipient (each unique
-/// per intent).
+/// workspaces by external id, objects by bucket and key, transfers and messages by recipient
+/// (each unique per intent). A message the provider delivered again by itself is nobody's.
 pub fn belongs_to(effect: &Effect, intent: &Intent) -> bool {
     let params: Value = serde_json::from_str(&intent.params).unwrap_or(Value::Null);
     match effect.kind.as_str() {
@@ -275,6 +277,9 @@ pub fn belongs_to(effect: &Effect, intent: &Intent) -> bool {
                 && effect.params.get("key").is_some_and(|k| Some(k) == params.get("key"))
         }
         "tx.mined" => effect.params.get("to").is_some_and(|t| Some(t) == params.get("to")),
+        "message.delivered" => {
+            !effect.by_provider() && effect.params.get("to").is_some_and(|t| Some(t) == params.get("to"))
+        }
         _ => false,
     }
 }
@@ -303,6 +308,9 @@ pub fn same_params(effect: &Effect, intent: &Intent) -> bool {
         "object.put" => effect.params.get("body") == params.get("body"),
         "tx.mined" => {
             effect.params.get("to") == params.get("to") && effect.params.get("value") == params.get("value")
+        }
+        "message.delivered" => {
+            ["to", "subject", "body"].iter().all(|p| effect.params.get(p) == params.get(p))
         }
         _ => false,
     }
@@ -380,6 +388,17 @@ pub fn transfer(id: &str, to: &str, value_wei: u128) -> Proposal {
         id: id.into(),
         action: "chain.transfer".into(),
         params: json!({"to": to, "value": value_wei.to_string()}),
+        replaces: None,
+        after: Vec::new(),
+    }
+}
+
+/// A message to `to`.
+pub fn message(id: &str, to: &str) -> Proposal {
+    Proposal {
+        id: id.into(),
+        action: "messages.send".into(),
+        params: json!({"to": to, "subject": "Your invoice", "body": "Invoice 42 is ready."}),
         replaces: None,
         after: Vec::new(),
     }

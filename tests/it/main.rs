@@ -28,4 +28,5 @@ mod report_files;
 mod report_html;
 mod sdk_chain;
 mod sdk_files;
+mod sdk_messages;
 mod sdk_payments;

@@ -7,9 +7,11 @@
 //! idempotency key per intent; a send whose answer is lost makes the intent `unknown`; an
 //! unknown intent is resolved by a same-key resend where the contract makes that safe, or by
 //! a lookup whose "not there" is believed only once the settle and read-lag bounds have
-//! passed; a success from a service whose acks may lie is read back; a refusal that needs
-//! a person's decision (401, 403, 400, 422) is never sent again: escalated, or looked up
-//! first where an earlier send may have landed; a replacement waits for its predecessor; leases with epochs keep two workers off one intent, and the epoch is
+//! passed; a success from a service whose acks may lie, and every accepted message, is read
+//! back (a message in the recipient's inbox); a refusal that needs a person's decision (401,
+//! 403, 400, 422) is never sent again: escalated, or looked up first where an earlier send may
+//! have landed; a replacement waits
+//! for its predecessor; leases with epochs keep two workers off one intent, and the epoch is
 //! the fencing token where a service takes one. A put reads the object before its first send
 //! and carries `If-None-Match: *` or `If-Match` of what it read; a transfer is signed once,
 //! with a nonce no other intent of the store holds, before its first broadcast, and every
@@ -80,6 +82,9 @@ pub enum Bug {
     NoReconciliation,
     /// A success is believed even where the contract says acks may lie: no read-back.
     TrustsAck,
+    /// An email the API accepted is taken as delivered: its 200 confirms the message, and the
+    /// recipient's inbox is never read.
+    TrustThe202,
     /// A "not found" read-back is believed at once, and the intent sent again as new.
     TrustsStaleRead,
     /// An idempotency key is believed to protect forever: a same-key resend ignores the

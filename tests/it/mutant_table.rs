@@ -53,7 +53,11 @@ pub const MUTANTS: &[Mutant] = &[
         failure_modes: &["lost_reply"],
         // pi_4812 holds exactly the refund, so the keyless resend is refused (already
         // refunded) and the mutant believes that refusal: `failed` with the refund in the ledger.
-        catalog: &[("lost_refund_reply", HONEST), ("chain_lost_reply", HONEST)],
+        catalog: &[
+            ("lost_refund_reply", HONEST),
+            ("chain_lost_reply", HONEST),
+            ("messages_lost_reply", HONEST),
+        ],
         also: &[
             ("timeout_taken_as_no", NO_DUPLICATE),
             ("second_worker_same_state", NO_DUPLICATE),
@@ -118,6 +122,7 @@ pub const MUTANTS: &[Mutant] = &[
             ("crash_after_record_every_service", NOTHING_LOST),
             ("files_crash_while_put_in_flight", NOTHING_LOST),
             ("workspaces_crash_while_create_in_flight", NOTHING_LOST),
+            ("messages_crash_after_record", NOTHING_LOST),
         ],
         also: &[
             ("crash_during_reconciliation", NOTHING_LOST),
@@ -152,6 +157,7 @@ pub const MUTANTS: &[Mutant] = &[
         also: &[
             ("crash_during_reconciliation", LIVENESS),
             ("fault_refuse", LIVENESS),
+            ("messages_accepted_not_delivered", LIVENESS),
             ("chain_commit_after_timeout", LIVENESS),
             ("chain_lost_reply", LIVENESS),
             ("chain_silent_noop", LIVENESS),
@@ -183,14 +189,32 @@ pub const MUTANTS: &[Mutant] = &[
         generated: Some(HONEST),
     },
     Mutant {
+        name: "trust-the-202",
+        style: Style::KeyRetry,
+        bug: Bug::TrustThe202,
+        failure_modes: &["accepted_not_delivered"],
+        // The API accepts the message and it never arrives: the mutant claims `confirmed` on the
+        // 200 while the recipient's inbox, and the ledger, hold nothing.
+        catalog: &[("messages_accepted_not_delivered", HONEST)],
+        also: &[],
+        generated: Some(HONEST),
+    },
+    Mutant {
         name: "trusts-stale-read",
         style: Style::LookupFirst,
         bug: Bug::TrustsStaleRead,
-        failure_modes: &["stale_read_back", "stale_read"],
-        catalog: &[("stale_read_back", NO_DUPLICATE), ("fault_stale_read", NO_DUPLICATE)],
+        failure_modes: &["stale_read_back", "stale_read", "delivered_late"],
+        // A message on its way is not in the inbox yet: believing the first empty read sends it
+        // again, and both copies land.
+        catalog: &[
+            ("stale_read_back", NO_DUPLICATE),
+            ("fault_stale_read", NO_DUPLICATE),
+            ("fault_deliver_late", NO_DUPLICATE),
+        ],
         also: &[
             ("unknown_state_required", NO_DUPLICATE),
             ("fault_commit_after_timeout", NO_DUPLICATE),
+            ("messages_late_commit", NO_DUPLICATE),
             ("permission_denied_after_lost_reply", HONEST),
         ],
         // Generated cases need a "not there" read before the effect is visible (a stale read,
@@ -322,7 +346,7 @@ pub const MUTANTS: &[Mutant] = &[
         failure_modes: &["crash_in_reconcile"],
         // The worker is killed while its read-back of the lost refund is out: the row says
         // `failed`, and the restarted worker leaves a terminal intent alone.
-        catalog: &[("crash_during_reconciliation", HONEST)],
+        catalog: &[("crash_during_reconciliation", HONEST), ("messages_crash_during_reconciliation", HONEST)],
         also: &[],
         generated: Some(HONEST),
     },

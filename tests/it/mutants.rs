@@ -330,6 +330,11 @@ const MODES_WITHOUT_A_MUTANT: &[(&str, &str)] = &[
          catches `timeout-as-no` and `unique-ids-assumed`",
     ),
     (
+        "provider_redelivery",
+        "the provider's own second delivery of a message: no executor makes it or can prevent \
+         it, and the checker blames nobody for it (`fault_redeliver` passes)",
+    ),
+    (
         "stale_nonce",
         "a nonce the lagging node reports reuses the executor's own earlier one, which the \
          node refuses (nonce too low): the transfer fails honestly, an unmet expectation only",

@@ -11,7 +11,7 @@ use crate::contract::Contract;
 
 /// Every service a scenario can name and the harness can start, in the order they were
 /// added. Each has its own terms ([`Contract::default_for`]).
-pub const SERVICES: &[&str] = &["payments", "workspaces", "files", "chain"];
+pub const SERVICES: &[&str] = &["payments", "workspaces", "files", "chain", "messages"];
 
 /// The kind of value an action parameter takes. Each consumer applies its own bounds on top
 /// (scenarios cap lengths and amounts; the executor refuses what it cannot put in a URL).
@@ -31,6 +31,10 @@ pub enum ParamKind {
     Address,
     /// An amount of wei as a decimal string (it outgrows JSON's safe integers and TOML's).
     Wei,
+    /// An email address, `local@domain`, in lowercase letters, digits and `. _ + -` (the
+    /// domain: letters, digits, `.` and `-`, with a dot), as the messages ledger writes it and
+    /// as it goes into a mailbox's URL path without escaping.
+    Email,
 }
 
 impl ParamKind {
@@ -44,8 +48,36 @@ impl ParamKind {
             ParamKind::ObjectKey => Value::from("q3/summary.csv"),
             ParamKind::Address => Value::from("0x00000000000000000000000000000000000000b0"),
             ParamKind::Wei => Value::from("1000000000000000000"),
+            ParamKind::Email => Value::from("ada@example.com"),
         }
     }
+}
+
+/// The longest email address: RFC 5321's limit on a path, less its angle brackets.
+pub const EMAIL_CHARS_MAX: usize = 254;
+
+/// Whether `text` is an email address of [`ParamKind::Email`]: a local part of 1 to 64
+/// lowercase letters, digits and `. _ + -` (no dot first, last or twice in a row), `@`, and
+/// a domain of at least two dot-separated labels of 1 to 63 lowercase letters, digits and
+/// `-` (no hyphen first or last). Narrower than RFC 5322 on purpose: such an address is the
+/// same text in a scenario, a request, a ledger and a URL path.
+pub fn is_email_address(text: &str) -> bool {
+    let Some((local, domain)) = text.split_once('@') else { return false };
+    let local_ok = (1..=64).contains(&local.len())
+        && local.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._+-".contains(&b))
+        && !local.starts_with('.')
+        && !local.ends_with('.')
+        && !local.contains("..");
+    let label_ok = |label: &str| {
+        (1..=63).contains(&label.len())
+            && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    text.len() <= EMAIL_CHARS_MAX
+        && local_ok
+        && domain.split('.').count() >= 2
+        && domain.split('.').all(label_ok)
 }
 
 /// One parameter of an action.
@@ -226,8 +258,37 @@ pub const CHAIN_TRANSFER: ActionSpec = ActionSpec {
     result_fields: &[ResultField { name: "tx_hash", source: ResultSource::ObjectId }],
 };
 
+/// `messages.send {to, subject, body}`: an email with `subject` and the plain-text `body` in
+/// `to`'s inbox. Its effect is the delivery (`message.delivered`, recorded when the message
+/// lands in the recipient's inbox, not when the API accepts it); a second delivery of the same
+/// message by the provider's own retry carries `params.provider_redelivery = true`
+/// ([`crate::record::PROVIDER_REDELIVERY`]) and is the provider's doing, not the executor's.
+/// The API key (`secrets.messages_api_key`) is optional like `payments_api_key`: the
+/// reference executor falls back to a test key, so it is not a required [`ActionSpec::secret`].
+pub const MESSAGES_SEND: ActionSpec = ActionSpec {
+    name: "messages.send",
+    service: "messages",
+    effect_kind: "message.delivered",
+    business_key: "to",
+    params: &[
+        required("to", ParamKind::Email),
+        required("subject", ParamKind::Text),
+        required("body", ParamKind::Text),
+    ],
+    guard: None,
+    duplicate_by_key: true,
+    secret: None,
+    // The message id the send answered, which every delivery of the message carries as its
+    // object id.
+    result_fields: &[ID],
+};
+
+/// The secret (`init.secrets`) with the messages service's API key (`re_...`); optional.
+pub const MESSAGES_API_KEY_SECRET: &str = "messages_api_key";
+
 /// Every action, in the order executors announce them.
-pub const ACTIONS: &[ActionSpec] = &[PAYMENTS_REFUND, WORKSPACES_CREATE, FILES_PUT, CHAIN_TRANSFER];
+pub const ACTIONS: &[ActionSpec] =
+    &[PAYMENTS_REFUND, WORKSPACES_CREATE, FILES_PUT, CHAIN_TRANSFER, MESSAGES_SEND];
 
 /// Every action's name, in [`ACTIONS`] order.
 pub const ACTION_NAMES: [&str; ACTIONS.len()] = {
@@ -273,6 +334,34 @@ mod tests {
             assert_eq!(action_for_effect(spec.service, spec.effect_kind), Some(spec));
         }
         assert_eq!(ACTION_NAMES.to_vec(), ACTIONS.iter().map(|a| a.name).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn email_addresses_are_plain_lowercase_text() {
+        for good in ["ada@example.com", "a.b+tag_1-x@mail.example.co.uk", "0@a-b.io"] {
+            assert!(is_email_address(good), "{good}");
+        }
+        let long = format!("{}@example.com", "a".repeat(65));
+        for bad in [
+            "",
+            "ada",
+            "ada@",
+            "@example.com",
+            "Ada@example.com",
+            "ada@example",
+            "ada@@example.com",
+            ".ada@example.com",
+            "ada.@example.com",
+            "a..da@example.com",
+            "ada@-example.com",
+            "ada@example..com",
+            "Ada <ada@example.com>",
+            "ada@exa mple.com",
+            long.as_str(),
+        ] {
+            assert!(!is_email_address(bad), "{bad}");
+        }
+        assert!(is_email_address(ParamKind::Email.example().as_str().unwrap()));
     }
 
     /// `init_ok` in `docs/protocol.md` lists the reference executor's actions, which are

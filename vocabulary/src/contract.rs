@@ -81,8 +81,12 @@ impl Default for Contract {
     }
 }
 
-/// 24 hours: Stripe's documented minimum key retention.
+/// 24 hours: Stripe's documented minimum key retention, and Resend's.
 pub const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// How far a test mailbox's reads may lag behind deliveries by default: a few polls of a
+/// mailbox that is read every second or so.
+pub const MESSAGES_READ_LAG_MS: u64 = 2_000;
 
 impl Contract {
     /// What Stripe promises for refunds.
@@ -121,6 +125,19 @@ impl Contract {
         Contract { idempotency_keys: KeyPolicy::Ignored, ..Self::payments_default() }
     }
 
+    /// An email API (Resend): keys honoured and kept 24 hours like Stripe's, an inbox that is
+    /// read with a lag behind deliveries (a test mailbox polls what the provider delivered),
+    /// and acks that may lie: a 200 says the message was accepted, not that it arrived. Only
+    /// the recipient's inbox shows that.
+    pub fn messages_default() -> Self {
+        Contract {
+            reads: Reads::Eventual,
+            read_lag_ms_max: MESSAGES_READ_LAG_MS,
+            acks: Acks::MayLie,
+            ..Self::payments_default()
+        }
+    }
+
     /// The contract `service` (one of [`crate::SERVICES`]) offers before a scenario changes
     /// it; `None` for a service that does not exist.
     pub fn default_for(service: &str) -> Option<Contract> {
@@ -129,6 +146,7 @@ impl Contract {
             "workspaces" => Some(Contract::workspaces_default()),
             "files" => Some(Contract::files_default()),
             "chain" => Some(Contract::chain_default()),
+            "messages" => Some(Contract::messages_default()),
             _ => None,
         }
     }
@@ -201,6 +219,16 @@ impl Contract {
                 "commit_after_timeout delay_ms {d} exceeds the contract's settle_ms_max {}",
                 self.settle_ms_max
             )),
+            // A delivery is part of what a request does: it lands within the settle bound of
+            // the request, or the executor could never know when "not in the inbox" is final.
+            FaultSpec::DeliverLate { delay_ms: d } if *d > self.settle_ms_max => Err(format!(
+                "deliver_late delay_ms {d} exceeds the contract's settle_ms_max {}",
+                self.settle_ms_max
+            )),
+            FaultSpec::Redeliver { after_ms: d } if *d > self.settle_ms_max => Err(format!(
+                "redeliver after_ms {d} exceeds the contract's settle_ms_max {}",
+                self.settle_ms_max
+            )),
             FaultSpec::ForgetKeys { older_than_ms } => {
                 let older = older_than_ms.unwrap_or(0);
                 if self.idempotency_keys == KeyPolicy::Honored && older < self.key_retention_ms {
@@ -268,6 +296,11 @@ mod tests {
         check(&strict, FaultSpec::ForgetKeys { older_than_ms: Some(DAY_MS) }, true);
         check(&strict, FaultSpec::DropAfterCommit, true);
         check(&strict, FaultSpec::Refuse, true);
+        // Late and repeated deliveries stay within the settle bound, whatever the acks.
+        check(&loose, FaultSpec::DeliverLate { delay_ms: 2_000 }, true);
+        check(&loose, FaultSpec::DeliverLate { delay_ms: 2_001 }, false);
+        check(&strict, FaultSpec::Redeliver { after_ms: 0 }, true);
+        check(&loose, FaultSpec::Redeliver { after_ms: 2_001 }, false);
     }
 
     /// `docs/protocol.md` §3.1: every term optional, the cautious default for each, unknown
@@ -307,5 +340,10 @@ mod tests {
             assert!(Contract::default_for(service).is_some(), "{service}");
         }
         assert_eq!(Contract::default_for("mail"), None);
+        // Messages: a 200 is not a delivery, and the inbox is read with a lag.
+        let messages = Contract::messages_default();
+        assert_eq!((messages.acks, messages.reads), (Acks::MayLie, Reads::Eventual));
+        assert_eq!((messages.idempotency_keys, messages.key_retention_ms), (KeyPolicy::Honored, DAY_MS));
+        assert!(messages.admits(&FaultSpec::SilentNoop).is_ok());
     }
 }

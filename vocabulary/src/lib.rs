@@ -37,12 +37,12 @@ pub mod state;
 pub mod workflow;
 
 pub use action::{
-    ACTION_NAMES, ACTIONS, ActionSpec, CHAIN_PRIVATE_KEY_SECRET, Guard, Param, ParamKind, ResultField,
-    ResultSource, SERVICES, action, action_for_effect,
+    ACTION_NAMES, ACTIONS, ActionSpec, CHAIN_PRIVATE_KEY_SECRET, Guard, MESSAGES_API_KEY_SECRET, Param,
+    ParamKind, ResultField, ResultSource, SERVICES, action, action_for_effect, is_email_address,
 };
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
-pub use contract::{Acks, Contract, ContractPatch, DAY_MS, KeyPolicy, Reads};
-pub use record::{Applied, DECISION_STATUSES, Effect, JournalEntry, needs_decision};
+pub use contract::{Acks, Contract, ContractPatch, DAY_MS, KeyPolicy, MESSAGES_READ_LAG_MS, Reads};
+pub use record::{Applied, DECISION_STATUSES, Effect, JournalEntry, PROVIDER_REDELIVERY, needs_decision};
 pub use rule::{FaultRule, FaultSpec};
 pub use state::State;
 pub use workflow::{ParamRef, WORKFLOWS_FEATURE};

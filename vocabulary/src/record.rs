@@ -26,6 +26,18 @@ pub struct Effect {
     pub request_id: String,
 }
 
+/// The effect parameter that marks an effect the service made again by itself, such as a
+/// message the provider's own retry delivered a second time: `params.provider_redelivery =
+/// true`. Such an effect is the provider's doing, never a duplicate by the executor.
+pub const PROVIDER_REDELIVERY: &str = "provider_redelivery";
+
+impl Effect {
+    /// Whether the service made this effect again by itself ([`PROVIDER_REDELIVERY`]).
+    pub fn by_provider(&self) -> bool {
+        self.params.get(PROVIDER_REDELIVERY).and_then(serde_json::Value::as_bool) == Some(true)
+    }
+}
+
 /// A fault that fired on a request, as journals name it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Applied {

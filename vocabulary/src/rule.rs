@@ -30,7 +30,13 @@ pub const FAULT_KINDS: &[&str] = &[
     "forget_keys",
     "ignore_keys",
     "latency",
+    "deliver_late",
+    "redeliver",
 ];
+
+/// The services a delivery fault applies to: only a service whose effect is a delivery that
+/// comes after the answer (a message landing in an inbox) can deliver late or twice.
+pub const DELIVERY_SERVICES: &[&str] = &["messages"];
 
 /// No fault holds a request longer than this: every wait in a fake is bounded.
 pub const HOLD_MS_MAX: u64 = 600_000;
@@ -83,6 +89,16 @@ pub enum FaultSpec {
         #[serde(default)]
         after_ms: u64,
     },
+    /// Answer at once, and deliver `delay_ms` after the request arrived (or at the commit, if
+    /// that is later): the message lands in the inbox late. Messages only.
+    DeliverLate { delay_ms: u64 },
+    /// Deliver, then deliver the same message again by the provider's own retry, `after_ms`
+    /// after the request arrived (or right after the first delivery, if that is later); the
+    /// second delivery's effect carries `params.provider_redelivery = true`. Messages only.
+    Redeliver {
+        #[serde(default)]
+        after_ms: u64,
+    },
 }
 
 fn default_error_status() -> u16 {
@@ -108,6 +124,28 @@ impl FaultSpec {
             FaultSpec::ForgetKeys { .. } => "forget_keys",
             FaultSpec::IgnoreKeys => "ignore_keys",
             FaultSpec::Latency { .. } => "latency",
+            FaultSpec::DeliverLate { .. } => "deliver_late",
+            FaultSpec::Redeliver { .. } => "redeliver",
+        }
+    }
+
+    /// The services this fault can act on; `None`: every service.
+    pub fn services(&self) -> Option<&'static [&'static str]> {
+        match self {
+            FaultSpec::DeliverLate { .. } | FaultSpec::Redeliver { .. } => Some(DELIVERY_SERVICES),
+            _ => None,
+        }
+    }
+
+    /// Whether this fault can act on `service`, with the reason when it cannot.
+    pub fn check_service(&self, service: &str) -> Result<(), String> {
+        match self.services() {
+            Some(only) if !only.contains(&service) => Err(format!(
+                "{} applies only to {}: only a delivery that comes after the answer can be late or repeated, and {service} makes none",
+                self.kind(),
+                only.join(", ")
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -123,6 +161,12 @@ impl FaultSpec {
             "silent_noop" => FaultSpec::SilentNoop,
             "forget_keys" => FaultSpec::ForgetKeys { older_than_ms: None },
             "ignore_keys" => FaultSpec::IgnoreKeys,
+            "redeliver" => FaultSpec::Redeliver { after_ms: 0 },
+            "deliver_late" => {
+                return Err(
+                    "fault \"deliver_late\" needs a delay: {kind = \"deliver_late\", delay_ms = 800}".into(),
+                );
+            }
             "reject" => {
                 return Err("fault \"reject\" needs a status: {kind = \"reject\", status = 503}".into());
             }
@@ -163,6 +207,8 @@ impl FaultSpec {
                 bounded("before_ms", *before_ms)?;
                 bounded("after_ms", *after_ms)
             }
+            FaultSpec::DeliverLate { delay_ms } => bounded("delay_ms", *delay_ms),
+            FaultSpec::Redeliver { after_ms } => bounded("after_ms", *after_ms),
             _ => Ok(()),
         }
     }
@@ -361,6 +407,8 @@ mod tests {
             (r#"{"fault":{"kind":"latency","befor_ms":3}}"#, "unknown field `befor_ms`"),
             (r#"{"fault":{"status":3}}"#, "needs `kind`"),
             (r#"{"fault":"refuse","nht":1}"#, "unknown field `nht`"),
+            (r#"{"fault":"deliver_late"}"#, "needs a delay"),
+            (r#"{"fault":{"kind":"deliver_lat","delay_ms":1}}"#, "did you mean \"deliver_late\""),
         ];
         for (json, want) in cases {
             let err = parse(json).unwrap_err();
@@ -375,11 +423,27 @@ mod tests {
             (r#"{"fault":"refuse","probability":1.5}"#, "between 0 and 1"),
             (r#"{"fault":{"kind":"timeout_after_commit","hold_ms":999999999}}"#, "above the limit"),
             (r#"{"fault":{"kind":"reject","status":200}}"#, "400 to 599"),
+            (r#"{"fault":{"kind":"deliver_late","delay_ms":999999999}}"#, "above the limit"),
+            (r#"{"fault":{"kind":"redeliver","after_ms":999999999}}"#, "above the limit"),
         ];
         for (json, want) in cases {
             let err = parse(json).unwrap().validate().unwrap_err();
             assert!(err.contains(want), "{json}: {err}");
         }
+    }
+
+    #[test]
+    fn delivery_faults_act_on_messages_only() {
+        let late = parse(r#"{"fault":{"kind":"deliver_late","delay_ms":800}}"#).unwrap().fault;
+        assert_eq!(late, FaultSpec::DeliverLate { delay_ms: 800 });
+        let again = parse(r#"{"fault":"redeliver"}"#).unwrap().fault;
+        assert_eq!(again, FaultSpec::Redeliver { after_ms: 0 });
+        for fault in [late, again] {
+            assert!(fault.check_service("messages").is_ok());
+            let err = fault.check_service("payments").unwrap_err();
+            assert!(err.contains("applies only to messages"), "{err}");
+        }
+        assert!(FaultSpec::DropAfterCommit.check_service("payments").is_ok());
     }
 
     #[test]

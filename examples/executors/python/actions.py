@@ -1,4 +1,4 @@
-"""The four actions an agent may propose: their parameters, checked and put in canonical form,
+"""The five actions an agent may propose: their parameters, checked and put in canonical form,
 and the parameter references of workflow steps.
 
 What is checked here is what `docs/protocol.md` (§3.2) asks of each action, and no more. The
@@ -17,6 +17,7 @@ SERVICE_OF = {
     "workspaces.create": "workspaces",
     "files.put": "files",
     "chain.transfer": "chain",
+    "messages.send": "messages",
 }
 ACTIONS = tuple(SERVICE_OF)
 
@@ -27,6 +28,10 @@ _BUCKET = re.compile(r"^[A-Za-z0-9!\-_.*'()]+$")
 _OBJECT_KEY = re.compile(r"^[A-Za-z0-9!\-_.*'()/]+$")
 _ADDRESS = re.compile(r"^0x[0-9a-f]{40}$")
 _WEI = re.compile(r"^[1-9][0-9]*$")
+# An email address as the action table takes it (vocabulary::is_email_address): lowercase,
+# so that it is the same text in the inbox, the ledger and the mailbox's URL.
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_EMAIL = re.compile(rf"^(?!\.)(?!.*\.\.)[a-z0-9._+-]{{1,64}}(?<!\.)@{_LABEL}(?:\.{_LABEL})+$")
 
 
 class Malformed(ValueError):
@@ -78,6 +83,12 @@ def check(action, params):
         if not _WEI.match(value):
             raise Malformed(f'{action}: "value" must be a positive decimal string of wei')
         return {"to": to, "value": value}
+    if action == "messages.send":
+        only("to", "subject", "body")
+        to = text("to")
+        if len(to) > 254 or not _EMAIL.match(to):
+            raise Malformed(f'{action}: "to" must be an email address in lowercase letters, digits and . _ + -')
+        return {"to": to, "subject": text("subject"), "body": text("body")}
     raise Malformed(f'action "{action}" is not one of {", ".join(ACTIONS)}')
 
 

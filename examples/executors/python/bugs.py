@@ -21,6 +21,7 @@ BUGS = {
     "memory-only": "intents live in memory only: a crash forgets them",
     "timeout-as-failure": 'a timeout means "it did not happen": failed',
     "trust-200": "a success is believed without a read-back, even where acks may lie",
+    "trust-202": "an email the API accepted is taken as delivered: the recipient's inbox is never read",
     "re-sign-after-timeout": "after an uncertain broadcast, the transfer is signed again with the next nonce",
     "resend-after-key-expiry": "the key is believed to protect for ever: resent without a lookup",
     "replacement-while-unknown": "a replacement runs while the intent it replaces is unknown",

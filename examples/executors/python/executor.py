@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A small executor for `twice`, in Python: it turns an agent's intents into refunds,
-workspaces, S3 objects and chain transfers, and never does anything twice.
+workspaces, S3 objects, chain transfers and emails, and never does anything twice.
 
 It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the reference executor
 (executor/src/engine.rs and engine/, docs/executor.md):
@@ -13,7 +13,8 @@ It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the refere
   contract makes a resend under the same key a replay (keys honoured, acks reliable, the key
   still retained); a "not there" from a lookup is believed only once nothing in flight can
   still land and no read can still lag;
-- where acks may lie, a success is read back before it is believed;
+- where acks may lie, a success is read back before it is believed, and an email is believed
+  only once it is in the recipient's inbox;
 - a refusal a person must act on (401, 403, 400, 422) is never sent again: the intent goes to a
   person (`escalated`) with the service's words and whether going on could write twice, once
   no earlier send of it can have landed (a lookup first, where one may have);
@@ -685,18 +686,19 @@ class Executor:
 
     # -- resolving uncertain intents ----------------------------------------------------------
 
-    def key_protects(self, intent, contract, now):
+    def key_protects(self, intent, service, now):
         """Whether a resend under the intent's key is a replay of the first send, if that
-        landed: the service honours keys, its acks are reliable (else the key may hold a
-        hollow success), and it still retains the key when the resend arrives (allowing for
-        the request's own time and a margin)."""
+        landed: the service honours keys, its successes cannot be hollow (acks that may lie,
+        an accepted message: the key may hold a hollow success), and it still retains the key
+        when the resend arrives (allowing for the request's own time and a margin)."""
+        contract = service.contract
         retained = intent.key_first_sent_ms is not None and (
             now + self.timeout_ms + SAFETY_MARGIN_MS < intent.key_first_sent_ms + contract["key_retention_ms"]
         )
         if bugs.BUG == "resend-after-key-expiry":
             # The bug: the key is believed to protect for ever, so a resend needs no lookup.
             retained = True
-        return contract["idempotency_keys"] == "honored" and contract["acks"] == "reliable" and retained
+        return contract["idempotency_keys"] == "honored" and not service.success_may_be_hollow() and retained
 
     def resend_pause_over(self, intent, now):
         """The first resend goes at once (the request before it is over on our side); each
@@ -712,7 +714,7 @@ class Executor:
             return
         now = now_ms()
         refused = "decision" in before.evidence  # never sent again: see decide
-        protected = self.key_protects(before, service.contract, now)
+        protected = self.key_protects(before, service, now)
         if protected and not refused and before.attempts < self.limits["attempts_max"]:
             if self.resend_pause_over(before, now):
                 note = "sent again under its key: the service replays the first answer if it landed"
@@ -785,10 +787,11 @@ class Executor:
                 leased.maybe_executed = False
                 write("failed", f"no effect after {before.attempts} attempts, and none can appear any more")
                 return
-            # Nothing landed and nothing can: a new attempt is safe. Where acks may lie, with a
-            # fresh key: the service may have saved a silent no-op's success under the old one.
+            # Nothing landed and nothing can: a new attempt is safe. Where a success may be
+            # hollow (acks that may lie, a message the inbox never showed), with a fresh key:
+            # the service may have saved a silent no-op's success under the old one.
             leased.maybe_executed = False
-            rotate = contract["acks"] == "may_lie" and before.last_sent_ms is not None
+            rotate = service.success_may_be_hollow() and before.last_sent_ms is not None
             self.send(before, leased, params, "absent for good: sent again", tally, rotate_key=rotate)
         elif found.kind == SUPERSEDED and settled:
             leased.maybe_executed = False

@@ -10,6 +10,9 @@ means, and the lookup that asks the service what really happened.
   the body).
 - chain.transfer, with web3.py and eth-account: guarded by the nonce of bytes signed once;
   looked up by the receipt of their hash, then the account's nonce.
+- messages.send, with the resend SDK: guarded by the idempotency key; a 200 only says the
+  API accepted the message, so it is always read back, and looked up, in the recipient's
+  inbox (the messages service's test mailbox), by the intent id in the X-Twice-Intent header.
 
 Heavy SDKs are imported when an action first needs them (web3 takes over a second), so a
 worker that only refunds starts fast.
@@ -176,12 +179,17 @@ class Service:
             offered = (False, False)
         return offered
 
+    def success_may_be_hollow(self):
+        """Where acks may lie, a success may be a silent no-op: a key never replays what
+        happened, and once "not there" is final the intent goes again under a new key."""
+        return self.contract["acks"] == "may_lie"
+
     def reads_back_success(self):
-        """Where acks may lie, a success may be a silent no-op: only a read-back proves it."""
+        """A success that may be hollow is believed only once a read-back shows it."""
         if bugs.BUG == "trust-200":
             # The bug: a 200 is taken at its word.
             return False
-        return self.contract["acks"] == "may_lie"
+        return self.success_may_be_hollow()
 
     def warm(self):
         """Imports the SDK (and makes what can be made once), before anything is timed: a
@@ -696,4 +704,98 @@ class Chain(Service):
             return Lookup(FAILED, detail=f"looking up {tx_hash}: {error}")
 
 
-SERVICES = {"payments": Payments, "workspaces": Workspaces, "files": Files, "chain": Chain}
+# ---------------------------------------------------------------------------------------
+# messages.send: the resend SDK, and the recipient's inbox
+
+
+# The email header that carries the intent's id into the inbox, so that a read-back tells
+# this intent's message from any other to the same address (the key cannot: it changes when
+# it is rotated, and an inbox never shows it).
+INTENT_HEADER = "X-Twice-Intent"
+# Who the executor's messages come from.
+SENDER = "twice executor <executor@twice.invalid>"
+
+
+class Messages(Service):
+    def warm(self):
+        import requests  # noqa: F401
+        import resend
+        from resend.http_client_requests import RequestsClient
+
+        # The SDK keeps its settings in the module; every send of this process goes to the one
+        # messages service it was told of, with one key. Its HTTP client makes a connection
+        # per request (requests.request), with our timeout, and never retries.
+        resend.api_key = self.secrets.get("messages_api_key", "re_test_twice")
+        resend.api_url = self.url
+        resend.default_http_client = RequestsClient(timeout=self.timeout_s)
+
+    def success_may_be_hollow(self):
+        # Whatever the contract says: the answer is the API accepting the message, the effect
+        # is its delivery to the inbox.
+        return True
+
+    def reads_back_success(self):
+        if bugs.BUG == "trust-202":
+            # The bug: the API's 200 is taken for the delivery.
+            return False
+        return True
+
+    def send(self, intent, params, key, fencing_token):
+        import resend
+
+        email = {
+            "from": SENDER,
+            "to": params["to"],
+            "subject": params["subject"],
+            "text": params["body"],
+            "headers": {INTENT_HEADER: intent.id},
+        }
+        return resend.Emails.send(email, options={"idempotency_key": key} if key else None)
+
+    def outcome_of_error(self, intent, error):
+        import resend
+
+        if isinstance(error, resend.exceptions.ResendError):
+            if error.error_type == "HttpClientError":
+                # The SDK turns whatever the HTTP stack raised into this; the requests
+                # exception underneath tells whether anything was sent.
+                wrapped = error.__context__
+                cause = getattr(wrapped, "__cause__", None) or wrapped or error
+                return transport_outcome(cause, self.timeout_ms)
+            status = int(error.code) if str(error.code).isdigit() else 500
+            return http_outcome(status, error.error_type, None, error.message)
+        return transport_outcome(error, self.timeout_ms)
+
+    def outcome_of_answer(self, intent, params, answer):
+        email_id = answer.get("id") if hasattr(answer, "get") else None
+        if isinstance(email_id, str) and email_id:
+            # Accepted, not delivered: the executor reads the inbox before it believes it.
+            return Outcome(DONE, external_id=email_id)
+        return Outcome(AMBIGUOUS, f"an unreadable success: {answer}")
+
+    def lookup(self, intent, params):
+        """The recipient's inbox, paged, oldest first; ours carries our intent id."""
+        import requests
+
+        url = f"{self.url}/mailboxes/{params['to']}/messages"
+        query = {"limit": 100}
+        try:
+            for _ in range(LOOKUP_PAGES_MAX):
+                response = requests.get(url, params=query, timeout=self.timeout_s)
+                if response.status_code != 200:
+                    return Lookup(FAILED, detail=f"HTTP {response.status_code}: {response.text[:200]}")
+                page = response.json()
+                for message in page.get("data", []):
+                    headers = {k.lower(): v for k, v in (message.get("headers") or {}).items()}
+                    if headers.get(INTENT_HEADER.lower()) == intent.id:
+                        match = (message.get("subject"), message.get("text")) == (params["subject"], params["body"])
+                        return Lookup(FOUND, external_id=message.get("email_id"), params_match=match)
+                if not page.get("has_more") or not page.get("data"):
+                    return Lookup(ABSENT)
+                query["after"] = page["data"][-1]["id"]
+        except Exception as error:  # "cannot tell yet"
+            return Lookup(FAILED, detail=f"reading the inbox of {params['to']}: {error}")
+        return Lookup(FAILED, detail=f"more than {LOOKUP_PAGES_MAX} pages in the inbox of {params['to']}")
+
+
+SERVICES = {"payments": Payments, "workspaces": Workspaces, "files": Files, "chain": Chain, "messages": Messages}

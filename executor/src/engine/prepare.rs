@@ -67,7 +67,7 @@ impl Executor {
                     .sign(&sending.action, service, &mut book)
                     .await?
                     .map(|signed| sending.planned.new.evidence.record_signed(&signed)),
-                Action::Refund { .. } | Action::CreateWorkspace { .. } => Ok(()),
+                Action::Refund { .. } | Action::CreateWorkspace { .. } | Action::SendMessage { .. } => Ok(()),
             };
             match prepared {
                 Ok(()) => ready.push(sending),

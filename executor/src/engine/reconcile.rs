@@ -8,7 +8,7 @@
 
 use super::pass::Planned;
 use super::{Executor, SAFETY_MARGIN_MS};
-use crate::config::{Acks, Contract, KeyPolicy};
+use crate::config::{Contract, KeyPolicy};
 use crate::model::{Action, Intent, State};
 use crate::services::{self, Lookup};
 
@@ -133,13 +133,15 @@ impl Executor {
                         format!("no effect after {} attempts, and none can appear any more", intent.attempts),
                     );
                 }
-                // Nothing landed and nothing can land: a new attempt is safe. Where acks may
-                // lie, with a fresh key: the service may have saved a silent no-op's success
-                // under the old one, which a resend would only replay. Elsewhere the same key,
-                // so that a late request of a stale worker still carrying it is a replay.
+                // Nothing landed and nothing can land: a new attempt is safe. Where a success
+                // may be hollow (acks may lie, or a message the inbox never showed), with a
+                // fresh key: the service may have saved a silent no-op's success under the old
+                // one, which a resend would only replay. Elsewhere the same key, so that a
+                // late request of a stale worker still carrying it is a replay.
                 let mut new = leased;
                 new.maybe_executed = false;
-                let rotate = contract.acks == Acks::MayLie && intent.last_sent_ms.is_some();
+                let rotate =
+                    services::success_may_be_hollow(action, contract) && intent.last_sent_ms.is_some();
                 let before = new.clone();
                 let new = self.submitted(new, now, rotate);
                 send(new, before, "absent for good: sent again")
@@ -160,7 +162,7 @@ impl Executor {
             }
             Lookup::Superseded { .. } => Decision::Stay,
             Lookup::Absent => {
-                let key_safe = contract.acks == Acks::Reliable
+                let key_safe = !services::success_may_be_hollow(action, contract)
                     && self.key_kept_through_a_send(contract, intent.key_first_sent_ms, now);
                 // A conditional put or a signed transaction can land at most once however
                 // often it is sent, so it need not wait for the settle bound either.

@@ -117,8 +117,15 @@ impl Executor {
         let limits = &self.config.limits;
         let (state, note) = match outcome {
             WriteOutcome::Done { external_id } => match read_back {
-                None | Some(Lookup::Found { params_match: true, .. }) => {
+                None => {
                     new.evidence.external_id = Some(external_id);
+                    new.evidence.last_error = None;
+                    (State::Confirmed, "confirmed by the service".to_string())
+                }
+                // The id of what the read-back found: the effect itself (for a message, the
+                // email in the inbox), which is the answer's id wherever both are known.
+                Some(Lookup::Found { external_id: found, params_match: true }) => {
+                    new.evidence.external_id = Some(if found.is_empty() { external_id } else { found });
                     new.evidence.last_error = None;
                     (State::Confirmed, "confirmed by the service".to_string())
                 }

@@ -239,3 +239,80 @@ fn nothing_is_sent_without_what_the_first_send_records() {
     assert_eq!(body["method"], "eth_sendRawTransaction");
     assert_eq!(body["params"], json!(["0x02f8"]));
 }
+
+#[test]
+fn an_accepted_message_is_never_confirmed_by_its_answer_and_errors_read_in_resends_words() {
+    let message =
+        Action::SendMessage { to: "ada@example.com".into(), subject: "Invoice".into(), body: "Due".into() };
+    let resend =
+        |status: u16, name: &str| answer(status, json!({"statusCode": status, "message": "m", "name": name}));
+    let cases: Vec<(Result<HttpResponse, SendError>, &str)> = vec![
+        (answer(200, json!({"id": "4ef9a417-02e9-4d39-ad75-9611e0fcc33c"})), "done"),
+        (answer(200, json!({})), "ambiguous"),
+        (answer(200, json!("accepted")), "ambiguous"),
+        (resend(409, "concurrent_idempotent_requests"), "ambiguous"),
+        (resend(409, "invalid_idempotent_request"), "ambiguous"),
+        (resend(429, "rate_limit_exceeded"), "not_executed"),
+        (resend(500, "application_error"), "ambiguous"),
+        (resend(422, "validation_error"), "rejected"),
+        (Err(SendError::Ambiguous("timeout".into())), "ambiguous"),
+    ];
+    for (answer, want) in cases {
+        assert_eq!(
+            kind(&classify_write(&message, &intent(Evidence::default()), answer.clone())),
+            want,
+            "{answer:?}"
+        );
+    }
+    let refused = classify_write(&message, &intent(Evidence::default()), resend(422, "validation_error"));
+    assert_eq!(refused, WriteOutcome::Rejected { error: "HTTP 422: m".into() });
+    // Whatever the contract says, the inbox decides, and "not there" is never settled by a key.
+    let reliable = Contract { acks: Acks::Reliable, ..Contract::default() };
+    assert!(read_back_success(&message, &reliable));
+    assert!(success_may_be_hollow(&message, &reliable));
+    let refund = Action::Refund { payment_intent: "pi_1".into(), amount: 1 };
+    assert!(!success_may_be_hollow(&refund, &reliable));
+}
+
+#[test]
+fn a_message_is_sent_with_its_key_and_its_intent_and_found_by_its_intent() {
+    let mut config = Config::default();
+    config.secrets.insert("messages_api_key".into(), "re_live_1".into());
+    let service = Service { url: "http://m/".into(), contract: Contract::messages_default() };
+    let message =
+        Action::SendMessage { to: "ada@example.com".into(), subject: "Invoice".into(), body: "Due".into() };
+    let sent = intent(Evidence::default());
+    let request = write_request(&message, &sent, &config, &service, 1).unwrap();
+    assert_eq!((request.method, request.url.as_str()), ("POST", "http://m/emails"));
+    assert!(request.headers.contains(&("idempotency-key".to_string(), "k".to_string())));
+    assert!(request.headers.contains(&("authorization".to_string(), "Bearer re_live_1".to_string())));
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["to"], "ada@example.com");
+    assert_eq!((&body["subject"], &body["text"]), (&json!("Invoice"), &json!("Due")));
+    assert_eq!(body["headers"][INTENT_HEADER], "i1");
+
+    let lookup = lookup_request(&message, &sent, &config, &service, Some("msg_2"));
+    assert_eq!(lookup.url, "http://m/mailboxes/ada@example.com/messages?limit=100&after=msg_2");
+    let item = |intent_id: &str, text: &str| {
+        json!({"id": "msg_9", "email_id": "e-1", "subject": "Invoice", "text": text,
+               "headers": {"x-twice-intent": intent_id}})
+    };
+    let page =
+        |data: Value, more: bool| answer(200, json!({"object": "list", "has_more": more, "data": data}));
+    let cases = [
+        (
+            page(json!([item("i1", "Due")]), false),
+            Ok(Lookup::Found { external_id: "e-1".into(), params_match: true }),
+        ),
+        (
+            page(json!([item("i1", "Late")]), false),
+            Ok(Lookup::Found { external_id: "e-1".into(), params_match: false }),
+        ),
+        (page(json!([item("i2", "Due")]), false), Ok(Lookup::Absent)),
+        (page(json!([item("i2", "Due")]), true), Err("msg_9".to_string())),
+        (page(json!([]), false), Ok(Lookup::Absent)),
+    ];
+    for (answer, want) in cases {
+        assert_eq!(classify_lookup_page(&message, &sent, answer.clone()), want, "{answer:?}");
+    }
+}

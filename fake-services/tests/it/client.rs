@@ -82,6 +82,23 @@ impl Req {
             .body(serde_json::json!({"external_id": external_id, "name": "Acme"}).to_string().into_bytes())
     }
 
+    /// A Resend send to `to`, with a plain-text body.
+    pub fn email(to: &str) -> Self {
+        Req::new("POST", "/emails")
+            .header("Authorization", "Bearer re_test_x")
+            .header("Content-Type", "application/json")
+            .body(
+                serde_json::json!({"from": "Acme <billing@acme.example>", "to": to, "subject": "Invoice 42", "text": "Your invoice."})
+                    .to_string()
+                    .into_bytes(),
+            )
+    }
+
+    /// A read of `address`'s inbox through the messages fake's test mailbox.
+    pub fn mailbox(address: &str) -> Self {
+        Req::new("GET", format!("/mailboxes/{address}/messages"))
+    }
+
     pub fn key(self, key: &str) -> Self {
         self.header("Idempotency-Key", key)
     }

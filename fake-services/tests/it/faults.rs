@@ -11,6 +11,7 @@ const P: &str = "payments";
 const W: &str = "workspaces";
 const F: &str = "files";
 const C: &str = "chain";
+const M: &str = "messages";
 /// A caller that waits this long is a patient one: faults that answer, answer well within it.
 const PATIENT_MS: u64 = 10_000;
 /// A caller with a short timeout, for faults that hold the reply.
@@ -26,6 +27,8 @@ enum Expect {
     Replayed(u16),
     /// S3's XML error: this status and this `<Code>`.
     S3(u16, &'static str),
+    /// Resend's error: this status and this `name`.
+    Resend(u16, &'static str),
     /// An answer whose JSON array at this pointer has this many items.
     Count(&'static str, usize),
     Reset,
@@ -421,6 +424,7 @@ fn cases() -> Vec<Case> {
     ];
     cases.extend(files_cases());
     cases.extend(chain_cases());
+    cases.extend(messages_cases());
     // Workspaces cases whose contract differs from the default.
     let loose = json!({"unique_business_key": false});
     let with = |mut c: Case, contract: &Value| {
@@ -719,6 +723,141 @@ fn chain_cases() -> Vec<Case> {
     ]
 }
 
+/// Messages (Resend): every fault on `POST /emails`, the read faults on the test mailbox,
+/// and the delivery faults, which only this service has. What counts is the inbox: a case
+/// reads it, and its ledger holds one effect per delivery.
+fn messages_cases() -> Vec<Case> {
+    use Expect::*;
+    let email = || Req::email("ada@example.com");
+    let keyed = |key: &str| Req::email("ada@example.com").key(key);
+    let inbox = |n| send(Req::mailbox("ada@example.com"), Count("/data", n));
+    let on_send = |fault: Value| json!([{"fault": fault, "method": "POST", "path": "/emails", "nth": 1}]);
+    vec![
+        case("messages: refuse", M, on_send(json!("refuse")), vec![send(email(), Reset), inbox(0)], 0),
+        case(
+            "messages: reject answers Resend's 429, nothing sent",
+            M,
+            on_send(json!({"kind": "reject", "status": 429})),
+            vec![
+                send(email(), Resend(429, "rate_limit_exceeded")),
+                inbox(0),
+                send(email(), Status(200)),
+                inbox(1),
+            ],
+            1,
+        ),
+        case(
+            "messages: error_after_commit delivers, answers 500, and the key replays the 500",
+            M,
+            on_send(json!("error_after_commit")),
+            vec![
+                send(keyed("k"), Resend(500, "application_error")),
+                inbox(1),
+                send(keyed("k"), Replayed(500)),
+            ],
+            1,
+        ),
+        case(
+            "messages: drop_after_commit delivers; the key replays the success",
+            M,
+            on_send(json!("drop_after_commit")),
+            vec![send(keyed("k"), Closed), inbox(1), send(keyed("k"), Replayed(200)), inbox(1)],
+            1,
+        ),
+        case(
+            "messages: timeout_after_commit",
+            M,
+            on_send(json!({"kind": "timeout_after_commit", "hold_ms": 60000})),
+            vec![send_hasty(email(), Timeout), Step::Ledger(1), inbox(1)],
+            1,
+        ),
+        case(
+            "messages: commit_after_timeout accepts and delivers after the caller has gone",
+            M,
+            on_send(json!({"kind": "commit_after_timeout", "delay_ms": 3000})),
+            vec![send_hasty(email(), Timeout), inbox(0), Step::Ledger(1), inbox(1)],
+            1,
+        ),
+        case(
+            "messages: silent_noop answers an id and delivers nothing",
+            M,
+            on_send(json!("silent_noop")),
+            vec![send(email(), Status(200)), inbox(0)],
+            0,
+        ),
+        case(
+            "messages: stale_read shows the inbox as it was",
+            M,
+            json!([{"fault": {"kind": "stale_read", "lag_ms": 60000}, "method": "GET", "times": 1}]),
+            vec![send(email(), Status(200)), inbox(0), inbox(1)],
+            1,
+        ),
+        case(
+            "messages: forget_keys delivers the retry again",
+            M,
+            json!([{"fault": "forget_keys", "nth": 2}]),
+            vec![send(keyed("k"), Status(200)), send(keyed("k"), Status(200)), inbox(2)],
+            2,
+        ),
+        case(
+            "messages: ignore_keys delivers the same key twice",
+            M,
+            json!([{"fault": "ignore_keys"}]),
+            vec![send(keyed("k"), Status(200)), send(keyed("k"), Status(200)), inbox(2)],
+            2,
+        ),
+        case(
+            "messages: latency keeps the key in flight: Resend's concurrent_idempotent_requests",
+            M,
+            on_send(json!({"kind": "latency", "before_ms": 2000})),
+            vec![Step::Overlap {
+                first: keyed("k"),
+                after_ms: 300,
+                second: keyed("k"),
+                first_sees: Status(200),
+                second_sees: Resend(409, "concurrent_idempotent_requests"),
+            }],
+            1,
+        ),
+        case(
+            "messages: deliver_late answers at once and delivers later",
+            M,
+            on_send(json!({"kind": "deliver_late", "delay_ms": 1500})),
+            vec![send(email(), Status(200)), inbox(0), Step::Ledger(1), inbox(1)],
+            1,
+        ),
+        case(
+            "messages: redeliver lands the message twice",
+            M,
+            on_send(json!({"kind": "redeliver", "after_ms": 500})),
+            vec![send(email(), Status(200)), Step::Ledger(2), inbox(2)],
+            2,
+        ),
+        case(
+            "messages: the same key with another payload is invalid_idempotent_request",
+            M,
+            json!([]),
+            vec![
+                send(keyed("k"), Status(200)),
+                send(Req::email("grace@example.com").key("k"), Resend(409, "invalid_idempotent_request")),
+            ],
+            1,
+        ),
+        case(
+            "messages: rules match on the recipient, at a send and at its mailbox",
+            M,
+            json!([{"fault": "refuse", "where": {"to": "grace@example.com"}}]),
+            vec![
+                send(email(), Status(200)),
+                send(Req::email("grace@example.com"), Reset),
+                send(Req::mailbox("grace@example.com"), Reset),
+                inbox(1),
+            ],
+            1,
+        ),
+    ]
+}
+
 fn check(seen: &Seen, expect: &Expect) -> Result<(), String> {
     let ok = match expect {
         Expect::Status(s) => seen.status() == Some(*s),
@@ -733,6 +872,13 @@ fn check(seen: &Seen, expect: &Expect) -> Result<(), String> {
                 return Err(format!("expected {expect:?}, saw {seen:?}"));
             };
             seen.status() == Some(*s) && body.contains(&format!("<Code>{code}</Code>"))
+        }
+        Expect::Resend(s, name) => {
+            let body = seen.json();
+            seen.status() == Some(*s)
+                && body["statusCode"] == *s
+                && body["name"] == *name
+                && body["message"].as_str().is_some_and(|m| !m.is_empty())
         }
         Expect::Replayed(s) => {
             seen.status() == Some(*s) && seen.header("idempotent-replayed") == Some("true")
@@ -815,11 +961,16 @@ async fn every_fault_on_every_service() {
     assert!(failures.is_empty(), "{} of {ran} cases failed:\n{}", failures.len(), failures.join("\n"));
 }
 
-/// Every fault kind appears in the table above for every service, so none is untested.
+/// Every fault kind appears in the table above for every service it can act on, so none is
+/// untested.
 #[test]
 fn the_table_covers_every_fault_on_both_services() {
-    for service in [P, W, F, C] {
-        for kind in fake_services::rule::FAULT_KINDS {
+    let only_on = |kind: &str| match kind {
+        "deliver_late" | "redeliver" => fake_services::rule::DELIVERY_SERVICES,
+        _ => &[P, W, F, C, M],
+    };
+    for service in [P, W, F, C, M] {
+        for kind in fake_services::rule::FAULT_KINDS.iter().filter(|k| only_on(k).contains(&service)) {
             let covered = cases().iter().any(|c| c.service == service && c.rules.to_string().contains(kind));
             assert!(covered, "no case injects {kind} on {service}");
         }

@@ -29,6 +29,14 @@ fn path() -> impl Strategy<Value = String> {
         "/v1/payment_intents/pi_1/confirm",
         "/v1/payment_intents/pi_1/cancel",
         "/v1/payment_intents/pi_x/confirm",
+        "/emails",
+        "/emails/",
+        "/emails/4ef9a417-02e9-4d39-ad75-9611e0fcc33c",
+        "/emails/x/y",
+        "/mailboxes/ada@example.com/messages",
+        "/mailboxes/ada%40example.com/messages",
+        "/mailboxes/%/messages",
+        "/mailboxes//messages",
     ])
     .prop_map(String::from);
     prop_oneof![3 => known, 1 => "(/[a-zA-Z0-9_%.~-]{0,12}){1,4}"]
@@ -43,6 +51,7 @@ fn query() -> impl Strategy<Value = String> {
         "ending_before",
         "external_id",
         "expand[]",
+        "after",
         "x",
     ]);
     let pair = (name, "[ -~]{0,12}")
@@ -109,9 +118,25 @@ fn json_value() -> impl Strategy<Value = Value> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
             prop::collection::btree_map(
-                prop::sample::select(vec!["external_id", "name", "plan", "x"]).prop_map(String::from),
+                prop::sample::select(vec![
+                    "external_id",
+                    "name",
+                    "plan",
+                    "x",
+                    "from",
+                    "to",
+                    "subject",
+                    "text",
+                    "html",
+                    "cc",
+                    "bcc",
+                    "reply_to",
+                    "headers",
+                    "tags",
+                ])
+                .prop_map(String::from),
                 inner,
-                0..4
+                0..6
             )
             .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
@@ -129,7 +154,11 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
 
 fn request() -> impl Strategy<Value = FakeRequest> {
     let headers = (
-        prop::option::of(prop_oneof![Just("Bearer sk_test_x".to_string()), "[ -~]{0,20}"]),
+        prop::option::of(prop_oneof![
+            Just("Bearer sk_test_x".to_string()),
+            Just("Bearer re_test_x".to_string()),
+            "[ -~]{0,20}"
+        ]),
         prop::option::of("[ -~]{0,40}"),
         prop::option::of("[ -~]{0,6}"),
     );
@@ -149,6 +178,54 @@ fn request() -> impl Strategy<Value = FakeRequest> {
             req
         },
     )
+}
+
+/// A send to the messages fake, nearly well formed: Resend's fields with random values.
+fn email_request() -> impl Strategy<Value = FakeRequest> {
+    let address = prop_oneof![
+        Just(Value::from("ada@example.com")),
+        Just(Value::from("Ada <ada@example.com>")),
+        Just(serde_json::json!(["ada@example.com", "grace@example.com"])),
+        "[ -~]{0,24}".prop_map(Value::from),
+        json_value(),
+    ];
+    let field = prop_oneof![
+        4 => prop::sample::select(vec!["from", "to", "cc", "bcc", "reply_to"]).prop_flat_map(move |f| {
+            address.clone().prop_map(move |v| (f.to_string(), v))
+        }),
+        3 => (prop::sample::select(vec!["subject", "text", "html", "headers", "tags", "scheduled_at", "x"]), json_value())
+            .prop_map(|(f, v)| (f.to_string(), v)),
+    ];
+    let key = prop::option::of(prop_oneof![Just("k".to_string()), "[ -~]{0,300}"]);
+    (prop::collection::vec(field, 0..8), key).prop_map(|(fields, key)| {
+        let mut body = serde_json::json!({"from": "a@example.com", "to": "ada@example.com", "subject": "s", "text": "t"});
+        for (name, value) in fields {
+            body[name] = value;
+        }
+        let mut req = FakeRequest::new("POST", "/emails").header("Authorization", "Bearer re_test_x").body(body.to_string());
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", &k);
+        }
+        req
+    })
+}
+
+/// A well-formed answer in Resend's shape: JSON, and `statusCode`, `message` and `name` on
+/// every error.
+fn resend_shaped(disposition: &Disposition) -> Result<u16, String> {
+    let Disposition::Respond(response) = disposition else {
+        return Err("messages ended a request without an answer and no fault armed".into());
+    };
+    let body: Value =
+        serde_json::from_slice(&response.body).map_err(|e| format!("messages: a non-JSON body: {e}"))?;
+    if response.status >= 400 {
+        let named = body["name"].as_str().is_some_and(|n| !n.is_empty());
+        let said = body["message"].as_str().is_some_and(|m| !m.is_empty());
+        if !named || !said || body["statusCode"] != response.status {
+            return Err(format!("messages: error {} not in Resend's shape: {body}", response.status));
+        }
+    }
+    Ok(response.status)
 }
 
 /// A well-formed answer in the service's shape: JSON, and an `error` object on every error.
@@ -172,13 +249,29 @@ proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let (fakes, _clock) = manual_fakes(3);
         // The files fake answers in S3's XML: `files::random_requests_to_files_never_panic_nor_answer_5xx`
-        // sends it requests of its own and checks that shape.
-        for fake in fakes.all().into_iter().filter(|f| f.name() != fake_services::files::NAME) {
+        // sends it requests of its own and checks that shape. Messages answers in Resend's
+        // shape, checked below.
+        let own_shape = [fake_services::files::NAME, fake_services::messages::NAME];
+        for fake in fakes.all().into_iter().filter(|f| !own_shape.contains(&f.name())) {
             for req in &requests {
                 let disposition = runtime.block_on(fake.handle(req.clone()));
                 let status = answer_is_well_formed(&fake, &disposition).map_err(TestCaseError::fail)?;
                 prop_assert!(status < 500, "{} answered {status} to {req:?}", fake.name());
             }
+        }
+    }
+
+    #[test]
+    fn random_requests_to_messages_never_panic_nor_answer_5xx(
+        requests in prop::collection::vec(prop_oneof![1 => request(), 2 => email_request()], 1..4),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let (fakes, _clock) = manual_fakes(3);
+        let fake = fakes.get(fake_services::messages::NAME).unwrap();
+        for req in &requests {
+            let disposition = runtime.block_on(fake.handle(req.clone()));
+            let status = resend_shaped(&disposition).map_err(TestCaseError::fail)?;
+            prop_assert!(status < 500, "messages answered {status} to {req:?}");
         }
     }
 

@@ -226,6 +226,11 @@ impl<'a> Facts<'a> {
             ledger.sort_by_key(|e| e.seq);
             for effect in ledger {
                 let Some(action) = vocabulary::action_for_effect(service, &effect.kind) else { continue };
+                // The provider's own second delivery (a message it delivered again by its own
+                // retry): nothing an executor did or could stop, so no invariant counts it.
+                if effect.by_provider() {
+                    continue;
+                }
                 let key = effect.params.get(action.business_key).and_then(Value::as_str);
                 let members = key.and_then(|k| groups.get(&(action.name, k)));
                 let Some(members) = members else {

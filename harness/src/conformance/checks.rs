@@ -26,6 +26,8 @@ pub(super) fn fixture() -> Result<Scenario, serde_json::Error> {
              "params": {"bucket": "conformance", "key": "probe.txt", "body": "twice"}},
             {"id": "probe-transfer", "action": "chain.transfer",
              "params": {"to": format!("0x{:0>40}", "c0de"), "value": "1000"}},
+            {"id": "probe-message", "action": "messages.send",
+             "params": {"to": "conformance@example.com", "subject": "Conformance", "body": "twice"}},
         ],
     }))
 }

@@ -35,6 +35,9 @@ pub struct ServeArgs {
     /// Port for the chain fake (0: any free port).
     #[arg(long, default_value_t = 0)]
     pub chain_port: u16,
+    /// Port for the messages fake, its API and its test mailbox (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub messages_port: u16,
     /// Port for serve's own control endpoint: scenario, steps, check, reset (0: any free port).
     #[arg(long, default_value_t = 0)]
     pub control_port: u16,
@@ -59,6 +62,7 @@ impl ServeArgs {
             "workspaces" => self.workspaces_port,
             "files" => self.files_port,
             "chain" => self.chain_port,
+            "messages" => self.messages_port,
             _ => 0,
         }
     }

@@ -48,7 +48,7 @@ pub struct WorkerSetup {
     /// run, so that it outlives every crash of every worker.
     pub log_name: String,
     pub services: BTreeMap<String, executor::Service>,
-    /// As the protocol's `init.secrets`: `payments_api_key`, `chain_private_key`.
+    /// As the protocol's `init.secrets`: `payments_api_key`, `messages_api_key`, `chain_private_key`.
     pub secrets: BTreeMap<String, String>,
     pub limits: executor::Limits,
     /// Virtual time, shared by every worker of the run.

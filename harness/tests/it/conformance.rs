@@ -292,11 +292,10 @@ fn the_reference_executor_passes_every_rule_and_its_scenarios() {
     for rule in harness::conformance::RULES {
         assert!(checked.stdout.contains(&format!("PASS {}", rule.name)), "{} passes", rule.name);
     }
-    let header =
-        "| failure mode | `chain.transfer` | `files.put` | `payments.refund` | `workspaces.create` |";
+    let header = "| failure mode | `chain.transfer` | `files.put` | `messages.send` | `payments.refund` | `workspaces.create` |";
     assert!(checked.stdout.contains(header), "{}", checked.stdout);
-    assert!(checked.stdout.contains("| drop_after_commit | - | - | - | passed |"), "{}", checked.stdout);
-    assert!(checked.stdout.contains("| lost_reply | - | - | passed | - |"), "{}", checked.stdout);
+    assert!(checked.stdout.contains("| drop_after_commit | - | - | - | - | passed |"), "{}", checked.stdout);
+    assert!(checked.stdout.contains("| lost_reply | - | - | - | passed | - |"), "{}", checked.stdout);
     for file in
         ["conformance.md", "conformance.json", "results.json", "summary.md", "junit.xml", "report.html"]
     {
@@ -308,7 +307,7 @@ fn the_reference_executor_passes_every_rule_and_its_scenarios() {
     let md = std::fs::read_to_string(checked.report.join("conformance.md")).unwrap();
     assert!(
         md.contains("| `shutdown-clean` | passed |")
-            && md.contains("| drop_after_commit | - | - | - | passed |"),
+            && md.contains("| drop_after_commit | - | - | - | - | passed |"),
         "{md}"
     );
 }

@@ -27,6 +27,7 @@ fn args() -> ServeArgs {
         workspaces_port: 0,
         files_port: 0,
         chain_port: 0,
+        messages_port: 0,
         control_port: 0,
         urls_file: None,
         seed: 3,
@@ -219,7 +220,7 @@ fn reset_forgets_the_scenario_and_every_ledger() {
 /// Each port flag binds its own listener, and only its own.
 #[test]
 fn each_port_flag_binds_its_service_and_no_other() {
-    for service in ["payments", "workspaces", "files", "chain", "control"] {
+    for service in ["payments", "workspaces", "files", "chain", "messages", "control"] {
         let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = free.local_addr().unwrap().port();
         drop(free);
@@ -239,7 +240,7 @@ fn each_port_flag_binds_its_service_and_no_other() {
         assert_eq!(urls[service], format!("http://127.0.0.1:{port}"), "{urls:?}");
         let others: Vec<&String> =
             urls.iter().filter(|(name, _)| *name != service).map(|(_, url)| url).collect();
-        assert_eq!(others.len(), 4, "{urls:?}");
+        assert_eq!(others.len(), 5, "{urls:?}");
         assert!(others.iter().all(|url| !url.ends_with(&format!(":{port}"))), "{urls:?}");
         let _ = child.kill();
         let _ = wait_bounded(&mut child);

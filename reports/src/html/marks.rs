@@ -14,6 +14,9 @@ pub(super) struct Marks<'a> {
     pub(super) cause: BTreeMap<(&'a str, &'a str), String>,
     /// (service, ledger seq) to the intent the checker attributed the effect to.
     pub(super) owner: BTreeMap<(&'a str, u64), &'a str>,
+    /// (service, ledger seq) of an effect the service made again by itself (a message the
+    /// provider delivered twice): never a duplicate by the executor.
+    pub(super) by_provider: BTreeMap<(&'a str, u64), String>,
 }
 
 pub(super) fn ordinal(n: usize) -> String {
@@ -50,6 +53,16 @@ impl<'a> Marks<'a> {
         for (service, ledger) in &r.observed.ledgers {
             let mut groups: BTreeMap<(&str, &str, &str), Vec<&Effect>> = BTreeMap::new();
             for effect in ledger {
+                if effect.by_provider() {
+                    marks.by_provider.insert(
+                        (service.as_str(), effect.seq),
+                        format!(
+                            "delivered again by the provider's own retry ({}), not by the executor",
+                            effect.object_id
+                        ),
+                    );
+                    continue;
+                }
                 if let Some((param, value)) = business_key(effect) {
                     groups.entry((effect.kind.as_str(), param, value)).or_default().push(effect);
                 }
@@ -95,4 +108,79 @@ pub(super) fn business_key(effect: &Effect) -> Option<(&'static str, &str)> {
         .filter(|a| a.duplicate_by_key)
         .map(|a| a.business_key)
         .find_map(|p| effect.params.get(p).and_then(|v| v.as_str()).map(|v| (p, v)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EffectRef, IntentResult, Observed, Outcome, Source};
+
+    fn delivered(seq: u64, object: &str, by_provider: bool) -> Effect {
+        let mut params = serde_json::json!({"to": "ada@example.com", "subject": "Hi", "body": "Hello"});
+        if by_provider {
+            params[vocabulary::PROVIDER_REDELIVERY] = true.into();
+        }
+        Effect {
+            seq,
+            at_ms: seq * 100,
+            kind: "message.delivered".into(),
+            object_id: object.into(),
+            params,
+            idempotency_key: None,
+            fencing_token: None,
+            request_id: format!("req_{seq}"),
+        }
+    }
+
+    fn result(ledger: Vec<Effect>) -> ScenarioResult {
+        let first = EffectRef { service: "messages".into(), seq: 1, object_id: "e-1".into(), at_ms: 100 };
+        ScenarioResult {
+            name: "redelivered".into(),
+            position: 0,
+            source: Source::Catalog,
+            seed: 1,
+            outcome: Outcome::Passed,
+            verdicts: vec![],
+            claims: vec![],
+            intents: vec![IntentResult {
+                id: "m1".into(),
+                action: "messages.send".into(),
+                state: Some("confirmed".into()),
+                attempts: Some(1),
+                effects: vec![first],
+                unsupported: false,
+                after: vec![],
+            }],
+            effects: BTreeMap::from([("messages".to_string(), ledger.len())]),
+            faults_applied: vec![],
+            events: vec![],
+            replay: String::new(),
+            hazards: vec![],
+            shrunk: None,
+            shrink: None,
+            observed: Observed {
+                ledgers: BTreeMap::from([("messages".to_string(), ledger)]),
+                ..Observed::default()
+            },
+        }
+    }
+
+    /// A message the provider delivered twice is marked as the provider's, never as a
+    /// duplicate; one the executor sent twice is a duplicate by its business key.
+    #[test]
+    fn a_providers_second_delivery_is_marked_as_its_own() {
+        let r = result(vec![delivered(1, "e-1", false), delivered(2, "e-1", true)]);
+        let marks = Marks::of(&r);
+        assert!(marks.duplicate.is_empty() && marks.first.is_empty(), "{:?}", marks.duplicate);
+        assert!(marks.by_provider[&("messages", 2)].contains("provider's own retry"));
+
+        let r =
+            result(vec![delivered(1, "e-1", false), delivered(2, "e-1", true), delivered(3, "e-2", false)]);
+        let marks = Marks::of(&r);
+        assert_eq!(
+            marks.duplicate.get(&("messages", 3)).map(String::as_str),
+            Some("second effect for to ada@example.com")
+        );
+        assert!(!marks.duplicate.contains_key(&("messages", 2)));
+    }
 }

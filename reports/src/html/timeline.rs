@@ -296,6 +296,8 @@ pub(super) fn effect_markup(service: &str, effect: &Effect, marks: &Marks<'_>) -
                 div.dup-label { "✖ " (what) }
             } @else if let Some(what) = first {
                 div.first-label { (what) }
+            } @else if let Some(what) = marks.by_provider.get(&key) {
+                div.first-label { "↺ " (what) }
             }
         }
     }

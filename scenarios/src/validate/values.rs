@@ -145,6 +145,17 @@ pub(super) fn param_value(kind: ParamKind, name: &str, value: &Value, here: Fiel
             Err(Invalid::new(here, format!("{name} must be 1 to {TRANSFER_WEI_MAX} wei, found {value}"))
                 .hint(hint))
         }
+        ParamKind::Email => {
+            if value.is_string() && vocabulary::is_email_address(text) {
+                return Ok(());
+            }
+            let hint = if value.is_string() && vocabulary::is_email_address(&text.to_ascii_lowercase()) {
+                "write it in lowercase: the messages ledger does, and deliveries are matched by it as text"
+            } else {
+                "an address such as \"ada@example.com\": lowercase letters, digits and . _ + -, then @ and a dotted domain"
+            };
+            Err(Invalid::new(here, format!("{name} {value} is not an email address")).hint(hint))
+        }
     }
 }
 
@@ -200,6 +211,9 @@ pub(super) fn fair(contract: &Contract, service: &str, fault: &FaultSpec, at: Fi
             "set older_than_ms to at least key_retention_ms ({}), or shorten key_retention_ms under {table}",
             contract.key_retention_ms
         ),
+        FaultSpec::DeliverLate { delay_ms: d } | FaultSpec::Redeliver { after_ms: d } => {
+            format!("announce settle_ms_max = {d} (or more) under {table}, or deliver sooner")
+        }
         _ => "only faults inside the announced contract are fair".to_string(),
     };
     Err(Invalid::new(at, format!("unfair fault on {service}: {reason}")).hint(hint))

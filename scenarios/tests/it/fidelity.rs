@@ -41,6 +41,8 @@ fn every_fault() -> Vec<FaultSpec> {
         FaultSpec::ForgetKeys { older_than_ms: Some(1) },
         FaultSpec::IgnoreKeys,
         FaultSpec::Latency { before_ms: 1, after_ms: 1 },
+        FaultSpec::DeliverLate { delay_ms: 1 },
+        FaultSpec::Redeliver { after_ms: 1 },
     ];
     // A new fault must be added above (the match fails to compile without it).
     for f in &all {
@@ -55,7 +57,9 @@ fn every_fault() -> Vec<FaultSpec> {
             | FaultSpec::StaleRead { .. }
             | FaultSpec::ForgetKeys { .. }
             | FaultSpec::IgnoreKeys
-            | FaultSpec::Latency { .. } => {}
+            | FaultSpec::Latency { .. }
+            | FaultSpec::DeliverLate { .. }
+            | FaultSpec::Redeliver { .. } => {}
         }
     }
     all

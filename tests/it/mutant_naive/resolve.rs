@@ -3,7 +3,7 @@
 //! only once the settle and read-lag bounds have passed (`settled`).
 
 use executor::Action;
-use executor::config::{Acks, Contract, KeyPolicy};
+use executor::config::{Contract, KeyPolicy};
 use executor::services::{self, Lookup};
 
 use super::store::{Rec, St};
@@ -25,13 +25,15 @@ impl Worker {
     }
 
     /// Whether a resend under the current key is a replay of the first send, if that landed.
-    fn key_safe(&self, rec: &Rec, contract: &Contract, now: u64) -> bool {
+    /// Never where a success may be hollow (acks that may lie, an accepted message): the key
+    /// would replay the hollow answer.
+    fn key_safe(&self, rec: &Rec, action: &Action, contract: &Contract, now: u64) -> bool {
         let honored = contract.idempotency_keys == KeyPolicy::Honored || self.has(Bug::KeysAssumedHonored);
         let retained = self.has(Bug::KeyOutlivesRetention)
             || rec.key_first_sent_ms.is_some_and(|t| {
                 now + self.limits().request_timeout_ms + MARGIN_MS < t + contract.key_retention_ms
             });
-        honored && contract.acks == Acks::Reliable && retained
+        honored && !services::success_may_be_hollow(action, contract) && retained
     }
 
     /// An intent that may have taken effect: resend under its key where that is safe,
@@ -52,7 +54,7 @@ impl Worker {
             .is_none_or(|t| now >= t + self.limits().request_timeout_ms * u64::from(rec.attempts.max(1)));
         let guarded = services::resend_is_guarded(action, &contract);
         if self.style == Style::KeyRetry
-            && (self.key_safe(&rec, &contract, now) || guarded)
+            && (self.key_safe(&rec, action, &contract, now) || guarded)
             && rec.attempts < self.limits().attempts_max
             && rec.decision.is_none()
         {
@@ -173,7 +175,8 @@ impl Worker {
                     // Nothing landed and nothing can: a new send is safe. Where acks may lie
                     // the old key may hold a hollow success, so a new key.
                     rec.maybe_executed = false;
-                    let rotate = contract.acks == Acks::MayLie || self.has(Bug::TrustsStaleRead);
+                    let rotate =
+                        services::success_may_be_hollow(action, contract) || self.has(Bug::TrustsStaleRead);
                     return self.send(rec, action, from, rotate, turn).await;
                 }
             }

@@ -82,8 +82,15 @@ impl Worker {
                 }
                 Err(error) => WriteOutcome::NotExecuted { error },
             };
-            let read_back_done = (service.contract.acks == Acks::MayLie && !self.has(Bug::TrustsAck))
-                || matches!(action, Action::Transfer { .. });
+            // A message is read back in its inbox whatever the contract says: its 200 only
+            // says the API accepted it.
+            let read_back_done = match action {
+                Action::SendMessage { .. } => !self.has(Bug::TrustThe202),
+                _ => {
+                    (service.contract.acks == Acks::MayLie && !self.has(Bug::TrustsAck))
+                        || matches!(action, Action::Transfer { .. })
+                }
+            };
             let read_back = match outcome {
                 WriteOutcome::Done { .. } if read_back_done => Some(self.lookup(&rec, action).await),
                 WriteOutcome::Conflict { .. } => Some(self.lookup(&rec, action).await),
@@ -253,6 +260,14 @@ impl Worker {
                     rec.external_id = Some(external_id);
                     rec.last_error = None;
                     (St::Confirmed, "confirmed by the service".to_string())
+                }
+                // The bug: the read-back right after a success found nothing, and that is
+                // believed: the success was hollow, so the intent goes again as new.
+                Some(Lookup::Absent)
+                    if self.has(Bug::TrustsStaleRead) && rec.attempts < limits.attempts_max =>
+                {
+                    rec.maybe_executed = false;
+                    return Next::SendAgain(rec, true);
                 }
                 Some(_) => {
                     rec.maybe_executed = true;

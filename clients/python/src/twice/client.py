@@ -85,8 +85,8 @@ class TwiceViolation(AssertionError):
 class Twice:
     """A client of one `twice serve`, given the URLs it wrote to `--urls-file`.
 
-    `urls` holds each service's base URL (`payments`, `workspaces`, `files`, `chain`) and
-    `control`, serve's own endpoint. Point the application's SDK at `url("payments")` and
+    `urls` holds each service's base URL (`payments`, `workspaces`, `files`, `chain`,
+    `messages`) and `control`, serve's own endpoint. Point the application's SDK at `url("payments")` and
     the like; drive the world through the methods below.
     """
 
@@ -119,7 +119,7 @@ class Twice:
         return self.urls["control"]
 
     def url(self, service: str) -> str:
-        """The base URL of `service` (`payments`, `workspaces`, `files`, `chain`)."""
+        """The base URL of `service` (`payments`, `workspaces`, `files`, `chain`, `messages`)."""
         try:
             return self.urls[service]
         except KeyError:

@@ -6,9 +6,10 @@
 //! - `name`: what it shows (other tests find cases by it).
 //! - `intents`: one row per intent, in scenario order, each a table with one of
 //!   `refund = [id, payment_intent, amount]`, `create = [id, external_id, name]`,
-//!   `put = [id, key, body]` (bucket `reports`), `transfer = [id, to, value]` or `mail = id` (an
-//!   action no row of the action table has), and optionally `replaces = "id"`, `after = [ids]`
-//!   and `reads = { param = { from, field, format } }` (parameters read from an earlier result).
+//!   `put = [id, key, body]` (bucket `reports`), `transfer = [id, to, value]`,
+//!   `message = [id, to, subject, body]` or `mail = id` (an action no row of the action table
+//!   has), and optionally `replaces = "id"`, `after = [ids]` and
+//!   `reads = { param = { from, field, format } }` (parameters read from an earlier result).
 //! - `expect` (optional): `[id, state]` pairs, the scenario's `expect` table.
 //! - `services` (optional): contract changes per service, e.g.
 //!   `services.workspaces = { fencing = false }`.
@@ -17,9 +18,10 @@
 //!   `{"key": "key-ID"}`) or `{ id, state, evidence = {...} }`.
 //! - `effects`: ledger lines, each a table with one of `refunded = [seq, at_ms, object,
 //!   payment_intent, amount]`, `created = [seq, at_ms, object, external_id, name]`,
-//!   `stored = [seq, key, body]` (at `seq * 100` ms) or `mined = [seq, to, value, nonce]`, and
-//!   optionally `token` (a fencing token), `replaced` and `if_match` (quoted ETags, for
-//!   `stored`) and `key` (the idempotency key).
+//!   `stored = [seq, key, body]` (at `seq * 100` ms), `mined = [seq, to, value, nonce]` or
+//!   `delivered = [seq, object, to, subject, body]` (at `seq * 100` ms), and optionally `token`
+//!   (a fencing token), `replaced` and `if_match` (quoted ETags, for `stored`), `key` (the
+//!   idempotency key) and `by_provider` (for `delivered`: the provider's own second delivery).
 //! - `timeline` (optional): state moments `[at_ms, id, state]` on lane `w1`, after a start
 //!   moment at 0 ms.
 //! - `sent` (optional): per service, journal entries `[request_id, origin, arrived_ms]`.
@@ -119,6 +121,7 @@ struct IntentRow {
     create: Option<(String, String, String)>,
     put: Option<(String, String, String)>,
     transfer: Option<(String, String, String)>,
+    message: Option<(String, String, String, String)>,
     mail: Option<String>,
     replaces: Option<String>,
     /// The intents it comes after.
@@ -143,6 +146,9 @@ struct EffectRow {
     created: Option<(u64, u64, String, String, String)>,
     stored: Option<(u64, String, String)>,
     mined: Option<(u64, String, String, u64)>,
+    delivered: Option<(u64, String, String, String, String)>,
+    #[serde(default)]
+    by_provider: bool,
     token: Option<u64>,
     replaced: Option<String>,
     if_match: Option<String>,
@@ -162,8 +168,13 @@ impl CaseRow {
                     IntentRow { create: Some((id, external_id, n)), .. } => create(&id, &external_id, &n),
                     IntentRow { put: Some((id, key, body)), .. } => put(&id, &key, &body),
                     IntentRow { transfer: Some((id, to, value)), .. } => transfer(&id, &to, &value),
+                    IntentRow { message: Some((id, to, subject, body)), .. } => {
+                        message(&id, &to, &subject, &body)
+                    }
                     IntentRow { mail: Some(ref id), .. } => mail(id),
-                    _ => panic!("{}", whose("an intent needs refund, create, put, transfer or mail")),
+                    _ => {
+                        panic!("{}", whose("an intent needs refund, create, put, transfer, message or mail"))
+                    }
                 };
                 let mut spec = match row.replaces {
                     Some(predecessor) => replacing(spec, &predecessor),
@@ -207,7 +218,10 @@ impl CaseRow {
                         stored(*seq, key, body, row.replaced.as_deref(), row.if_match.as_deref())
                     }
                     EffectRow { mined: Some((seq, to, value, nonce)), .. } => mined(*seq, to, value, *nonce),
-                    _ => panic!("{}", whose("an effect needs refunded, created, stored or mined")),
+                    EffectRow { delivered: Some((seq, object, to, subject, body)), .. } => {
+                        delivered(*seq, object, to, subject, body, row.by_provider)
+                    }
+                    _ => panic!("{}", whose("an effect needs refunded, created, stored, mined or delivered")),
                 };
                 match &row.key {
                     Some(key) => keyed(entry, key),
@@ -274,6 +288,16 @@ pub(super) fn transfer(id: &str, to: &str, value: &str) -> IntentSpec {
         id: id.into(),
         action: "chain.transfer".into(),
         params: json!({"to": to, "value": value}),
+        replaces: None,
+        after: Vec::new(),
+    }
+}
+
+pub(super) fn message(id: &str, to: &str, subject: &str, body: &str) -> IntentSpec {
+    IntentSpec {
+        id: id.into(),
+        action: "messages.send".into(),
+        params: json!({"to": to, "subject": subject, "body": body}),
         replaces: None,
         after: Vec::new(),
     }
@@ -390,6 +414,22 @@ pub(super) fn mined(seq: u64, to: &str, value: &str, nonce: u64) -> Entry {
         "block": seq,
     });
     ("chain", effect(seq, seq * 100, "tx.mined", &hash, params, None))
+}
+
+/// A message delivered into `to`'s inbox; `by_provider`: the provider's own second delivery.
+pub(super) fn delivered(
+    seq: u64,
+    object: &str,
+    to: &str,
+    subject: &str,
+    body: &str,
+    by_provider: bool,
+) -> Entry {
+    let mut params = json!({"to": to, "from": "executor@twice.invalid", "subject": subject, "body": body});
+    if by_provider {
+        params[vocabulary::PROVIDER_REDELIVERY] = json!(true);
+    }
+    ("messages", effect(seq, seq * 100, "message.delivered", object, params, None))
 }
 
 /// A claim with the evidence an honest executor sends.
