@@ -247,9 +247,9 @@ pub async fn a_put_takes_the_id_of_the_workspace_its_create_made(under: Under<'_
     ex.ok(json!({"type": "shutdown"})).await;
 }
 
-/// A workspace, a document naming it, and a second workspace named after the document's
-/// version (its ETag): three steps, each reading the one before, in one drain; a step
-/// proposed once its predecessors are confirmed is recorded, not blocked.
+/// A workspace, a document naming it, and an archive note naming the document's version (its
+/// ETag): three steps, each reading the one before, in one drain; a step proposed once its
+/// predecessors are confirmed is recorded, not blocked.
 pub async fn a_chain_of_three_steps_each_reads_the_step_before(under: Under<'_>) {
     let flow = Flow::start(302).await;
     let dir = fresh_dir(&under.dir("workflow_chain_of_three"));
@@ -262,8 +262,10 @@ pub async fn a_chain_of_three_steps_each_reads_the_step_before(under: Under<'_>)
         &["create"],
     )))
     .await;
+    // A workspace name could not hold an ETag's quotes (the service refuses such a name with
+    // 422): the archive is a note in the bucket.
     let archive =
-        create("archive", "chain-archive", reference("doc", "etag", Some("Archive of {}")), &["doc"]);
+        put("archive", "chain/archive.txt", reference("doc", "etag", Some("Archive of {}")), &["doc"]);
     ex.ok(propose(&archive)).await;
     drain(&mut ex).await;
     let intents = status(&mut ex).await;
@@ -276,23 +278,19 @@ pub async fn a_chain_of_three_steps_each_reads_the_step_before(under: Under<'_>)
     assert_eq!(doc[0].params["body"], format!("Workspace {workspace}").as_str());
     let etag = doc[0].params["etag"].as_str().expect("an ETag");
     assert!(etag.starts_with('"') && etag.ends_with('"'), "the quoted ETag S3 answered: {etag}");
-    let archived: Vec<Effect> = flow
-        .ledger("workspaces")
-        .into_iter()
-        .filter(|e| e.params["external_id"] == "chain-archive")
-        .collect();
+    let archived = flow.puts_of("chain/archive.txt");
     assert_eq!(archived.len(), 1, "{archived:#?}");
-    assert_eq!(archived[0].params["name"], format!("Archive of {etag}").as_str());
+    assert_eq!(archived[0].params["body"], format!("Archive of {etag}").as_str());
 
     // Its predecessors are confirmed: a new step goes straight to recorded, and reads two.
     let receipt = json!({"id": "receipt", "action": "files.put", "after": ["archive", "doc"],
-        "params": {"bucket": BUCKET, "key": "chain/receipt.txt", "body": reference("archive", "id", None)}});
+        "params": {"bucket": BUCKET, "key": "chain/receipt.txt", "body": reference("archive", "etag", None)}});
     let recorded = ex.ok(propose(&receipt)).await;
     assert_eq!(recorded["intent"]["state"], "recorded", "{recorded}");
     drain(&mut ex).await;
     let receipts = flow.puts_of("chain/receipt.txt");
     assert_eq!(receipts.len(), 1, "{receipts:#?}");
-    assert_eq!(receipts[0].params["body"], archived[0].object_id.as_str());
+    assert_eq!(receipts[0].params["body"], archived[0].params["etag"]);
     ex.ok(json!({"type": "shutdown"})).await;
 }
 

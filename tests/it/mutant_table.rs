@@ -413,7 +413,7 @@ pub const MUTANTS: &[Mutant] = &[
         // else's, and made again on a service that ignores keys.
         catalog: &[("clock_jump_inside_terms", NO_DUPLICATE)],
         also: &[],
-        generated: Some(NO_DUPLICATE),
+        generated: Some(HONEST),
     },
     Mutant {
         name: "answer-judged-when-read",

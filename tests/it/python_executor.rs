@@ -396,17 +396,17 @@ fn twice_run(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
 fn live_shrinking_stops_at_its_budget_and_says_how_far_it_got() {
     let _turn = machine();
     let dir = work_dir("shrink-budget");
-    // Seed 1, case 2: a workspace created, its answer lost, and resent under a new key;
-    // shrinking it takes dozens of candidate runs of seconds each (timeouts and settle
-    // waits), far more than the budget allows.
-    let executor = python_executor(&["--bug", "key-per-attempt"]).to_string();
+    // Seed 1, case 0: seven steps, among them commits held past the client's timeout, which
+    // this bug takes for a "no"; shrinking it takes candidate runs of seconds each (timeouts
+    // and settle waits), far more than the budget allows.
+    let executor = python_executor(&["--bug", "timeout-as-failure"]).to_string();
     let (code, stderr) = twice_run(
         &dir,
-        &["--executor", &executor, "--generated", "2", "--shrink-budget", "3s", "--report-dir", "budget"],
+        &["--executor", &executor, "--generated", "0", "--shrink-budget", "3s", "--report-dir", "budget"],
     );
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("shrinking 1 failing generated case"), "{stderr}");
-    assert!(stderr.contains("generated-2:") && stderr.contains("stopped: time budget"), "{stderr}");
+    assert!(stderr.contains("generated-0:") && stderr.contains("stopped: time budget"), "{stderr}");
     let results = reports::json::read(&dir.join("budget")).expect("results.json reads back");
     let failed = &results.results[0];
     let shrink = failed.shrink.as_ref().unwrap_or_else(|| panic!("no shrink report: {}", describe(failed)));
@@ -419,7 +419,7 @@ fn live_shrinking_stops_at_its_budget_and_says_how_far_it_got() {
 
     let (code, stderr) = twice_run(
         &dir,
-        &["--executor", &executor, "--generated", "2", "--shrink-budget", "0", "--report-dir", "off"],
+        &["--executor", &executor, "--generated", "0", "--shrink-budget", "0", "--report-dir", "off"],
     );
     assert_eq!(code, Some(1), "{stderr}");
     assert!(!stderr.contains("shrinking"), "{stderr}");

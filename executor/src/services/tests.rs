@@ -254,7 +254,7 @@ fn an_accepted_message_is_never_confirmed_by_its_answer_and_errors_read_in_resen
         (resend(409, "invalid_idempotent_request"), "ambiguous"),
         (resend(429, "rate_limit_exceeded"), "not_executed"),
         (resend(500, "application_error"), "ambiguous"),
-        (resend(422, "validation_error"), "rejected"),
+        (resend(422, "validation_error"), "decision"),
         (Err(SendError::Ambiguous("timeout".into())), "ambiguous"),
     ];
     for (answer, want) in cases {
@@ -265,7 +265,7 @@ fn an_accepted_message_is_never_confirmed_by_its_answer_and_errors_read_in_resen
         );
     }
     let refused = classify_write(&message, &intent(Evidence::default()), resend(422, "validation_error"));
-    assert_eq!(refused, WriteOutcome::Rejected { error: "HTTP 422: m".into() });
+    assert_eq!(refused, WriteOutcome::NeedsDecision { status: 422, error: "validation_error: m".into() });
     // Whatever the contract says, the inbox decides, and "not there" is never settled by a key.
     let reliable = Contract { acks: Acks::Reliable, ..Contract::default() };
     assert!(read_back_success(&message, &reliable));
