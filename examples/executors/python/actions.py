@@ -95,12 +95,14 @@ def check(action, params):
 # -- workflows: steps that build on steps (docs/protocol.md §3.2) -------------------------
 
 # What each action's effect produces that a later step may read (vocabulary/src/action.rs,
-# `result_fields`): the refund's, the workspace's id; the put's quoted ETag; the transfer's hash.
+# `result_fields`): the refund's, the workspace's and the message's id; the put's quoted ETag;
+# the transfer's hash.
 RESULT_FIELDS = {
     "payments.refund": ("id",),
     "workspaces.create": ("id",),
     "files.put": ("etag",),
     "chain.transfer": ("tx_hash",),
+    "messages.send": ("id",),
 }
 
 # The business key of each action: the harness attributes effects by it, so it must be known
@@ -110,6 +112,7 @@ BUSINESS_KEY = {
     "workspaces.create": "external_id",
     "files.put": "key",
     "chain.transfer": "to",
+    "messages.send": "to",
 }
 
 # The parameters that may take a reference: text parameters and object keys that are not the
@@ -119,6 +122,7 @@ TAKES_REFERENCE = {
     "workspaces.create": ("name",),
     "files.put": ("body",),
     "chain.transfer": (),
+    "messages.send": ("subject", "body"),
 }
 
 # A valid value of each parameter, standing in for a reference while the rest is checked.
@@ -130,6 +134,7 @@ _EXAMPLE = {
     "bucket": "reports",
     "key": "q3/summary.csv",
     "body": "x",
+    "subject": "x",
     "to": "0x00000000000000000000000000000000000000b0",
     "value": "1000000000000000000",
 }
