@@ -514,3 +514,36 @@ mod workflows {
         assert_eq!(buggy.last_step_effects, 1, "{buggy:?}");
     }
 }
+
+/// The Python example keeps its own copy of the action table's workflow columns (which
+/// parameter is the business key, which take references, which result fields exist): the
+/// copy must say what `vocabulary::ACTIONS` says, or a step the reference executor accepts is
+/// refused there.
+#[test]
+fn the_python_action_tables_are_the_vocabularys() {
+    let command = python_executor(&[]);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/executors/python");
+    let script = "import json, actions; print(json.dumps({'result_fields': \
+                  {a: list(f) for a, f in actions.RESULT_FIELDS.items()}, 'business_key': actions.BUSINESS_KEY, \
+                  'takes_reference': {a: list(p) for a, p in actions.TAKES_REFERENCE.items()}}))";
+    let out = std::process::Command::new(&command.program)
+        .args(["-c", script])
+        .current_dir(&dir)
+        .output()
+        .expect("the venv's python runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tables: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mut want_fields = serde_json::Map::new();
+    let mut want_keys = serde_json::Map::new();
+    let mut want_refs = serde_json::Map::new();
+    for spec in vocabulary::ACTIONS {
+        want_fields.insert(spec.name.into(), spec.result_fields.iter().map(|f| f.name).collect());
+        want_keys.insert(spec.name.into(), spec.business_key.into());
+        let takes: Vec<&str> =
+            spec.params.iter().map(|p| p.name).filter(|p| spec.param_takes_reference(p)).collect();
+        want_refs.insert(spec.name.into(), takes.into());
+    }
+    assert_eq!(tables["result_fields"], serde_json::Value::Object(want_fields));
+    assert_eq!(tables["business_key"], serde_json::Value::Object(want_keys));
+    assert_eq!(tables["takes_reference"], serde_json::Value::Object(want_refs));
+}
