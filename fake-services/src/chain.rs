@@ -126,7 +126,7 @@ impl Chain {
         let is_write = envelope.calls().iter().any(|c| c.method() == Some(SEND_RAW));
         let ctx = self.core.begin(&req, |_| fields_of(&envelope), is_write);
         let _abandoned = self.core.watch(&ctx);
-        if let Some(done) = self.core.intercept(&ctx) {
+        if let Some(done) = self.core.intercept(&ctx, &req) {
             return echo_ids(done, &envelope);
         }
         let outcome = match checked {
@@ -175,7 +175,7 @@ impl Chain {
                 }
             },
         };
-        let disposition = self.core.conclude(&ctx, outcome).await;
+        let disposition = self.core.conclude(&ctx, &req, outcome).await;
         echo_ids(disposition, &envelope)
     }
 }

@@ -117,7 +117,11 @@ pub struct Inner<S> {
 impl<S> Inner<S> {
     /// A fresh id such as `re_3kT9...`, drawn from the service's seeded RNG.
     pub fn new_id(&mut self, prefix: &str, len: usize) -> String {
-        format!("{prefix}{}", Alphanumeric.sample_string(&mut self.rng, len))
+        // One allocation, the same draws as `sample_string`.
+        let mut id = String::with_capacity(prefix.len() + len);
+        id.push_str(prefix);
+        Alphanumeric.append_string(&mut self.rng, &mut id, len);
+        id
     }
 }
 
@@ -129,9 +133,6 @@ pub struct Ctx {
     pub request_id: String,
     pub key: Option<String>,
     pub is_write: bool,
-    /// A write request, kept for reading what it asked for should it be refused
-    /// (`ServiceCore::reading_refusals`); `None` for reads and where nothing reads it.
-    pub request: Option<FakeRequest>,
 }
 
 /// What the processing produced, before the after-commit point.
@@ -216,8 +217,9 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
     /// Records, in the journal entry of every write refused with a status that needs a
     /// decision (`vocabulary::needs_decision`), what `read` finds the request asked for: how
     /// a checker tells which intent the service refused, since a refusal leaves no effect. The
-    /// request is read only when it is refused, so writes that go through pay for a copy of
-    /// its method, path, query and headers (the body is shared, not copied), nothing more.
+    /// request is read only when it is refused (the service hands it to
+    /// [`ServiceCore::intercept`] and [`ServiceCore::conclude`]), so writes that go through pay
+    /// nothing for it.
     pub fn reading_refusals(mut self, read: RefusalReader) -> Self {
         self.refusals = Some(read);
         self
@@ -308,23 +310,21 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             request_id: request_id.clone(),
             origin: req.origin.clone(),
             faults: plan.applied.clone(),
-            outcome: "pending".into(),
+            outcome: crate::record::PENDING.into(),
             status: None,
             replayed: false,
             ended_ms: None,
             params: None,
         });
-        // The origin is the journal's already; the rest is what the service reads a body by
-        // (an `aws-chunked` upload says so in its headers).
-        let request =
-            (is_write && self.refusals.is_some()).then(|| FakeRequest { origin: None, ..req.clone() });
-        Ctx { seq, plan, request_id, key, is_write, request }
+        Ctx { seq, plan, request_id, key, is_write }
     }
 
     /// Point 1, continued: what `refuse` and `reject` make of the request, if they fired.
-    pub fn intercept(&self, ctx: &Ctx) -> Option<Disposition> {
+    /// `req` is the request `ctx` began with, read only if it is refused (see
+    /// [`ServiceCore::reading_refusals`]).
+    pub fn intercept(&self, ctx: &Ctx, req: &FakeRequest) -> Option<Disposition> {
         if ctx.plan.refuse {
-            self.end(ctx, "reset", None, false);
+            self.end(ctx, req, "reset", None, false);
             return Some(Disposition::Reset);
         }
         let (status, body) = ctx.plan.reject.clone()?;
@@ -333,7 +333,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             None => self.error(&ApiError::rejected(status)),
         };
         (self.shape.stamp)(&mut response, &ctx.request_id);
-        self.end(ctx, "answered", Some(status), false);
+        self.end(ctx, req, "answered", Some(status), false);
         Some(Disposition::Respond(response))
     }
 
@@ -350,7 +350,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             let honored = inner.contract.idempotency_keys == KeyPolicy::Honored && !plan.ignore_keys;
             let key = ctx.key.clone().filter(|_| honored);
             if let Some(k) = &key {
-                match inner.keys.lookup(k, &fingerprint, now_ms, inner.contract.key_retention_ms) {
+                match inner.keys.lookup(k, fingerprint, now_ms, inner.contract.key_retention_ms) {
                     KeyLookup::New => {}
                     KeyLookup::Replay(response) => {
                         let response = response.with_header("Idempotent-Replayed", "true");
@@ -440,8 +440,9 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         Outcome::of(read(&mut inner, visible_until_ms))
     }
 
-    /// Point 5: what reaches the caller, and the end of the journal entry.
-    pub async fn conclude(&self, ctx: &Ctx, outcome: Outcome) -> Disposition {
+    /// Point 5: what reaches the caller, and the end of the journal entry. `req` is the
+    /// request `ctx` began with, as for [`ServiceCore::intercept`].
+    pub async fn conclude(&self, ctx: &Ctx, req: &FakeRequest, outcome: Outcome) -> Disposition {
         let Outcome { mut response, replayed } = outcome;
         if let (AfterCommit::Error { status }, false) = (ctx.plan.after_commit, ctx.is_write) {
             response = self.error(&ApiError::internal(status));
@@ -455,27 +456,28 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         sleep_ms(ctx.plan.after_ms).await;
         match ctx.plan.after_commit {
             AfterCommit::Drop => {
-                self.end(ctx, "closed", Some(response.status), replayed);
+                self.end(ctx, req, "closed", Some(response.status), replayed);
                 Disposition::Close
             }
             AfterCommit::Hold { hold_ms } => {
                 // Journal first: a caller that gives up cancels this future mid-sleep.
-                self.end(ctx, "held", Some(response.status), replayed);
+                self.end(ctx, req, "held", Some(response.status), replayed);
                 sleep_ms(hold_ms).await;
                 Disposition::Close
             }
             AfterCommit::Respond | AfterCommit::Error { .. } => {
-                self.end(ctx, "answered", Some(response.status), replayed);
+                self.end(ctx, req, "answered", Some(response.status), replayed);
                 Disposition::Respond(response)
             }
         }
     }
 
-    fn end(&self, ctx: &Ctx, outcome: &'static str, status: Option<u16>, replayed: bool) {
+    fn end(&self, ctx: &Ctx, req: &FakeRequest, outcome: &'static str, status: Option<u16>, replayed: bool) {
         let now_ms = self.clock.now_ms();
-        // Read outside the lock: decoding a body (a signed transaction) takes a while.
-        let params = match (status, &ctx.request, self.refusals) {
-            (Some(status), Some(request), Some(read)) if vocabulary::needs_decision(status) => read(request),
+        // Read outside the lock: decoding a body (a signed transaction) takes a while. Only
+        // writes are read: a refused read asked for no effect.
+        let params = match (status, self.refusals) {
+            (Some(status), Some(read)) if ctx.is_write && vocabulary::needs_decision(status) => read(req),
             _ => None,
         };
         self.lock().journal.end(ctx.seq, now_ms, outcome, status, replayed, params);

@@ -164,14 +164,14 @@ impl Files {
         let is_write = matches!(req.method.as_str(), "PUT" | "DELETE" | "POST");
         let ctx = self.core.begin(&req, Self::fields, is_write);
         let _abandoned = self.core.watch(&ctx);
-        if let Some(done) = self.core.intercept(&ctx) {
+        if let Some(done) = self.core.intercept(&ctx, &req) {
             return done;
         }
         let outcome = match route(&req) {
             Ok(op) => self.execute(&ctx, &req, op).await,
             Err(e) => Outcome::of(e.response(&req.method)),
         };
-        self.core.conclude(&ctx, outcome).await
+        self.core.conclude(&ctx, &req, outcome).await
     }
 
     async fn execute(&self, ctx: &Ctx, req: &FakeRequest, op: Op) -> Outcome {

@@ -7,8 +7,20 @@ use serde_json::{Map, Value};
 pub fn decode(body: &[u8]) -> Result<Map<String, Value>, String> {
     let mut root = Map::new();
     for (name, value) in form_urlencoded::parse(body) {
+        let value = Value::String(value.into_owned());
+        if !name.contains('[') {
+            // A plain name (most are): no path to split.
+            if name.is_empty() {
+                return Err(format!("Invalid parameter name: '{name}'"));
+            }
+            if root.contains_key(name.as_ref()) {
+                return Err(format!("Received a repeated parameter: '{name}'"));
+            }
+            root.insert(name.into_owned(), value);
+            continue;
+        }
         let path = split_name(&name)?;
-        insert(&mut root, &name, &path, Value::String(value.into_owned()))?;
+        insert(&mut root, &name, &path, value)?;
     }
     Ok(root)
 }

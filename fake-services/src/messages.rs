@@ -148,7 +148,7 @@ impl Messages {
         let route = route(&req);
         let ctx = self.core.begin(&req, Self::fields, matches!(route, Route::Send));
         let _abandoned = self.core.watch(&ctx);
-        if let Some(done) = self.core.intercept(&ctx) {
+        if let Some(done) = self.core.intercept(&ctx, &req) {
             return done;
         }
         let arrived_ms = self.core.clock.now_ms();
@@ -185,6 +185,6 @@ impl Messages {
             Route::WrongMethod => Outcome::of(self.core.error(&wrong_method())),
             Route::Unknown => Outcome::of(self.core.error(&not_found())),
         };
-        self.core.conclude(&ctx, outcome).await
+        self.core.conclude(&ctx, &req, outcome).await
     }
 }

@@ -12,14 +12,14 @@ mod intents;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::clock::ServiceClock;
 use crate::contract::Contract;
 use crate::core::{ApiError, Commit, Inner, Mode, Outcome, ServiceCore, Shape, Stamp};
 use crate::form;
-use crate::record::Effect;
+use crate::record::{Effect, IdMap};
 use crate::wire::{Disposition, FakeRequest, FakeResponse};
 
 /// The service's name in rules, ledgers and URLs files.
@@ -47,7 +47,48 @@ struct Refund {
     created_ms: u64,
 }
 
+/// A refund as Stripe shows it, serialized straight from the refund (no JSON tree between).
+/// Fields in name order, as a `serde_json::Value` object writes them: the bytes on the wire
+/// stay what they were when this was built as one.
+#[derive(Serialize)]
+struct RefundObject<'a> {
+    amount: u64,
+    balance_transaction: Option<()>,
+    charge: &'a str,
+    created: u64,
+    currency: &'a str,
+    id: &'a str,
+    metadata: &'a Map<String, Value>,
+    object: &'static str,
+    payment_intent: &'a str,
+    reason: Option<&'a str>,
+    receipt_number: Option<()>,
+    source_transfer_reversal: Option<()>,
+    status: &'static str,
+    transfer_reversal: Option<()>,
+}
+
 impl Refund {
+    fn object(&self) -> RefundObject<'_> {
+        RefundObject {
+            amount: self.amount,
+            balance_transaction: None,
+            charge: &self.charge,
+            created: self.created_ms / 1000,
+            currency: &self.currency,
+            id: &self.id,
+            metadata: &self.metadata,
+            object: "refund",
+            payment_intent: &self.payment_intent,
+            reason: self.reason.as_deref(),
+            receipt_number: None,
+            source_transfer_reversal: None,
+            status: "succeeded",
+            transfer_reversal: None,
+        }
+    }
+
+    #[cfg(test)]
     fn to_json(&self) -> Value {
         json!({
             "id": self.id,
@@ -68,6 +109,15 @@ impl Refund {
     }
 }
 
+/// A page of refunds, fields in name order as [`RefundObject`]'s.
+#[derive(Serialize)]
+struct RefundList<'a> {
+    data: Vec<RefundObject<'a>>,
+    has_more: bool,
+    object: &'static str,
+    url: &'static str,
+}
+
 /// The payments fake's objects.
 #[derive(Debug, Default)]
 pub struct PaymentsState {
@@ -77,8 +127,8 @@ pub struct PaymentsState {
     charges: BTreeMap<String, String>,
     /// In creation order.
     refunds: Vec<Refund>,
-    /// Refund id to its index in `refunds`.
-    by_id: BTreeMap<String, usize>,
+    /// Refund id to its index in `refunds` (only ever looked up by id).
+    by_id: IdMap<usize>,
     /// Amount refunded so far per payment intent, kept as refunds are made so that a create
     /// does not scan every refund while holding the service's lock.
     refunded: BTreeMap<String, u64>,
@@ -134,7 +184,12 @@ impl PaymentsState {
     }
 
     fn add(&mut self, refund: Refund) {
-        *self.refunded.entry(refund.payment_intent.clone()).or_insert(0) += refund.amount;
+        match self.refunded.get_mut(&refund.payment_intent) {
+            Some(refunded) => *refunded += refund.amount,
+            None => {
+                self.refunded.insert(refund.payment_intent.clone(), refund.amount);
+            }
+        }
         self.by_id.insert(refund.id.clone(), self.refunds.len());
         self.refunds.push(refund);
     }
@@ -201,7 +256,7 @@ impl Payments {
         let is_write = req.method == "POST";
         let ctx = self.core.begin(&req, Self::fields, is_write);
         let _abandoned = self.core.watch(&ctx);
-        if let Some(done) = self.core.intercept(&ctx) {
+        if let Some(done) = self.core.intercept(&ctx, &req) {
             return done;
         }
         let ctx_ref = &ctx;
@@ -243,7 +298,7 @@ impl Payments {
                 ))),
             },
         };
-        self.core.conclude(&ctx, outcome).await
+        self.core.conclude(&ctx, &req, outcome).await
     }
 
     /// Whether `key` may make a request of `route`: a restricted key needs the permission
@@ -527,7 +582,7 @@ fn create_refund(
     metadata: Map<String, Value>,
 ) -> FakeResponse {
     // The intent was there when the request was checked; only a reset in between removes it.
-    let Some(intent) = inner.state.intents.get(intent_id).map(|h| h.current().clone()) else {
+    let Some(intent) = inner.state.intents.get(intent_id).map(|h| h.current()) else {
         return stripe_error(&missing("payment_intent", intent_id));
     };
     // Only a charge that succeeded can be refunded, and at most what it received.
@@ -542,19 +597,21 @@ fn create_refund(
         );
     };
     let remaining = intent.amount_received.saturating_sub(inner.state.refunded(&intent.id));
+    let (payment_intent, currency) = (intent.id.clone(), intent.currency.clone());
     let amount = amount.unwrap_or(remaining);
     let refund = Refund {
         id: inner.new_id("re_", 24),
         amount,
-        charge: charge.clone(),
-        payment_intent: intent.id.clone(),
-        currency: intent.currency.clone(),
+        charge,
+        payment_intent,
+        currency,
         metadata,
         reason,
         created_ms: stamp.now_ms,
     };
+    let charge = &refund.charge;
     if mode == Mode::Pretend {
-        return FakeResponse::json(200, &refund.to_json());
+        return FakeResponse::json_of(200, &refund.object());
     }
     if remaining == 0 {
         return stripe_error(
@@ -571,7 +628,7 @@ fn create_refund(
             .param("amount"),
         );
     }
-    let body = refund.to_json();
+    let response = FakeResponse::json_of(200, &refund.object());
     inner.ledger.record(Effect {
         seq: 0,
         at_ms: stamp.now_ms,
@@ -590,13 +647,13 @@ fn create_refund(
         request_id: stamp.request_id.clone(),
     });
     inner.state.add(refund);
-    FakeResponse::json(200, &body)
+    response
 }
 
 fn retrieve(inner: &mut Inner<PaymentsState>, id: &str, visible_until_ms: u64) -> FakeResponse {
     let found = inner.state.by_id.get(id).and_then(|i| inner.state.refunds.get(*i));
     match found.filter(|r| r.created_ms <= visible_until_ms) {
-        Some(r) => FakeResponse::json(200, &r.to_json()),
+        Some(r) => FakeResponse::json_of(200, &r.object()),
         None => stripe_error(&missing("refund", id).param("id")),
     }
 }
@@ -671,11 +728,8 @@ fn list(inner: &mut Inner<PaymentsState>, query: &ListQuery, visible_until_ms: u
     } else {
         (matching.iter().take(query.limit).copied().collect(), matching.len() > query.limit)
     };
-    let data: Vec<Value> = page.iter().map(|r| r.to_json()).collect();
-    FakeResponse::json(
-        200,
-        &json!({"object": "list", "url": "/v1/refunds", "has_more": has_more, "data": data}),
-    )
+    let data = page.iter().map(|r| r.object()).collect();
+    FakeResponse::json_of(200, &RefundList { data, has_more, object: "list", url: "/v1/refunds" })
 }
 
 fn seed_intent(
@@ -776,5 +830,44 @@ pub fn stripe_error(error: &ApiError) -> FakeResponse {
         (Some("idempotency_key_in_use"), _) => response.with_header("Stripe-Should-Retry", "true"),
         (_, 400..=499) => response.with_header("Stripe-Should-Retry", "false"),
         _ => response,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refund(reason: Option<&str>, metadata: Map<String, Value>) -> Refund {
+        Refund {
+            id: "re_1".into(),
+            amount: 250,
+            charge: "ch_\"x\"".into(),
+            payment_intent: "pi_é".into(),
+            currency: "usd".into(),
+            metadata,
+            reason: reason.map(str::to_string),
+            created_ms: 1_700_000_123_456,
+        }
+    }
+
+    /// The typed answers write the bytes a `Value` tree of the same fields writes.
+    #[test]
+    fn typed_refunds_serialize_as_the_json_tree_did() {
+        let mut metadata = Map::new();
+        metadata.insert("z".into(), json!("last"));
+        metadata.insert("a b".into(), json!("first\n"));
+        let refunds = [refund(None, Map::new()), refund(Some("duplicate"), metadata)];
+        for r in &refunds {
+            assert_eq!(serde_json::to_string(&r.object()).unwrap(), r.to_json().to_string());
+        }
+        let list = RefundList {
+            data: refunds.iter().map(Refund::object).collect(),
+            has_more: true,
+            object: "list",
+            url: "/v1/refunds",
+        };
+        let tree = json!({"object": "list", "url": "/v1/refunds", "has_more": true,
+            "data": refunds.iter().map(Refund::to_json).collect::<Vec<_>>()});
+        assert_eq!(serde_json::to_string(&list).unwrap(), tree.to_string());
     }
 }

@@ -2,7 +2,8 @@
 //! idempotency keys it has seen. The shapes of a ledger's [`Effect`] and a journal's
 //! [`JournalEntry`] are shared ([`vocabulary::record`]); this module keeps them.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 pub use vocabulary::record::{Effect, JournalEntry, PROVIDER_REDELIVERY};
 
@@ -129,6 +130,55 @@ impl Journal {
     }
 }
 
+/// A hash map for ids and keys the fakes look up one at a time, hashed with [`IdHasher`].
+pub type IdMap<V> = HashMap<String, V, BuildHasherDefault<IdHasher>>;
+
+/// A fast, unkeyed hash for short strings (the multiply-rotate hash rustc uses for its own
+/// tables). A fake's tables hold ids it made and keys its callers sent; it serves tests on
+/// loopback, where nobody has a reason to craft colliding keys, and std's SipHash cost more
+/// than the rest of a key lookup.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdHasher {
+    hash: u64,
+}
+
+impl IdHasher {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
+    }
+}
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.add(u64::from(byte));
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
 /// What the service remembers of an idempotency key.
 #[derive(Debug, Clone)]
 pub enum KeyState {
@@ -156,15 +206,19 @@ pub enum KeyLookup {
 }
 
 /// Idempotency keys, pruned by age against the service clock.
+///
+/// A hash map: keys are only ever looked up one at a time, never listed in order, and a tree
+/// of hundreds of thousands of keys costs a string comparison per level and a large node
+/// allocation every few inserts.
 #[derive(Debug, Default)]
 pub struct KeyStore {
-    keys: BTreeMap<String, KeyEntry>,
+    keys: IdMap<KeyEntry>,
 }
 
 impl KeyStore {
     /// Looks `key` up, treating entries at least `retention_ms` old as pruned. A new key is
     /// reserved as in flight.
-    pub fn lookup(&mut self, key: &str, fingerprint: &str, now_ms: u64, retention_ms: u64) -> KeyLookup {
+    pub fn lookup(&mut self, key: &str, fingerprint: String, now_ms: u64, retention_ms: u64) -> KeyLookup {
         if let Some(entry) = self.keys.get(key)
             && now_ms.saturating_sub(entry.created_ms) < retention_ms
         {
@@ -177,10 +231,8 @@ impl KeyStore {
                 }
             };
         }
-        self.keys.insert(
-            key.to_string(),
-            KeyEntry { created_ms: now_ms, fingerprint: fingerprint.to_string(), state: KeyState::InFlight },
-        );
+        self.keys
+            .insert(key.to_string(), KeyEntry { created_ms: now_ms, fingerprint, state: KeyState::InFlight });
         KeyLookup::New
     }
 
@@ -223,26 +275,26 @@ mod tests {
     #[test]
     fn keys_replay_until_retention_then_start_over() {
         let mut keys = KeyStore::default();
-        assert!(matches!(keys.lookup("k", "a", 0, 100), KeyLookup::New));
-        assert!(matches!(keys.lookup("k", "a", 10, 100), KeyLookup::InFlight));
+        assert!(matches!(keys.lookup("k", "a".into(), 0, 100), KeyLookup::New));
+        assert!(matches!(keys.lookup("k", "a".into(), 10, 100), KeyLookup::InFlight));
         keys.complete("k", ok());
-        assert!(matches!(keys.lookup("k", "a", 99, 100), KeyLookup::Replay(r) if r == ok()));
-        assert!(matches!(keys.lookup("k", "b", 99, 100), KeyLookup::Mismatch));
-        assert!(matches!(keys.lookup("k", "b", 100, 100), KeyLookup::New), "pruned at retention");
+        assert!(matches!(keys.lookup("k", "a".into(), 99, 100), KeyLookup::Replay(r) if r == ok()));
+        assert!(matches!(keys.lookup("k", "b".into(), 99, 100), KeyLookup::Mismatch));
+        assert!(matches!(keys.lookup("k", "b".into(), 100, 100), KeyLookup::New), "pruned at retention");
     }
 
     #[test]
     fn forget_and_release_drop_keys() {
         let mut keys = KeyStore::default();
-        keys.lookup("old", "a", 0, 1_000);
+        keys.lookup("old", "a".into(), 0, 1_000);
         keys.complete("old", ok());
-        keys.lookup("young", "a", 90, 1_000);
+        keys.lookup("young", "a".into(), 90, 1_000);
         keys.complete("young", ok());
         keys.forget(100, 50);
         assert_eq!(keys.len(), 1);
         keys.forget(100, 0);
         assert!(keys.is_empty());
-        keys.lookup("k", "a", 0, 1_000);
+        keys.lookup("k", "a".into(), 0, 1_000);
         keys.release("k");
         assert!(keys.is_empty());
     }

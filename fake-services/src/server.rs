@@ -18,6 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
@@ -236,15 +237,38 @@ async fn read_request(req: Request<Incoming>, body_bytes_max: usize) -> Result<F
 }
 
 fn to_hyper(response: FakeResponse) -> Response<Full<Bytes>> {
-    let mut builder = Response::builder().status(response.status);
-    for (name, value) in &response.headers {
-        builder = builder.header(name.as_str(), value.as_str());
+    let FakeResponse { status, headers, body } = response;
+    let mut answer = Response::new(Full::new(body));
+    let Ok(status) = hyper::StatusCode::from_u16(status) else { return fallback() };
+    *answer.status_mut() = status;
+    let map = answer.headers_mut();
+    map.reserve(headers.len());
+    for (name, value) in headers {
+        let Ok(name) = header_name(&name) else { return fallback() };
+        // The value's bytes become the header's: no copy.
+        let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(value)) else { return fallback() };
+        map.append(name, value);
     }
-    builder.body(Full::new(response.body)).unwrap_or_else(|_| {
-        // Only a header a fake built wrongly can get here; answer rather than drop.
-        let mut fallback =
-            Response::new(Full::new(Bytes::from_static(b"{\"error\":{\"type\":\"api_error\"}}")));
-        *fallback.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
-        fallback
+    answer
+}
+
+/// Only a header a fake built wrongly can get here; answer rather than drop.
+fn fallback() -> Response<Full<Bytes>> {
+    let mut fallback = Response::new(Full::new(Bytes::from_static(b"{\"error\":{\"type\":\"api_error\"}}")));
+    *fallback.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+    fallback
+}
+
+/// The names the fakes send on (nearly) every answer, without parsing and allocating them each
+/// time; any other is parsed. Either way the name goes out lowercase, as HTTP/1 writes it.
+fn header_name(name: &str) -> Result<HeaderName, http::header::InvalidHeaderName> {
+    let known = |n: &str| name.eq_ignore_ascii_case(n);
+    Ok(match () {
+        () if known("content-type") => http::header::CONTENT_TYPE,
+        () if known("request-id") => HeaderName::from_static("request-id"),
+        () if known("idempotency-key") => HeaderName::from_static("idempotency-key"),
+        () if known("idempotent-replayed") => HeaderName::from_static("idempotent-replayed"),
+        () if known("stripe-should-retry") => HeaderName::from_static("stripe-should-retry"),
+        () => return HeaderName::from_bytes(name.as_bytes()),
     })
 }

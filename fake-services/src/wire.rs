@@ -11,6 +11,9 @@ use http::HeaderMap;
 /// [`crate::Fake::body_bytes_max`]); a larger one is answered 413 in the service's shape.
 pub const BODY_BYTES_MAX: usize = 1024 * 1024;
 
+/// What [`FakeResponse::json_of`] reserves for a body.
+const BODY_BYTES_GUESS: usize = 512;
+
 /// One request, already read off whatever transport carried it.
 #[derive(Debug, Clone, Default)]
 pub struct FakeRequest {
@@ -86,10 +89,30 @@ pub struct FakeResponse {
 
 impl FakeResponse {
     pub fn json(status: u16, value: &serde_json::Value) -> Self {
+        FakeResponse::json_of(status, value)
+    }
+
+    /// An answer whose body is `value` as JSON, written straight from it (a typed answer needs
+    /// no `serde_json::Value` tree first).
+    pub fn json_of<T: serde::Serialize + ?Sized>(status: u16, value: &T) -> Self {
+        // Most answers fit; one allocation instead of growing from serde_json's 128 bytes.
+        let mut body = Vec::with_capacity(BODY_BYTES_GUESS);
+        // Writing to a Vec fails only for a map whose keys are not strings, which no answer
+        // has; an empty object is still valid JSON should one ever do.
+        if serde_json::to_writer(&mut body, value).is_err() {
+            body = b"{}".to_vec();
+        }
         FakeResponse {
             status,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: Bytes::from(value.to_string()),
+            // Room for the headers the pipeline adds (request id, idempotency key, replay).
+            headers: {
+                let mut headers = Vec::with_capacity(4);
+                headers.push(("content-type".into(), "application/json".into()));
+                headers
+            },
+            // Exactly as long as the body: answers are kept (idempotency keys replay them),
+            // and a boxed slice becomes `Bytes` without a shared header to allocate.
+            body: Bytes::from(body.into_boxed_slice()),
         }
     }
 

@@ -99,7 +99,7 @@ impl Workspaces {
         let is_write = req.method == "POST";
         let ctx = self.core.begin(&req, Self::fields, is_write);
         let _abandoned = self.core.watch(&ctx);
-        if let Some(done) = self.core.intercept(&ctx) {
+        if let Some(done) = self.core.intercept(&ctx, &req) {
             return done;
         }
         let path = req.path.trim_end_matches('/');
@@ -126,7 +126,7 @@ impl Workspaces {
                 format!("Unrecognized request URL ({}: {}).", req.method, req.path),
             ))),
         };
-        self.core.conclude(&ctx, outcome).await
+        self.core.conclude(&ctx, &req, outcome).await
     }
 
     fn prepare_create(&self, req: &FakeRequest) -> Result<(String, Commit<WorkspacesState>), ApiError> {

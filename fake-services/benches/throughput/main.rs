@@ -38,6 +38,10 @@
 //! Output: readable lines, then one `BENCH {json}` line per figure, which `cargo xtask bench`
 //! collects into `docs/benchmarks.md` (the record format is described in `xtask/src/main.rs`).
 //! Run it alone with `cargo bench -p fake-services --bench throughput`.
+//!
+//! For profiling and quick A/B runs, `THROUGHPUT_ONLY=bare,fake,rules,files` (any of these)
+//! measures only those servers, for `THROUGHPUT_SECONDS` (default 3) per window, prints the
+//! `bare / fake` ratios when both are there, and no `BENCH` records.
 
 mod chain_bench;
 mod refund_stub;
@@ -96,6 +100,9 @@ fn main() -> Result<()> {
 }
 
 async fn run() -> Result<()> {
+    if let Ok(only) = std::env::var("THROUGHPUT_ONLY") {
+        return run_only(&only).await;
+    }
     let bare = BareServer::start().await?;
     let plain = start_fake().await?;
     let ruled = start_fake().await?;
@@ -234,6 +241,58 @@ async fn run() -> Result<()> {
     ruled.0.stop().await;
     files.0.stop().await;
     lone.stop().await?;
+    bare.task.abort();
+    Ok(())
+}
+
+/// The servers `only` names (see the module documentation), with no stub, chain or records.
+async fn run_only(only: &str) -> Result<()> {
+    let seconds: u64 = std::env::var("THROUGHPUT_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let window = Duration::from_secs(seconds);
+    let bare = BareServer::start().await?;
+    let plain = start_fake().await?;
+    let ruled = start_fake().await?;
+    let files = start_files().await?;
+    let mut targets = Vec::new();
+    for name in only.split(',') {
+        targets.push(match name.trim() {
+            "bare" => Target::connect(BARE, bare.addr, None).await?,
+            "fake" => Target::connect(FAKE, plain.0.addr(), Some((plain.1.clone(), 0))).await?,
+            "rules" => Target::connect(FAKE_RULES, ruled.0.addr(), Some((ruled.1.clone(), RULES))).await?,
+            "files" => Target::connect(FILES_PUT, files.0.addr(), Some((files.1.clone(), 0))).await?,
+            other => {
+                return Err(
+                    format!("THROUGHPUT_ONLY: no server \"{other}\" (bare, fake, rules, files)").into()
+                );
+            }
+        });
+    }
+    let keys = Arc::new(AtomicU64::new(0));
+    for target in &mut targets {
+        target.window(WARMUP, &keys).await?;
+    }
+    for round in 1..=ROUNDS {
+        for target in &mut targets {
+            let (_, rate) = target.window(window, &keys).await?;
+            target.rates.push(rate);
+            println!("  window {round}/{ROUNDS}  {:<62} {:>9.0} req/s", target.name, rate);
+        }
+    }
+    for target in &targets {
+        let (median, spread) = summary(&target.rates);
+        println!("{:<64} median {median:>9.0} req/s, spread {spread:.1} %", target.name);
+    }
+    if let Some(bare) = targets.iter().find(|t| t.name == BARE) {
+        for target in targets.iter().filter(|t| t.name == FAKE || t.name == FAKE_RULES) {
+            let ratios: Vec<f64> = bare.rates.iter().zip(&target.rates).map(|(b, f)| b / f).collect();
+            let (median, spread) = summary(&ratios);
+            println!("bare / {:<57} median {median:>9.2}x, spread {spread:.1} %", target.name);
+        }
+    }
+    drop(targets);
+    plain.0.stop().await;
+    ruled.0.stop().await;
+    files.0.stop().await;
     bare.task.abort();
     Ok(())
 }
