@@ -17,6 +17,7 @@
 //! across an await, so a cancelled request can never leave a half-made commit.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -126,13 +127,28 @@ impl<S> Inner<S> {
 }
 
 /// One request in progress.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Ctx {
     pub seq: u64,
     pub plan: Plan,
     pub request_id: String,
     pub key: Option<String>,
     pub is_write: bool,
+    /// Whether the journal entry has ended, so that the [`Abandon`] guard need not look.
+    ended: AtomicBool,
+}
+
+impl Clone for Ctx {
+    fn clone(&self) -> Self {
+        Ctx {
+            seq: self.seq,
+            plan: self.plan.clone(),
+            request_id: self.request_id.clone(),
+            key: self.key.clone(),
+            is_write: self.is_write,
+            ended: AtomicBool::new(self.ended.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 /// What the processing produced, before the after-commit point.
@@ -310,13 +326,13 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             request_id: request_id.clone(),
             origin: req.origin.clone(),
             faults: plan.applied.clone(),
-            outcome: crate::record::PENDING.into(),
+            outcome: crate::record::pending_outcome(),
             status: None,
             replayed: false,
             ended_ms: None,
             params: None,
         });
-        Ctx { seq, plan, request_id, key, is_write }
+        Ctx { seq, plan, request_id, key, is_write, ended: AtomicBool::new(false) }
     }
 
     /// Point 1, continued: what `refuse` and `reject` make of the request, if they fired.
@@ -348,8 +364,8 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 inner.keys.forget(now_ms, older);
             }
             let honored = inner.contract.idempotency_keys == KeyPolicy::Honored && !plan.ignore_keys;
-            let key = ctx.key.clone().filter(|_| honored);
-            if let Some(k) = &key {
+            let key = ctx.key.as_deref().filter(|_| honored);
+            if let Some(k) = key {
                 match inner.keys.lookup(k, fingerprint, now_ms, inner.contract.key_retention_ms) {
                     KeyLookup::New => {}
                     KeyLookup::Replay(response) => {
@@ -381,13 +397,13 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             }
             (key, inner.contract.settle_ms_max)
         };
-        let mut reservation = Reservation { core: self, key: key.clone() };
+        let mut reservation = Reservation { core: self, key };
         sleep_ms(plan.before_ms).await;
         let error_after = match plan.after_commit {
             AfterCommit::Error { status } => Some(status),
             _ => None,
         };
-        let stamp = Stamp { now_ms, request_id: ctx.request_id.clone(), key: key.clone() };
+        let stamp = Stamp { now_ms, request_id: ctx.request_id.clone(), key: key.map(str::to_string) };
         let response = match plan.commit {
             CommitMode::Now | CommitMode::Noop => {
                 let mode = if plan.commit == CommitMode::Noop { Mode::Pretend } else { Mode::Apply };
@@ -481,6 +497,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             _ => None,
         };
         self.lock().journal.end(ctx.seq, now_ms, outcome, status, replayed, params);
+        ctx.ended.store(true, Ordering::Relaxed);
     }
 
     /// The control API under `/__twice/`; `seed` handles the service's own `POST /__twice/seed`.
@@ -669,27 +686,31 @@ fn parse_one_or_many(body: &[u8]) -> Result<Vec<FaultRule>, String> {
 /// it ended (hyper drops it when the caller disconnects mid-request).
 pub struct Abandon<'a, S: Default + Send + 'static> {
     core: &'a ServiceCore<S>,
-    seq: u64,
+    ctx: &'a Ctx,
 }
 
 impl<S: Default + Send + 'static> Drop for Abandon<'_, S> {
     fn drop(&mut self) {
+        // A request that ended normally (nearly all) costs neither the clock nor the lock.
+        if self.ctx.ended.load(Ordering::Relaxed) {
+            return;
+        }
         let now_ms = self.core.clock.now_ms();
-        self.core.lock().journal.abandon(self.seq, now_ms);
+        self.core.lock().journal.abandon(self.ctx.seq, now_ms);
     }
 }
 
 impl<S: Default + Send + 'static> ServiceCore<S> {
     /// A guard that marks the request abandoned unless it ends normally first.
-    pub fn watch(&self, ctx: &Ctx) -> Abandon<'_, S> {
-        Abandon { core: self, seq: ctx.seq }
+    pub fn watch<'a>(&'a self, ctx: &'a Ctx) -> Abandon<'a, S> {
+        Abandon { core: self, ctx }
     }
 }
 
 /// Releases a key reservation if the request is cancelled before its commit.
 struct Reservation<'a, S: Default + Send + 'static> {
     core: &'a ServiceCore<S>,
-    key: Option<String>,
+    key: Option<&'a str>,
 }
 
 impl<S: Default + Send + 'static> Drop for Reservation<'_, S> {

@@ -268,7 +268,7 @@ impl Payments {
         };
         let exists = |id: &str| self.core.lock().state.intents.contains_key(id);
         let route = route(&req);
-        let allowed = authorize(&req).and_then(|key| self.permitted(&key, &route));
+        let allowed = authorize(&req).and_then(|key| self.permitted(key, &route));
         let outcome = match allowed {
             Err(e) => Outcome::of(self.core.error(&e)),
             Ok(()) => match route {
@@ -368,9 +368,9 @@ impl Payments {
         let intent = {
             let inner = self.core.lock();
             let state = &inner.state;
-            let by_pi = match &pi {
-                Some(id) if state.intents.contains_key(id) => Some(id.clone()),
-                Some(id) => return Err(missing("payment_intent", id)),
+            let by_pi = match pi {
+                Some(id) if state.intents.contains_key(&id) => Some(id),
+                Some(id) => return Err(missing("payment_intent", &id)),
                 None => None,
             };
             let by_charge = match &charge {
@@ -511,7 +511,7 @@ fn seed_restricted_key(
 }
 
 /// The API key of a request, or Stripe's 401 without one.
-fn authorize(req: &FakeRequest) -> Result<String, ApiError> {
+fn authorize(req: &FakeRequest) -> Result<&str, ApiError> {
     let no_key = || {
         ApiError::new(
             401,
@@ -522,7 +522,7 @@ fn authorize(req: &FakeRequest) -> Result<String, ApiError> {
     let Some(value) = req.header_str("authorization") else { return Err(no_key()) };
     let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("Basic ")).map(str::trim);
     match token {
-        Some(t) if !t.is_empty() => Ok(t.to_string()),
+        Some(t) if !t.is_empty() => Ok(t),
         _ => Err(ApiError::new(401, "invalid_request_error", "Invalid API Key provided.")),
     }
 }
@@ -634,20 +634,26 @@ fn create_refund(
         at_ms: stamp.now_ms,
         kind: "refund.created".into(),
         object_id: refund.id.clone(),
-        params: json!({
-            "payment_intent": refund.payment_intent,
-            "charge": refund.charge,
-            "amount": refund.amount,
-            "currency": refund.currency,
-            "reason": refund.reason,
-            "metadata": refund.metadata,
-        }),
+        params: refund_params(&refund),
         idempotency_key: stamp.key.clone(),
         fencing_token: None,
         request_id: stamp.request_id.clone(),
     });
     inner.state.add(refund);
     response
+}
+
+/// A refund effect's parameters, built field by field (the value `json!` would make of them,
+/// without serializing each field into a value first).
+fn refund_params(refund: &Refund) -> Value {
+    let mut params = Map::new();
+    params.insert("amount".into(), Value::from(refund.amount));
+    params.insert("charge".into(), Value::String(refund.charge.clone()));
+    params.insert("currency".into(), Value::String(refund.currency.clone()));
+    params.insert("metadata".into(), Value::Object(refund.metadata.clone()));
+    params.insert("payment_intent".into(), Value::String(refund.payment_intent.clone()));
+    params.insert("reason".into(), refund.reason.clone().map_or(Value::Null, Value::String));
+    Value::Object(params)
 }
 
 fn retrieve(inner: &mut Inner<PaymentsState>, id: &str, visible_until_ms: u64) -> FakeResponse {
@@ -869,5 +875,16 @@ mod tests {
         let tree = json!({"object": "list", "url": "/v1/refunds", "has_more": true,
             "data": refunds.iter().map(Refund::to_json).collect::<Vec<_>>()});
         assert_eq!(serde_json::to_string(&list).unwrap(), tree.to_string());
+        for r in &refunds {
+            let tree = json!({
+                "payment_intent": r.payment_intent,
+                "charge": r.charge,
+                "amount": r.amount,
+                "currency": r.currency,
+                "reason": r.reason,
+                "metadata": r.metadata,
+            });
+            assert_eq!(refund_params(r), tree);
+        }
     }
 }

@@ -100,7 +100,7 @@ impl Journal {
             if entry.outcome == PENDING {
                 self.pending -= 1;
             }
-            entry.outcome = outcome.to_string();
+            set_outcome(&mut entry.outcome, outcome);
             entry.status = status;
             entry.replayed = replayed;
             entry.ended_ms = Some(at_ms);
@@ -115,7 +115,7 @@ impl Journal {
         let Some(index) = seq.checked_sub(first) else { return };
         if let Some(entry) = self.entries.get_mut(index as usize).filter(|e| e.outcome == PENDING) {
             self.pending -= 1;
-            entry.outcome = "abandoned".to_string();
+            set_outcome(&mut entry.outcome, "abandoned");
             entry.ended_ms = Some(at_ms);
         }
     }
@@ -177,6 +177,21 @@ impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
         self.hash
     }
+}
+
+/// Room enough for every outcome a journal entry takes, so that ending one writes in place.
+const OUTCOME_BYTES: usize = 16;
+
+/// A `pending` outcome with room for the one that ends it.
+pub fn pending_outcome() -> String {
+    let mut outcome = String::with_capacity(OUTCOME_BYTES);
+    outcome.push_str(PENDING);
+    outcome
+}
+
+fn set_outcome(slot: &mut String, outcome: &str) {
+    slot.clear();
+    slot.push_str(outcome);
 }
 
 /// What the service remembers of an idempotency key.

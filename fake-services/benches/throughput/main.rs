@@ -41,7 +41,9 @@
 //!
 //! For profiling and quick A/B runs, `THROUGHPUT_ONLY=bare,fake,rules,files` (any of these)
 //! measures only those servers, for `THROUGHPUT_SECONDS` (default 3) per window, prints the
-//! `bare / fake` ratios when both are there, and no `BENCH` records.
+//! `bare / fake` ratios when both are there, and no `BENCH` records. `THROUGHPUT_ONLY=inproc`
+//! times the payments fake's refund create without a transport (`Fake::handle` called in a
+//! loop), the fake's own cost per request.
 
 mod chain_bench;
 mod refund_stub;
@@ -55,6 +57,7 @@ use std::time::Duration;
 use bench_support::summary;
 use bytes::Bytes;
 
+use fake_services::Fake;
 use refund_stub::{Stub, WIREMOCK_VERSION};
 use servers::{BareServer, OneThreadFake, start_fake, start_files};
 use target::Target;
@@ -249,6 +252,9 @@ async fn run() -> Result<()> {
 async fn run_only(only: &str) -> Result<()> {
     let seconds: u64 = std::env::var("THROUGHPUT_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
     let window = Duration::from_secs(seconds);
+    if only == "inproc" {
+        return in_process(window).await;
+    }
     let bare = BareServer::start().await?;
     let plain = start_fake().await?;
     let ruled = start_fake().await?;
@@ -294,6 +300,37 @@ async fn run_only(only: &str) -> Result<()> {
     ruled.0.stop().await;
     files.0.stop().await;
     bare.task.abort();
+    Ok(())
+}
+
+/// The payments fake's own time per refund create, called in process (see the module
+/// documentation), over [`ROUNDS`] windows of `window`.
+async fn in_process(window: Duration) -> Result<()> {
+    use fake_services::FakeRequest;
+    let (server, fake) = start_fake().await?;
+    let Fake::Payments(payments) = &fake else { return Err("start_fake starts payments".into()) };
+    for round in 1..=ROUNDS {
+        fake.reset();
+        payments.seed_payment_intent(Some(INTENT), INTENT_AMOUNT, "usd")?;
+        let start = std::time::Instant::now();
+        let mut n: u64 = 0;
+        while start.elapsed() < window {
+            for _ in 0..1000 {
+                n += 1;
+                let request = FakeRequest::new("POST", "/v1/refunds")
+                    .header("authorization", "Bearer sk_test_x")
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .header("idempotency-key", &format!("bench-{n}"))
+                    .body(Bytes::from_static(FORM));
+                if fake.handle(request).await.response().map(|r| r.status) != Some(200) {
+                    return Err("a refund create was not answered 200".into());
+                }
+            }
+        }
+        let per_request_ns = start.elapsed().as_nanos() as f64 / n as f64;
+        println!("  window {round}/{ROUNDS}  in process: {n} refunds, {per_request_ns:.0} ns per request");
+    }
+    server.stop().await;
     Ok(())
 }
 
