@@ -357,6 +357,13 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
     pub async fn write(self: &Arc<Self>, ctx: &Ctx, fingerprint: String, commit: Commit<S>) -> Outcome {
         let plan = &ctx.plan;
         let now_ms = self.clock.now_ms();
+        let error_after = match plan.after_commit {
+            AfterCommit::Error { status } => Some(status),
+            _ => None,
+        };
+        // Nothing to wait for between the key and the commit: both happen under one hold of
+        // the lock, as they would under two with nothing in between.
+        let at_once = plan.before_ms == 0 && matches!(plan.commit, CommitMode::Now | CommitMode::Noop);
         let (key, settle_ms_max) = {
             let mut inner = self.lock();
             let inner = &mut *inner;
@@ -395,14 +402,16 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                     }
                 }
             }
+            if at_once {
+                let stamp =
+                    Stamp { now_ms, request_id: ctx.request_id.clone(), key: key.map(str::to_string) };
+                let mode = if plan.commit == CommitMode::Noop { Mode::Pretend } else { Mode::Apply };
+                return Outcome::of(self.commit_locked(inner, commit, mode, &stamp, error_after));
+            }
             (key, inner.contract.settle_ms_max)
         };
         let mut reservation = Reservation { core: self, key };
         sleep_ms(plan.before_ms).await;
-        let error_after = match plan.after_commit {
-            AfterCommit::Error { status } => Some(status),
-            _ => None,
-        };
         let stamp = Stamp { now_ms, request_id: ctx.request_id.clone(), key: key.map(str::to_string) };
         let response = match plan.commit {
             CommitMode::Now | CommitMode::Noop => {
@@ -435,8 +444,19 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
     }
 
     fn commit(&self, commit: Commit<S>, mode: Mode, stamp: Stamp, error_after: Option<u16>) -> FakeResponse {
-        let mut inner = self.lock();
-        let mut response = commit(&mut inner, mode, &stamp);
+        self.commit_locked(&mut self.lock(), commit, mode, &stamp, error_after)
+    }
+
+    /// Point 4 under the lock: the commit, `error_after_commit`, and the answer the key keeps.
+    fn commit_locked(
+        &self,
+        inner: &mut Inner<S>,
+        commit: Commit<S>,
+        mode: Mode,
+        stamp: &Stamp,
+        error_after: Option<u16>,
+    ) -> FakeResponse {
+        let mut response = commit(inner, mode, stamp);
         if let Some(status) = error_after {
             response = self.error(&ApiError::internal(status));
         }

@@ -393,7 +393,10 @@ impl Payments {
                 }
             }
         };
-        let fingerprint = Value::Object(params).to_string();
+        // The parameters as compact JSON, names in order: equal exactly when the parameters
+        // are. Written straight from the map (`Value`'s `Display` goes through a formatter).
+        let fingerprint =
+            serde_json::to_string(&params).unwrap_or_else(|_| Value::Object(params).to_string());
         let commit: Commit<PaymentsState> =
             Box::new(move |inner: &mut Inner<PaymentsState>, mode: Mode, stamp: &Stamp| {
                 create_refund(inner, mode, stamp, &intent, amount, reason, metadata)

@@ -262,13 +262,58 @@ fn fallback() -> Response<Full<Bytes>> {
 /// The names the fakes send on (nearly) every answer, without parsing and allocating them each
 /// time; any other is parsed. Either way the name goes out lowercase, as HTTP/1 writes it.
 fn header_name(name: &str) -> Result<HeaderName, http::header::InvalidHeaderName> {
+    use http::header;
+    // Names of different lengths are told apart by the length alone.
     let known = |n: &str| name.eq_ignore_ascii_case(n);
     Ok(match () {
-        () if known("content-type") => http::header::CONTENT_TYPE,
+        () if known("content-type") => header::CONTENT_TYPE,
+        () if known("etag") => header::ETAG,
+        () if known("server") => header::SERVER,
         () if known("request-id") => HeaderName::from_static("request-id"),
+        () if known("x-request-id") => HeaderName::from_static("x-request-id"),
         () if known("idempotency-key") => HeaderName::from_static("idempotency-key"),
         () if known("idempotent-replayed") => HeaderName::from_static("idempotent-replayed"),
         () if known("stripe-should-retry") => HeaderName::from_static("stripe-should-retry"),
+        () if known("x-amz-request-id") => HeaderName::from_static("x-amz-request-id"),
+        () if known("x-amz-id-2") => HeaderName::from_static("x-amz-id-2"),
+        () if known("x-amz-server-side-encryption") => {
+            HeaderName::from_static("x-amz-server-side-encryption")
+        }
+        () if known("x-amz-checksum-type") => HeaderName::from_static("x-amz-checksum-type"),
+        () if known("x-amz-checksum-crc32") => HeaderName::from_static("x-amz-checksum-crc32"),
         () => return HeaderName::from_bytes(name.as_bytes()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A known name is the name HTTP parsing gives, whatever its case.
+    #[test]
+    fn known_header_names_are_the_parsed_names() {
+        for name in [
+            "Content-Type",
+            "ETag",
+            "Server",
+            "Request-Id",
+            "X-Request-Id",
+            "Idempotency-Key",
+            "Idempotent-Replayed",
+            "Stripe-Should-Retry",
+            "x-amz-request-id",
+            "x-amz-id-2",
+            "x-amz-server-side-encryption",
+            "x-amz-checksum-type",
+            "x-amz-checksum-crc32",
+            "x-other",
+        ] {
+            assert_eq!(
+                header_name(name).unwrap(),
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                "{name}"
+            );
+        }
+        assert!(header_name("bad name").is_err());
+    }
 }
