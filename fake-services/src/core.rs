@@ -297,6 +297,23 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
     ) -> Ctx {
         let key = req.header_str("idempotency-key").map(str::to_string);
         let now_ms = self.clock.now_ms();
+        // The journal entry's copies are made before taking the lock, which every request of
+        // the service waits for.
+        let mut entry = JournalEntry {
+            seq: 0,
+            at_ms: now_ms,
+            method: req.method.clone(),
+            path: req.path.clone(),
+            idempotency_key: key.clone(),
+            request_id: String::new(),
+            origin: req.origin.clone(),
+            faults: Vec::new(),
+            outcome: crate::record::pending_outcome(),
+            status: None,
+            replayed: false,
+            ended_ms: None,
+            params: None,
+        };
         let mut inner = self.lock();
         let inner = &mut *inner;
         let fields = if inner.engine.matches_fields() { fields(req) } else { BTreeMap::new() };
@@ -317,21 +334,9 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 "fault fired"
             );
         }
-        let seq = inner.journal.begin(JournalEntry {
-            seq: 0,
-            at_ms: now_ms,
-            method: req.method.clone(),
-            path: req.path.clone(),
-            idempotency_key: key.clone(),
-            request_id: request_id.clone(),
-            origin: req.origin.clone(),
-            faults: plan.applied.clone(),
-            outcome: crate::record::pending_outcome(),
-            status: None,
-            replayed: false,
-            ended_ms: None,
-            params: None,
-        });
+        entry.request_id.clone_from(&request_id);
+        entry.faults.clone_from(&plan.applied);
+        let seq = inner.journal.begin(entry);
         Ctx { seq, plan, request_id, key, is_write, ended: AtomicBool::new(false) }
     }
 
