@@ -22,6 +22,11 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::model::{Evidence, Intent, State};
 
+mod warm;
+
+use warm::Handle;
+pub use warm::MemoryLog;
+
 /// How hard SQLite works to make a commit durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
@@ -55,6 +60,8 @@ pub enum Recorded {
 /// Schema version in `PRAGMA user_version` (2: the `nonces` table; 3: `after_ids`, the
 /// intents a step comes after).
 const SCHEMA_VERSION: i64 = 3;
+/// Prepared statements each connection keeps (rusqlite keeps 16 unless told).
+const STATEMENTS_CACHED: usize = 64;
 /// How long a writer waits for another process's lock before giving up.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 
@@ -64,7 +71,7 @@ const COLUMNS: &str = "id, action, params, params_hash, idem_key, state, attempt
 
 /// The intent log.
 pub struct IntentLog {
-    conn: Connection,
+    conn: Handle,
     path: PathBuf,
 }
 
@@ -81,7 +88,7 @@ impl IntentLog {
             Durability::Normal => "NORMAL",
         };
         conn.pragma_update(None, "synchronous", sync).map_err(err)?;
-        IntentLog::ready(conn, path.to_path_buf())
+        IntentLog::ready(conn, path.to_path_buf(), None)
     }
 
     /// Opens (creating if needed) the log named `name` in this process's memory: SQLite's
@@ -91,9 +98,18 @@ impl IntentLog {
     /// locks and writes. What a simulated crash loses is what it loses on disk: every change
     /// is one transaction that runs to its end between two awaits, so a crash (a dropped
     /// task) falls between transactions, never inside one, and no power cut is simulated.
+    /// A name from [`IntentLog::fresh_in_memory`] is served from its warm connections (see
+    /// [`MemoryLog`]).
     pub fn open_in_memory(name: &str) -> Result<IntentLog, LogError> {
         use rusqlite::OpenFlags;
         let path = PathBuf::from(format!("memory:{name}"));
+        let home = match warm::take(name) {
+            Some(Some(conn)) => {
+                return Ok(IntentLog { conn: Handle::new(conn, Some(name.to_string())), path });
+            }
+            Some(None) => Some(name.to_string()),
+            None => None,
+        };
         let err = |source| LogError::Sqlite { path: path.clone(), source };
         no_memory_statistics();
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -104,18 +120,20 @@ impl IntentLog {
         let conn = Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), flags).map_err(err)?;
         conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(err)?;
         conn.pragma_update(None, "synchronous", "OFF").map_err(err)?;
-        IntentLog::ready(conn, path)
+        IntentLog::ready(conn, path, home)
     }
 
     /// Creates the schema where it is missing.
-    fn ready(conn: Connection, path: PathBuf) -> Result<IntentLog, LogError> {
+    fn ready(conn: Connection, path: PathBuf, home: Option<String>) -> Result<IntentLog, LogError> {
         let err = |source| LogError::Sqlite { path: path.clone(), source };
+        // Every statement of the log stays prepared: a pass runs the same dozen or so.
+        conn.set_prepared_statement_cache_capacity(STATEMENTS_CACHED);
         // A log already at this schema is opened without writing: another worker may hold the
         // write lock for a long time (stopped by SIGSTOP in the middle of a transaction), and
         // a worker starting beside it must not wait on that lock just to open the file.
         let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(err)?;
         if version == SCHEMA_VERSION {
-            return Ok(IntentLog { conn, path });
+            return Ok(IntentLog { conn: Handle::new(conn, home), path });
         }
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS intents (
@@ -170,7 +188,7 @@ impl IntentLog {
                 .map_err(err)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err)?;
-        Ok(IntentLog { conn, path })
+        Ok(IntentLog { conn: Handle::new(conn, home), path })
     }
 
     pub fn path(&self) -> &Path {
@@ -684,6 +702,47 @@ mod tests {
         assert_eq!(fresh.count().unwrap(), 0, "the last connection going freed the log");
         let other = IntentLog::open_in_memory(&format!("{name}-other")).unwrap();
         assert_eq!(other.count().unwrap(), 0, "another name is another log");
+    }
+
+    /// The sim's warm logs: a run's log is empty whatever the run before it on the same name
+    /// left (rows and counters), its workers share it, and a connection dropped inside a
+    /// transaction (a crash) loses that transaction and is not handed to the next opener.
+    #[test]
+    fn a_warm_log_starts_empty_and_a_crash_inside_a_transaction_loses_only_that() {
+        let first_name;
+        {
+            let run = IntentLog::fresh_in_memory().unwrap();
+            first_name = run.name().to_string();
+            let mut worker = IntentLog::open_in_memory(run.name()).unwrap();
+            let mut row = transfer("a", 0);
+            row.evidence = Evidence::default();
+            worker.record(&row).unwrap();
+            worker.conn.execute_batch("BEGIN IMMEDIATE; UPDATE intents SET state = 'failed'").unwrap();
+            drop(worker);
+            let other = IntentLog::open_in_memory(run.name()).unwrap();
+            assert!(other.conn.is_autocommit(), "the crashed connection was not handed out again");
+            assert_eq!(other.get("a").unwrap().unwrap().state, State::Recorded);
+            assert_eq!(other.history("a").unwrap().len(), 1);
+        }
+        // Runs one after another on this thread: the name comes back, emptied.
+        let mut names = Vec::new();
+        for _ in 0..3 {
+            let run = IntentLog::fresh_in_memory().unwrap();
+            let mut worker = IntentLog::open_in_memory(run.name()).unwrap();
+            assert_eq!(worker.count().unwrap(), 0, "a run's log starts empty");
+            let mut row = transfer("b", 0);
+            row.evidence = Evidence::default();
+            worker.record(&row).unwrap();
+            let seq: i64 =
+                worker.conn.query_row("SELECT seq FROM intents WHERE id = 'b'", [], |r| r.get(0)).unwrap();
+            assert_eq!(seq, 1, "the AUTOINCREMENT counter starts again");
+            names.push(run.name().to_string());
+        }
+        assert!(names.iter().all(|n| n.starts_with("twice-warm-")));
+        assert!(
+            names.contains(&first_name) || names.windows(2).all(|w| w[0] == w[1]),
+            "names are reused: {names:?}"
+        );
     }
 
     /// A log written before workflows (schema 2, no `after_ids`) opens, gains the column,
