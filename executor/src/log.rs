@@ -14,6 +14,7 @@
 //! that failed without ever being pooled gives its nonce back, so that no later transfer
 //! waits for ever behind a nonce nobody will use.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -73,6 +74,8 @@ const COLUMNS: &str = "id, action, params, params_hash, idem_key, state, attempt
 pub struct IntentLog {
     conn: Handle,
     path: PathBuf,
+    /// The rows `with_active` read last, and the log's change counters when it read them.
+    active_rows: RefCell<Option<((i64, u64), Vec<Intent>)>>,
 }
 
 impl IntentLog {
@@ -105,7 +108,7 @@ impl IntentLog {
         let path = PathBuf::from(format!("memory:{name}"));
         let home = match warm::take(name) {
             Some(Some(conn)) => {
-                return Ok(IntentLog { conn: Handle::new(conn, Some(name.to_string())), path });
+                return Ok(IntentLog::with(Handle::new(conn, Some(name.to_string())), path));
             }
             Some(None) => Some(name.to_string()),
             None => None,
@@ -133,7 +136,7 @@ impl IntentLog {
         // a worker starting beside it must not wait on that lock just to open the file.
         let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(err)?;
         if version == SCHEMA_VERSION {
-            return Ok(IntentLog { conn: Handle::new(conn, home), path });
+            return Ok(IntentLog::with(Handle::new(conn, home), path));
         }
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS intents (
@@ -188,7 +191,11 @@ impl IntentLog {
                 .map_err(err)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err)?;
-        Ok(IntentLog { conn: Handle::new(conn, home), path })
+        Ok(IntentLog::with(Handle::new(conn, home), path))
+    }
+
+    fn with(conn: Handle, path: PathBuf) -> IntentLog {
+        IntentLog { conn, path, active_rows: RefCell::new(None) }
     }
 
     pub fn path(&self) -> &Path {
@@ -252,27 +259,55 @@ impl IntentLog {
         stmt.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as usize).map_err(|e| self.sqlite(e))
     }
 
-    /// How many intents are `recorded` or `submitted`: what a drain waits on, counted without
-    /// reading the rows.
+    /// How many intents are `recorded` or `submitted`: what a drain waits on.
     pub fn busy(&self) -> Result<usize, LogError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT COUNT(*) FROM intents WHERE state IN ('recorded', 'submitted')")
-            .map_err(|e| self.sqlite(e))?;
-        stmt.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as usize).map_err(|e| self.sqlite(e))
+        self.with_active(|rows| {
+            rows.iter().filter(|i| matches!(i.state, State::Recorded | State::Submitted)).count()
+        })
     }
 
     /// Intents not yet terminal, in the order they were recorded.
     pub fn active(&self) -> Result<Vec<Intent>, LogError> {
-        self.select(
-            "SELECT {COLUMNS} FROM intents WHERE state IN ('recorded', 'blocked', 'submitted', 'unknown') ORDER BY seq",
-            [],
-        )
+        self.with_active(<[Intent]>::to_vec)
     }
 
     /// Intents in one state, in the order they were recorded.
     pub fn in_state(&self, state: State) -> Result<Vec<Intent>, LogError> {
-        self.select("SELECT {COLUMNS} FROM intents WHERE state = ?1 ORDER BY seq", [state.as_str()])
+        if !state.is_terminal() {
+            return self.with_active(|rows| rows.iter().filter(|i| i.state == state).cloned().collect());
+        }
+        // The state is written into the statement (one cached statement per state) rather
+        // than bound: bound, SQLite prepared the statement again at every run of it.
+        self.select(
+            &format!("SELECT {{COLUMNS}} FROM intents WHERE state = '{}' ORDER BY seq", state.as_str()),
+            [],
+        )
+    }
+
+    /// `f` of the intents not yet terminal. A drain asks for them at every pass, and a pass
+    /// that waits (for a lease, a backoff, a settle bound) changes nothing: the rows read last
+    /// are used again while the log is as it was then, that is while no other connection
+    /// committed (`PRAGMA data_version`) and this one changed no row (`total_changes`).
+    fn with_active<R>(&self, f: impl FnOnce(&[Intent]) -> R) -> Result<R, LogError> {
+        let data_version: i64 = self
+            .conn
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
+            .map_err(|e| self.sqlite(e))?;
+        let seen = (data_version, self.conn.total_changes());
+        let mut cache = self.active_rows.borrow_mut();
+        if let Some((at, rows)) = cache.as_ref()
+            && *at == seen
+        {
+            return Ok(f(rows));
+        }
+        let rows = self.select(
+            "SELECT {COLUMNS} FROM intents WHERE state IN ('recorded', 'blocked', 'submitted', 'unknown') ORDER BY seq",
+            [],
+        )?;
+        let out = f(&rows);
+        *cache = Some((seen, rows));
+        Ok(out)
     }
 
     fn select<P: rusqlite::Params>(&self, sql: &str, params: P) -> Result<Vec<Intent>, LogError> {
@@ -702,6 +737,35 @@ mod tests {
         assert_eq!(fresh.count().unwrap(), 0, "the last connection going freed the log");
         let other = IntentLog::open_in_memory(&format!("{name}-other")).unwrap();
         assert_eq!(other.count().unwrap(), 0, "another name is another log");
+    }
+
+    /// The active rows are read again whenever the log changed since the last read, by this
+    /// connection or another one, and only then.
+    #[test]
+    fn active_rows_follow_every_commit_of_either_connection() {
+        let name = format!("twice-log-active-{}", std::process::id());
+        let mut a = IntentLog::open_in_memory(&name).unwrap();
+        let mut b = IntentLog::open_in_memory(&name).unwrap();
+        let ids = |log: &IntentLog| log.active().unwrap().into_iter().map(|i| i.id).collect::<Vec<_>>();
+        let mut row = transfer("a", 0);
+        row.evidence = Evidence::default();
+        a.record(&row).unwrap();
+        assert_eq!(ids(&a), ["a"]);
+        assert_eq!(ids(&a), ["a"], "read again from what it kept");
+        let mut row = transfer("b", 1);
+        row.evidence = Evidence::default();
+        b.record(&row).unwrap();
+        assert_eq!(ids(&a), ["a", "b"], "another connection's commit is seen");
+        assert_eq!(a.busy().unwrap(), 2);
+        let mut done = a.get("a").unwrap().unwrap();
+        done.state = State::Submitted;
+        let change = Change { new: &done, expect_version: 0, from_state: State::Recorded, note: None };
+        assert_eq!(a.update(&[change]).unwrap(), [true]);
+        assert_eq!(a.in_state(State::Submitted).unwrap().len(), 1, "its own commit is seen");
+        assert_eq!(
+            b.in_state(State::Recorded).unwrap().iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+            ["b"]
+        );
     }
 
     /// The sim's warm logs: a run's log is empty whatever the run before it on the same name
