@@ -208,29 +208,51 @@ impl IntentLog {
 
     /// Records a new intent, durably, unless its id exists already.
     pub fn record(&mut self, intent: &Intent) -> Result<Recorded, LogError> {
+        let mut recorded = self.record_many(std::slice::from_ref(intent))?;
+        recorded.pop().ok_or_else(|| LogError::Corrupt {
+            path: self.path.clone(),
+            id: intent.id.clone(),
+            problem: "recording it gave no result".into(),
+        })
+    }
+
+    /// Records each intent whose id the log does not hold yet, all in one transaction (one
+    /// durable commit), in order: an id that comes twice is recorded once, and the second
+    /// finds the first. Returns, per intent, what recording it found.
+    pub fn record_many(&mut self, intents: &[Intent]) -> Result<Vec<Recorded>, LogError> {
         let path = self.path.clone();
         let err = |source| LogError::Sqlite { path: path.clone(), source };
         let tx = self.conn.transaction().map_err(err)?;
-        let existing = tx
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"))
-            .and_then(|mut stmt| stmt.query_row([&intent.id], read_row).optional())
-            .map_err(err)?;
-        if let Some(existing) = existing {
-            let existing = existing.map_err(|problem| LogError::Corrupt {
-                path: path.clone(),
-                id: intent.id.clone(),
-                problem,
-            })?;
-            return Ok(if existing.params_hash == intent.params_hash && existing.action == intent.action {
-                Recorded::Existing(existing)
-            } else {
-                Recorded::Conflict(existing)
-            });
+        let mut out = Vec::with_capacity(intents.len());
+        let mut wrote = false;
+        for intent in intents {
+            let existing = tx
+                .prepare_cached(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"))
+                .and_then(|mut stmt| stmt.query_row([&intent.id], read_row).optional())
+                .map_err(err)?;
+            if let Some(existing) = existing {
+                let existing = existing.map_err(|problem| LogError::Corrupt {
+                    path: path.clone(),
+                    id: intent.id.clone(),
+                    problem,
+                })?;
+                out.push(if existing.params_hash == intent.params_hash && existing.action == intent.action {
+                    Recorded::Existing(existing)
+                } else {
+                    Recorded::Conflict(existing)
+                });
+                continue;
+            }
+            insert(&tx, intent).map_err(err)?;
+            history(&tx, intent, None, "recorded").map_err(err)?;
+            wrote = true;
+            out.push(Recorded::New(intent.clone()));
         }
-        insert(&tx, intent).map_err(err)?;
-        history(&tx, intent, None, "recorded").map_err(err)?;
-        tx.commit().map_err(err)?;
-        Ok(Recorded::New(intent.clone()))
+        // A batch that found every id recorded already wrote nothing: no commit to wait for.
+        if wrote {
+            tx.commit().map_err(err)?;
+        }
+        Ok(out)
     }
 
     /// One intent by id.

@@ -122,10 +122,21 @@ const HEADLINES: &[Headline] = &[
     },
     Headline {
         bench: "executor/intents",
-        name: "raw / intents, propose 2000 then drain, FULL",
+        name: "raw / intents, propose a batch of 64 then drain, FULL",
         sentence: "Raw single-row SQLite commits (WAL, synchronous=FULL) run {} as fast as the reference \
-                   executor's intents, each two durable commits and a send.",
-        target: Some(Target { at_most: true, limit: 2.0, text: "within 2x of raw commits" }),
+                   executor's intents proposed in batches of 64 (a commit per batch, then a drain: two \
+                   commits per pass and a send per intent).",
+        target: Some(Target {
+            at_most: true,
+            limit: 0.5,
+            text: "intents at least 2x as fast as raw commits",
+        }),
+    },
+    Headline {
+        bench: "executor/intents",
+        name: "raw / intents, propose a batch of 8 then drain, FULL",
+        sentence: "In batches of 8, raw commits run {} as fast as intents.",
+        target: Some(Target { at_most: true, limit: 1.0, text: "intents at least as fast as raw commits" }),
     },
     Headline {
         bench: "harness/scaling",
