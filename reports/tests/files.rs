@@ -45,6 +45,8 @@ fn result(position: u64, name: &str, violated: &[(&str, &str)], attempts: u64) -
         hazards: vec![],
         shrunk: None,
         shrink: None,
+        verdict_set: None,
+        summary: None,
         observed: Observed::default(),
     }
 }
