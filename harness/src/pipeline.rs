@@ -105,7 +105,8 @@ pub fn select(selection: &Selection, seed: u64, live: bool) -> anyhow::Result<Ve
 
 /// As [`select`], with generated cases left to be made when they run.
 pub fn select_specs(selection: &Selection, seed: u64, live: bool) -> anyhow::Result<Vec<CaseSpec>> {
-    let generated = |from: u64, count: u64| (from..from + count).map(move |index| CaseSpec::Generated { seed, index });
+    let generated =
+        |from: u64, count: u64| (from..from + count).map(move |index| CaseSpec::Generated { seed, index });
     let mut cases = Vec::new();
     match selection {
         Selection::Generated { index } => cases.extend(generated(*index, 1)),
@@ -118,7 +119,9 @@ pub fn select_specs(selection: &Selection, seed: u64, live: bool) -> anyhow::Res
         Selection::Default { generated: count } => {
             let catalog = scenarios::catalog::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
             cases.extend(
-                catalog.into_iter().map(|scenario| CaseSpec::Ready(Case { scenario, source: Source::Catalog })),
+                catalog
+                    .into_iter()
+                    .map(|scenario| CaseSpec::Ready(Case { scenario, source: Source::Catalog })),
             );
             let count = count.unwrap_or(if live { LIVE_CASES_DEFAULT } else { SIM_CASES_DEFAULT });
             cases.extend(generated(0, count));
@@ -273,8 +276,7 @@ fn shrink_failures(
     let done = std::sync::atomic::AtomicBool::new(false);
     let shrunk = std::thread::scope(|scope| {
         scope.spawn(|| progress.heartbeat(&done));
-        let shrunk =
-            shrink::shrink_failures(results, plan.seed, driver, work_dir, *jobs, limits, progress);
+        let shrunk = shrink::shrink_failures(results, plan.seed, driver, work_dir, *jobs, limits, progress);
         done.store(true, std::sync::atomic::Ordering::SeqCst);
         shrunk
     });

@@ -29,7 +29,11 @@ pub fn render(run: &RunResults) -> Result<String, ReportError> {
             sets.len() - 1
         });
         // A passed result is compact: this copy is small.
-        results.push(Cow::Owned(ScenarioResult { verdicts: Vec::new(), verdict_set: Some(set), ..r.clone() }));
+        results.push(Cow::Owned(ScenarioResult {
+            verdicts: Vec::new(),
+            verdict_set: Some(set),
+            ..r.clone()
+        }));
     }
     let file = RunFile {
         schema: &run.schema,

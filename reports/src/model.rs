@@ -374,7 +374,7 @@ impl ScenarioResult {
             *faults.entry(fault.fault.clone()).or_default() += 1;
         }
         let summary = Summary {
-            observed_digest: digest(&self.observed),
+            observed_digest: observed_digest(&self.observed),
             intents: self
                 .intents
                 .iter()
@@ -481,8 +481,9 @@ impl From<IntentBrief> for IntentBriefRow {
     }
 }
 
-/// FNV-1a (64 bits) of a value's JSON, streamed: nothing is built in memory.
-fn digest(observed: &Observed) -> String {
+/// FNV-1a (64 bits, 16 hex digits) of an observation's JSON, as [`Summary::observed_digest`]
+/// holds it; streamed, so nothing is built in memory.
+pub fn observed_digest(observed: &Observed) -> String {
     struct Fnv(u64);
     impl std::io::Write for Fnv {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {

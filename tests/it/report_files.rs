@@ -112,17 +112,23 @@ fn passed_cases_are_kept_compact_failed_ones_whole_and_results_json_round_trips(
     let cases = cases();
     let all: Vec<u64> = (0..cases.len() as u64).collect();
     let whole = run(&cases, &all, None);
-    let passed: Vec<&ScenarioResult> = whole.results.iter().filter(|r| r.outcome == Outcome::Passed).collect();
-    let failed: Vec<&ScenarioResult> = whole.results.iter().filter(|r| r.outcome != Outcome::Passed).collect();
+    let passed: Vec<&ScenarioResult> =
+        whole.results.iter().filter(|r| r.outcome == Outcome::Passed).collect();
+    let failed: Vec<&ScenarioResult> =
+        whole.results.iter().filter(|r| r.outcome != Outcome::Passed).collect();
     assert!(!passed.is_empty() && !failed.is_empty());
 
     // A passed case: verdicts, a summary in counts, and nothing of the observation's bulk.
     for r in &passed {
         let summary = r.summary.as_ref().unwrap_or_else(|| panic!("{} has no summary", r.name));
         assert!(!r.verdicts.is_empty(), "{}", r.name);
-        assert!(r.claims.is_empty() && r.intents.is_empty() && r.events.is_empty() && r.faults_applied.is_empty());
+        assert!(
+            r.claims.is_empty() && r.intents.is_empty() && r.events.is_empty() && r.faults_applied.is_empty()
+        );
         let o = &r.observed;
-        assert!(o.timeline.is_empty() && o.journals.is_empty() && o.ledgers.is_empty() && o.claims.is_empty());
+        assert!(
+            o.timeline.is_empty() && o.journals.is_empty() && o.ledgers.is_empty() && o.claims.is_empty()
+        );
         assert_eq!(summary.observed_digest.len(), 16);
     }
     // A failed case: everything, and exactly what running it alone gives.

@@ -8,8 +8,9 @@ pub(super) fn passed_rows(run: &RunResults, rows: &[usize], ids: &[String]) -> M
     let mut reasons: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for &i in rows {
         for v in run.results[i].verdicts.iter().filter(|v| !v.judged()) {
-            *reasons.entry((v.invariant.as_str(), v.reason.as_deref().unwrap_or("no reason given"))).or_default() +=
-                1;
+            *reasons
+                .entry((v.invariant.as_str(), v.reason.as_deref().unwrap_or("no reason given")))
+                .or_default() += 1;
         }
     }
     html! {
@@ -52,9 +53,11 @@ pub(super) fn passed_rows(run: &RunResults, rows: &[usize], ids: &[String]) -> M
 
 fn row(r: &ScenarioResult, summary: &Summary, id: &str) -> Markup {
     let held = r.verdicts.iter().filter(|v| v.status == Status::Held).count();
-    let not_judged: Vec<&str> = r.verdicts.iter().filter(|v| !v.judged()).map(|v| v.invariant.as_str()).collect();
+    let not_judged: Vec<&str> =
+        r.verdicts.iter().filter(|v| !v.judged()).map(|v| v.invariant.as_str()).collect();
     let states: Vec<String> = summary.states().iter().map(|(s, n)| format!("{n} {s}")).collect();
-    let effects: Vec<String> = r.effects.iter().filter(|(_, n)| **n > 0).map(|(s, n)| format!("{s} {n}")).collect();
+    let effects: Vec<String> =
+        r.effects.iter().filter(|(_, n)| **n > 0).map(|(s, n)| format!("{s} {n}")).collect();
     let faults: usize = summary.faults.values().sum();
     html! {
         tr id=(id) {
@@ -85,5 +88,9 @@ fn row(r: &ScenarioResult, summary: &Summary, id: &str) -> Markup {
 
 /// The hazards of a row, for its badge's tooltip (the header's summary lists them too).
 fn hazard_titles(hazards: &[Hazard]) -> String {
-    hazards.iter().map(|h| format!("{} ({}): exploited by {}", h.kind, h.service, h.exploited_by)).collect::<Vec<_>>().join("; ")
+    hazards
+        .iter()
+        .map(|h| format!("{} ({}): exploited by {}", h.kind, h.service, h.exploited_by))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
