@@ -112,7 +112,7 @@ pub fn select_specs(selection: &Selection, seed: u64, live: bool) -> anyhow::Res
         Selection::Generated { index } => cases.extend(generated(*index, 1)),
         Selection::Named { scenarios, generated: count } => {
             for s in scenarios {
-                cases.push(CaseSpec::Ready(load(s)?));
+                cases.push(CaseSpec::Ready(Box::new(load(s)?)));
             }
             cases.extend(generated(0, *count));
         }
@@ -121,7 +121,7 @@ pub fn select_specs(selection: &Selection, seed: u64, live: bool) -> anyhow::Res
             cases.extend(
                 catalog
                     .into_iter()
-                    .map(|scenario| CaseSpec::Ready(Case { scenario, source: Source::Catalog })),
+                    .map(|scenario| CaseSpec::Ready(Box::new(Case { scenario, source: Source::Catalog }))),
             );
             let count = count.unwrap_or(if live { LIVE_CASES_DEFAULT } else { SIM_CASES_DEFAULT });
             cases.extend(generated(0, count));

@@ -107,8 +107,12 @@ pub fn expected_live_ms(scenario: &Scenario) -> u64 {
 /// seed and index), so that a run of many cases never holds all their scenarios at once.
 #[derive(Debug, Clone)]
 pub enum CaseSpec {
-    Ready(Case),
-    Generated { seed: u64, index: u64 },
+    /// Boxed: a run holds many of the small variant.
+    Ready(Box<Case>),
+    Generated {
+        seed: u64,
+        index: u64,
+    },
 }
 
 impl CaseSpec {
