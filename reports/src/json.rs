@@ -1,10 +1,9 @@
 //! `results.json`: the run's record, from which every other file is rendered: everything of
 //! the cases that failed, and a compact form of those that passed (`docs/reports.md`).
 
-use std::path::Path;
-
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +27,7 @@ pub fn render(run: &RunResults) -> Result<String, ReportError> {
             sets.push(&r.verdicts);
             sets.len() - 1
         });
-        // A passed result is compact: this copy is small.
+        // As a run keeps it, a passed result is compact: this copy is small.
         results.push(Cow::Owned(ScenarioResult {
             verdicts: Vec::new(),
             verdict_set: Some(set),
