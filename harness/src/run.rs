@@ -148,8 +148,8 @@ pub fn run_cases(
     progress: &dyn Progress,
     replay_prefix: &str,
 ) -> Vec<ScenarioResult> {
-    let case_at = |i: usize| -> Result<std::borrow::Cow<'_, Case>, String> {
-        cases.get(i).map(std::borrow::Cow::Borrowed).ok_or_else(|| format!("no case {i}"))
+    let case_at = |i: usize| -> Result<std::borrow::Cow<'_, Case>, (Source, String)> {
+        cases.get(i).map(std::borrow::Cow::Borrowed).ok_or_else(|| (Source::Catalog, format!("no case {i}")))
     };
     run_each(cases.len(), &case_at, run_seed, driver, work_dir, threads, progress, replay_prefix)
 }
@@ -164,13 +164,15 @@ pub fn run_specs(
     progress: &dyn Progress,
     replay_prefix: &str,
 ) -> Vec<ScenarioResult> {
-    let case_at = |i: usize| -> Result<std::borrow::Cow<'_, Case>, String> {
-        specs.get(i).ok_or_else(|| format!("no case {i}"))?.make()
+    let case_at = |i: usize| -> Result<std::borrow::Cow<'_, Case>, (Source, String)> {
+        let spec = specs.get(i).ok_or_else(|| (Source::Catalog, format!("no case {i}")))?;
+        spec.make().map_err(|e| (spec.source(), e))
     };
     run_each(specs.len(), &case_at, run_seed, driver, work_dir, threads, progress, replay_prefix)
 }
 
-type CaseAt<'c> = dyn Fn(usize) -> Result<std::borrow::Cow<'c, Case>, String> + Sync + 'c;
+/// The case at a position, or why it could not be made (with its source, for the replay).
+type CaseAt<'c> = dyn Fn(usize) -> Result<std::borrow::Cow<'c, Case>, (Source, String)> + Sync + 'c;
 
 #[allow(clippy::too_many_arguments)]
 fn run_each<'c>(
@@ -200,7 +202,7 @@ fn run_each<'c>(
                 while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
                     let mut result = match case_at(i) {
                         Ok(case) => run_case(&case, run_seed, driver, work_dir, replay_prefix),
-                        Err(e) => unmade(i, &e, run_seed),
+                        Err((source, e)) => unmade(i, source, &e, run_seed, replay_prefix),
                     };
                     result.position = i as u64;
                     progress.finished(&result);
@@ -217,16 +219,18 @@ fn run_each<'c>(
 
 /// The result of a case that could not even be made (a generator failure): an error, so that
 /// one broken case never stops a run.
-fn unmade(i: usize, why: &str, run_seed: u64) -> ScenarioResult {
-    let case = Case {
-        scenario: Scenario { name: format!("case-{i}"), ..Scenario::default() },
-        source: Source::Catalog,
+fn unmade(i: usize, source: Source, why: &str, run_seed: u64, replay_prefix: &str) -> ScenarioResult {
+    let name = match source {
+        Source::Generated { index } => format!("generated-{index}"),
+        _ => format!("case-{i}"),
     };
+    let case = Case { scenario: Scenario { name, ..Scenario::default() }, source };
     let observed = Observed {
         executor_error: Some(format!("the harness could not make the case: {why}")),
         ..Observed::default()
     };
-    judge(&case, run_seed, run_seed, observed, "")
+    let seed = case_seed(run_seed, &case.source, &case.scenario.name);
+    judge(&case, run_seed, seed, observed, replay_prefix)
 }
 
 /// Runs one case and checks it.
