@@ -25,18 +25,20 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use vocabulary::{ACTIONS, Effect, JournalEntry, State};
 
 mod marks;
+mod passed;
 mod scenario;
 mod timeline;
 
 use marks::*;
+use passed::*;
 use scenario::*;
 use timeline::*;
 
 use crate::model::{
-    Claim, Hazard, IntentResult, Moment, Outcome, RunResults, ScenarioResult, Source, Status,
+    Claim, Hazard, IntentResult, Moment, Outcome, RunResults, ScenarioResult, Source, Status, Summary,
 };
 
-/// Passing scenarios (in position order) that get a timeline; the others get their header,
+/// Passing scenarios that still hold their observation (in position order) that get a timeline; the others get their header,
 /// verdicts and intent table only.
 pub const TIMELINES_PASSING_MAX: usize = 300;
 
@@ -50,6 +52,8 @@ const HARNESS_LANE: &str = "harness";
 pub fn render(run: &RunResults) -> String {
     let ids = section_ids(&run.results);
     let timelines = timeline_budget(&run.results);
+    // Passed cases in their compact form (a summary, no observation) get a row each.
+    let rows: Vec<usize> = (0..run.results.len()).filter(|&i| run.results[i].summary.is_some()).collect();
     let failures: Vec<usize> =
         (0..run.results.len()).filter(|&i| run.results[i].outcome != Outcome::Passed).collect();
     let t = &run.totals;
@@ -74,7 +78,12 @@ pub fn render(run: &RunResults) -> String {
                 (header(run, &ids, &failures))
                 main {
                     @for (i, result) in run.results.iter().enumerate() {
-                        (scenario(result, &ids[i], timelines[i]))
+                        @if result.summary.is_none() {
+                            (scenario(result, &ids[i], timelines[i]))
+                        }
+                    }
+                    @if !rows.is_empty() {
+                        (passed_rows(run, &rows, &ids))
                     }
                 }
             }
@@ -107,7 +116,8 @@ fn section_ids(results: &[ScenarioResult]) -> Vec<String> {
 /// [`TIMELINES_PASSING_MAX`] passing ones by position.
 fn timeline_budget(results: &[ScenarioResult]) -> Vec<bool> {
     let mut drawn: Vec<bool> = results.iter().map(|r| r.outcome != Outcome::Passed).collect();
-    let mut passing: Vec<usize> = (0..results.len()).filter(|&i| !drawn[i]).collect();
+    let mut passing: Vec<usize> =
+        (0..results.len()).filter(|&i| !drawn[i] && results[i].summary.is_none()).collect();
     // Stable: equal positions keep their order in the file.
     passing.sort_by_key(|&i| results[i].position);
     for &i in passing.iter().take(TIMELINES_PASSING_MAX) {

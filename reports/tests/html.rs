@@ -156,6 +156,8 @@ fn failing(position: u64) -> ScenarioResult {
         hazards: vec![],
         shrunk: Some("report/failures/lost_refund_reply.toml".into()),
         shrink: None,
+        verdict_set: None,
+        summary: None,
         observed,
     }
 }
@@ -210,6 +212,8 @@ fn passing(position: u64, name: &str) -> ScenarioResult {
         hazards: vec![],
         shrunk: None,
         shrink: None,
+        verdict_set: None,
+        summary: None,
         observed,
     }
 }
