@@ -65,6 +65,8 @@ const SIM_ROUNDS: usize = 5;
 const LIVE_ROUNDS: usize = 3;
 /// Passes over the catalog in each sim round of the sim-against-live figures.
 const CATALOG_PASSES: usize = 20;
+/// `results.json` and `report.html` of a passing default run stay under this.
+const REPORT_FILE_BYTES_MAX: u64 = 1_000_000;
 /// Generated cases whose results the report benchmark renders.
 const REPORT_CASES: u64 = 10_000;
 const REPORT_ROUNDS: usize = 5;
@@ -252,8 +254,11 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
         ),
     ));
 
-    // End to end, as `twice run` with its defaults: catalog, generation, run, results.json.
+    // End to end, as `twice run` with its defaults: catalog, generation, run, the four report
+    // files (and their sizes: deterministic, so the last round's stand for all).
     let mut ends = Vec::new();
+    let mut sizes_bytes = (0, 0, 0);
+    let mut scenarios = 0;
     for round in 1..=SIM_ROUNDS {
         let started = Instant::now();
         let mut all = catalog()?;
@@ -269,6 +274,13 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
             );
         }
         let bytes = std::fs::metadata(&path)?.len();
+        let dir = work.join("report");
+        sizes_bytes = (
+            bytes,
+            std::fs::metadata(dir.join(reports::HTML_FILE))?.len(),
+            std::fs::metadata(dir.join(reports::JUNIT_FILE))?.len(),
+        );
+        scenarios = results.results.len();
         println!(
             "  round {round}/{SIM_ROUNDS}  end to end, {count} catalog + {GENERATED} generated: {:.0} ms \
              ({:.1} MB of results.json)",
@@ -286,10 +298,35 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
         Some(end_spread),
         &format!(
             "What `twice run` does with its defaults, in process (no process start): load the catalog, generate \
-             {GENERATED} cases, run and check all of them on {THREADS} threads, write results.json. Median of \
-             {SIM_ROUNDS} rounds."
+             {GENERATED} cases, run and check all of them on {THREADS} threads, write the four report files. \
+             Median of {SIM_ROUNDS} rounds."
         ),
     ));
+    let (results_bytes, html_bytes, junit_bytes) = sizes_bytes;
+    for (name, bytes, target) in [
+        ("results.json", results_bytes, Some(REPORT_FILE_BYTES_MAX)),
+        ("report.html", html_bytes, Some(REPORT_FILE_BYTES_MAX)),
+        ("junit.xml", junit_bytes, None),
+    ] {
+        let kb = bytes as f64 / 1e3;
+        let verdict = match target {
+            Some(max) if bytes < max => format!(" Target: under {:.0} MB; met.", max as f64 / 1e6),
+            Some(max) => format!(" Target: under {:.0} MB; NOT met.", max as f64 / 1e6),
+            None => String::new(),
+        };
+        println!("{name} of the default passing run: {kb:.0} kB");
+        records.push(common::record(
+            BENCH,
+            &format!("{name} of a passing default run"),
+            kb,
+            "kB",
+            None,
+            &format!(
+                "The file as the end-to-end rounds above write it: {scenarios} scenarios, every one passed (a \
+                 passed case keeps its verdicts and a summary; a failed one keeps everything). Deterministic.{verdict}"
+            ),
+        ));
+    }
 
     records.push(common::record(
         BENCH,

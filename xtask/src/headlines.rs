@@ -148,7 +148,19 @@ const HEADLINES: &[Headline] = &[
         bench: "harness/scaling",
         name: "run of 10000 generated cases, peak memory above an idle process",
         sentence: "A run of 10,000 generated cases peaks at {} of memory above an idle process.",
-        target: None,
+        target: Some(Target { at_most: true, limit: 64.0, text: "under 64 MB" }),
+    },
+    Headline {
+        bench: "harness/run",
+        name: "results.json of a passing default run",
+        sentence: "A passing default run (the catalog and 1,000 generated cases) writes {} of `results.json`.",
+        target: Some(Target { at_most: true, limit: 1_000.0, text: "under 1 MB" }),
+    },
+    Headline {
+        bench: "harness/run",
+        name: "report.html of a passing default run",
+        sentence: "Its `report.html` is {}.",
+        target: Some(Target { at_most: true, limit: 1_000.0, text: "under 1 MB" }),
     },
 ];
 
