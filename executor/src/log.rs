@@ -75,8 +75,12 @@ pub struct IntentLog {
     conn: Handle,
     path: PathBuf,
     /// The rows `with_active` read last, and the log's change counters when it read them.
-    active_rows: RefCell<Option<((i64, u64), Vec<Intent>)>>,
+    active_rows: RefCell<Option<(Seen, Vec<Intent>)>>,
 }
+
+/// The log's change counters: `PRAGMA data_version` (commits of other connections) and this
+/// connection's `total_changes`.
+type Seen = (i64, u64);
 
 impl IntentLog {
     /// Opens (creating if needed) the log at `path`.
