@@ -310,8 +310,12 @@ fn timeline_html(data: &Value) -> String {
         }
         body.push(Value::Array(tr));
     }
-    node(&json!(["div", "timeline-wrap", ["p", "caption", "Timeline"],
-        ["table", "timeline", ["thead", "", Value::Array(head)], Value::Array(body)]]))
+    node(&json!([
+        "div",
+        "timeline-wrap",
+        ["p", "caption", "Timeline"],
+        ["table", "timeline", ["thead", "", Value::Array(head)], Value::Array(body)]
+    ]))
 }
 
 fn one<'a>(doc: &'a Html, css: &str) -> ElementRef<'a> {
@@ -584,7 +588,8 @@ fn nothing_from_the_results_can_become_markup() {
     // nothing to fetch.
     let policy = one(&doc, "meta[http-equiv=\"Content-Security-Policy\"]");
     assert_eq!(policy.attr("content"), Some(csp().as_str()));
-    let script_src: Vec<&str> = csp().split("; ").filter(|d| d.starts_with("script-src")).map(|_| "").collect();
+    let script_src: Vec<&str> =
+        csp().split("; ").filter(|d| d.starts_with("script-src")).map(|_| "").collect();
     assert_eq!(script_src.len(), 1);
     for external in ["link", "img", "iframe", "object", "embed", "[src]", "[href^=\"http\"]"] {
         assert_eq!(doc.select(&sel(external)).count(), 0, "{external}");
@@ -786,7 +791,8 @@ fn the_csp_allows_exactly_the_pages_script_by_its_hash() {
     let script = the_script(&doc);
     assert_eq!(script, SCRIPT);
     let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(script.as_bytes()));
-    let policy = one(&doc, "meta[http-equiv=\"Content-Security-Policy\"]").attr("content").unwrap_or_default();
+    let policy =
+        one(&doc, "meta[http-equiv=\"Content-Security-Policy\"]").attr("content").unwrap_or_default();
     let directives: Vec<&str> = policy.split("; ").collect();
     assert_eq!(
         directives,
@@ -823,7 +829,10 @@ fn a_label_cannot_break_out_of_the_timelines_json() {
     assert!(data.to_string().contains(BREAKOUT), "{data}");
     let doc = Html::parse_document(&draw(&html));
     assert!(doc.select(&sel(".timeline .moment .detail")).any(|d| text(d) == BREAKOUT));
-    assert!(doc.select(&sel(".timeline .fault-tag")).any(|f| f.attr("title") == Some(&format!("rule {BREAKOUT}"))));
+    assert!(
+        doc.select(&sel(".timeline .fault-tag"))
+            .any(|f| f.attr("title") == Some(&format!("rule {BREAKOUT}")))
+    );
 }
 
 #[test]
@@ -852,7 +861,11 @@ fn a_failed_sections_timeline_is_json_and_a_plain_list_not_a_drawn_table() {
     assert_eq!(rows.len(), 14);
     assert_eq!(rows[0], vec!["+0 ms", "w1", "start", "▸ start incarnation 1"]);
     assert_eq!(rows[4][..3], ["+0 ms".to_string(), "payments".into(), "request".into()]);
-    assert!(rows[4][3].starts_with("POST /v1/refunds → closed ⚡ drop_after_commit key w1.1.1"), "{:?}", rows[4]);
+    assert!(
+        rows[4][3].starts_with("POST /v1/refunds → closed ⚡ drop_after_commit key w1.1.1"),
+        "{:?}",
+        rows[4]
+    );
     let dup = rows.iter().find(|r| r[3].contains("re_second")).expect("the duplicate's row");
     assert_eq!(dup[2], "effect");
     assert!(dup[3].contains("second effect for intent refund-4812"), "{dup:?}");

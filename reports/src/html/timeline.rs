@@ -152,7 +152,8 @@ pub(super) fn timeline(r: &ScenarioResult, marks: &Marks<'_>) -> Markup {
     for (i, e) in events.iter().enumerate() {
         let same_ms = i > 0 && events[i - 1].at_ms == e.at_ms;
         let new_ms = i > 0 && !same_ms;
-        let class = if new_ms { format!("{} new-ms", row_class(e, marks)) } else { row_class(e, marks).to_string() };
+        let class =
+            if new_ms { format!("{} new-ms", row_class(e, marks)) } else { row_class(e, marks).to_string() };
         let time = format!("+{} ms", e.at_ms - base_ms);
         let cell = event_node(e, marks, base_ms);
         let kind = match &e.what {
@@ -374,18 +375,25 @@ pub(super) fn request_node(service: &str, entry: &JournalEntry, marks: &Marks<'_
         el = el.text(" ").child(El::new("span", "tag replayed").text("replayed"));
     }
     for fault in &entry.faults {
-        el = el
-            .text(" ")
-            .child(El::new("span", "fault-tag").attr("title", format!("rule {}", fault.rule)).text("⚡ ").text(&fault.fault));
+        el = el.text(" ").child(
+            El::new("span", "fault-tag")
+                .attr("title", format!("rule {}", fault.rule))
+                .text("⚡ ")
+                .text(&fault.fault),
+        );
     }
     if let Some(ended) = entry.ended_ms.filter(|&t| t > entry.at_ms) {
-        el = el.text(" ").child(El::new("small", "ended").text(format!("ended +{} ms", ended.saturating_sub(base_ms))));
+        el = el
+            .text(" ")
+            .child(El::new("small", "ended").text(format!("ended +{} ms", ended.saturating_sub(base_ms))));
     }
     let key = match &entry.idempotency_key {
         Some(key) => El::new("small", "key").text("key ").text(key),
         None => El::new("small", "key none").text("no key"),
     };
-    el = el.child(El::new("div", "sub").child(key).text(" ").child(El::new("small", "reqid").text(&entry.request_id)));
+    el = el.child(
+        El::new("div", "sub").child(key).text(" ").child(El::new("small", "reqid").text(&entry.request_id)),
+    );
     if let Some(what) = cause {
         el = el.child(El::new("div", "cause-label").text("⟶ ").text(what));
     }
