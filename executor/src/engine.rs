@@ -31,6 +31,10 @@ mod reconcile;
 mod send;
 mod workflow;
 
+#[cfg(test)]
+mod batch_tests;
+
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -43,7 +47,7 @@ use crate::model::{
     with_placeholders,
 };
 use crate::services;
-use crate::world::{Clock, Hooks, HttpTransport, IdSource, NoHooks, SystemClock, Transport, UuidV7};
+use crate::world::{Clock, Hooks, IdSource, NoHooks, PooledHttpTransport, SystemClock, Transport, UuidV7};
 
 pub use workflow::{cancelled_after, result_value, waits_for_escalated};
 
@@ -64,16 +68,20 @@ pub struct World {
 }
 
 impl World {
-    /// The system clock, UUID v7 keys, real sockets and no hooks.
+    /// The system clock, UUID v7 keys, real sockets (keep-alive connections, reused) and no
+    /// hooks.
     pub fn real() -> World {
         World {
             clock: Arc::new(SystemClock),
             ids: Arc::new(UuidV7),
-            transport: Arc::new(HttpTransport),
+            transport: Arc::new(PooledHttpTransport::new()),
             hooks: Arc::new(NoHooks),
         }
     }
 }
+
+/// The intents of a batch checked so far and not yet committed, by id.
+pub(super) type Pending = BTreeMap<String, Intent>;
 
 /// A new intent, as an agent proposes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +115,9 @@ pub enum ProposeError {
     Conflict(String),
     #[error("intent {0}: {1}")]
     Payload(String, String),
+    /// The commit of the batch this proposal came in failed: nothing of it was recorded.
+    #[error("intent {0} was not recorded: {1}")]
+    Unrecorded(String, String),
     #[error(transparent)]
     Log(#[from] LogError),
 }
@@ -205,8 +216,82 @@ impl Executor {
         self.world.clock.now_ms()
     }
 
-    /// Records an intent durably. When this returns `Ok`, the intent survives SIGKILL.
+    /// Records an intent durably. When this returns `Ok`, the intent survives SIGKILL. A batch
+    /// of one ([`Executor::propose_batch`]).
     pub fn propose(&self, proposal: Proposal) -> Result<Intent, ProposeError> {
+        let id = proposal.id.clone();
+        self.propose_batch(vec![proposal])
+            .pop()
+            .unwrap_or_else(|| Err(ProposeError::Unrecorded(id, "no result for the proposal".into())))
+    }
+
+    /// Records several intents durably in one commit, with the answer `propose` would give for
+    /// each had they been proposed one by one, in this order: each is checked on its own (a
+    /// refused one does not stop the others), an id proposed twice is recorded once (the second
+    /// gets the same intent back, or `Conflict` for another payload), and `after` or `replaces`
+    /// may name an intent proposed earlier in the same batch. Returns one result per proposal,
+    /// in order; when one is `Ok`, that intent survives SIGKILL.
+    pub fn propose_batch(&self, proposals: Vec<Proposal>) -> Vec<Result<Intent, ProposeError>> {
+        // What the batch proposed so far, found by the checks of the proposals after it (the
+        // log, when it holds the id, comes first: what is recorded stays).
+        let mut pending = Pending::new();
+        let mut prepared: Vec<Intent> = Vec::new();
+        // Per proposal: its place in `prepared`, or why it was refused before recording.
+        let mut slots: Vec<Result<usize, ProposeError>> = Vec::with_capacity(proposals.len());
+        for proposal in proposals {
+            match self.check_proposal(proposal, &pending) {
+                Ok(intent) => {
+                    // The first of two equal ids is the one recorded (the second finds it).
+                    pending.entry(intent.id.clone()).or_insert_with(|| intent.clone());
+                    slots.push(Ok(prepared.len()));
+                    prepared.push(intent);
+                }
+                Err(e) => slots.push(Err(e)),
+            }
+        }
+        let recorded = if prepared.is_empty() { Ok(Vec::new()) } else { self.log().record_many(&prepared) };
+        let mut recorded = match recorded {
+            Ok(r) => r.into_iter().map(Some).collect::<Vec<_>>(),
+            Err(e) => {
+                // Nothing of the batch was committed: the first intent gets the log's error,
+                // each other one says so.
+                let problem = e.to_string();
+                let mut first = Some(e);
+                return slots
+                    .into_iter()
+                    .map(|slot| {
+                        let i = slot?;
+                        Err(match first.take() {
+                            Some(e) => ProposeError::Log(e),
+                            None => ProposeError::Unrecorded(prepared[i].id.clone(), problem.clone()),
+                        })
+                    })
+                    .collect();
+            }
+        };
+        let results: Vec<Result<Intent, ProposeError>> = slots
+            .into_iter()
+            .map(|slot| {
+                let i = slot?;
+                match recorded.get_mut(i).and_then(Option::take) {
+                    Some(Recorded::New(intent) | Recorded::Existing(intent)) => Ok(intent),
+                    Some(Recorded::Conflict(_)) => Err(ProposeError::Conflict(prepared[i].id.clone())),
+                    None => {
+                        Err(ProposeError::Unrecorded(prepared[i].id.clone(), "no result from the log".into()))
+                    }
+                }
+            })
+            .collect();
+        // After the commit, once per intent it made (or found) durable.
+        for _ in results.iter().filter(|r| r.is_ok()) {
+            self.world.hooks.at("after_record");
+        }
+        results
+    }
+
+    /// Checks a proposal and makes the intent that records it, against the log and the
+    /// intents proposed before it in the same batch.
+    fn check_proposal(&self, proposal: Proposal, pending: &Pending) -> Result<Intent, ProposeError> {
         let workflow = |problem: String| ProposeError::Workflow(proposal.id.clone(), problem);
         let references = vocabulary::workflow::references(&proposal.params).map_err(workflow)?;
         // Everything but the references is checked now; the references are checked below and
@@ -231,7 +316,7 @@ impl Executor {
                 problem,
             })?;
         }
-        self.check_after(&proposal, action.spec(), &references)?;
+        self.check_after(&proposal, action.spec(), &references, pending)?;
         // The authorised form: the checked parameters in canonical form, each reference put
         // back in its own canonical form.
         let mut authorised = action.params();
@@ -247,12 +332,12 @@ impl Executor {
         let mut reason = None;
         let mut could_duplicate = None;
         if let Some(old) = &proposal.replaces
-            && self.log().get(old)?.is_none()
+            && self.row(old, pending)?.is_none()
         {
             return Err(ProposeError::UnknownPredecessor(proposal.id.clone(), old.clone()));
         }
         if proposal.replaces.is_some() || !proposal.after.is_empty() {
-            match self.release(proposal.replaces.as_deref(), &proposal.after)? {
+            match self.release(proposal.replaces.as_deref(), &proposal.after, pending)? {
                 None => state = State::Blocked,
                 // Recorded as it is, without an "unblocked" note: it never was blocked.
                 Some(r) if r.state == State::Recorded => {}
@@ -288,13 +373,7 @@ impl Executor {
             key_first_sent_ms: None,
             last_sent_ms: None,
         };
-        match self.log().record(&intent)? {
-            Recorded::New(i) | Recorded::Existing(i) => {
-                self.world.hooks.at("after_record");
-                Ok(i)
-            }
-            Recorded::Conflict(_) => Err(ProposeError::Conflict(proposal.id)),
-        }
+        Ok(intent)
     }
 
     /// Checks a step's `after` and references against the log: every intent it comes after
@@ -305,25 +384,34 @@ impl Executor {
         proposal: &Proposal,
         spec: &vocabulary::ActionSpec,
         references: &[(String, vocabulary::workflow::ParamRef)],
+        pending: &Pending,
     ) -> Result<(), ProposeError> {
         let workflow = |problem: String| ProposeError::Workflow(proposal.id.clone(), problem);
-        let log = self.log();
         for (i, id) in proposal.after.iter().enumerate() {
             if proposal.after[..i].contains(id) {
                 return Err(workflow(format!("\"after\" lists {id} twice")));
             }
-            if log.get(id)?.is_none() {
+            if self.row(id, pending)?.is_none() {
                 return Err(ProposeError::UnknownAfter(proposal.id.clone(), id.clone()));
             }
         }
         for (name, reference) in references {
-            let from = log.get(&reference.from)?;
+            let from = self.row(&reference.from, pending)?;
             let from_action = from.as_ref().and_then(|row| vocabulary::action(&row.action));
             let listed = proposal.after.contains(&reference.from);
             vocabulary::workflow::check_reference(spec, name, reference, from_action, listed)
                 .map_err(workflow)?;
         }
         Ok(())
+    }
+
+    /// The intent `id` as the log holds it or, when the log does not hold it yet, as an
+    /// earlier proposal of the same batch is about to record it.
+    pub(super) fn row(&self, id: &str, pending: &Pending) -> Result<Option<Intent>, LogError> {
+        Ok(match self.log().get(id)? {
+            Some(row) => Some(row),
+            None => pending.get(id).cloned(),
+        })
     }
 
     /// Intents by id (all when `ids` is `None`), in the order they were recorded.

@@ -14,6 +14,7 @@
 //! that failed without ever being pooled gives its nonce back, so that no later transfer
 //! waits for ever behind a nonce nobody will use.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,6 +22,11 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::model::{Evidence, Intent, State};
+
+mod warm;
+
+use warm::Handle;
+pub use warm::MemoryLog;
 
 /// How hard SQLite works to make a commit durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +61,8 @@ pub enum Recorded {
 /// Schema version in `PRAGMA user_version` (2: the `nonces` table; 3: `after_ids`, the
 /// intents a step comes after).
 const SCHEMA_VERSION: i64 = 3;
+/// Prepared statements each connection keeps (rusqlite keeps 16 unless told).
+const STATEMENTS_CACHED: usize = 64;
 /// How long a writer waits for another process's lock before giving up.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 
@@ -64,9 +72,15 @@ const COLUMNS: &str = "id, action, params, params_hash, idem_key, state, attempt
 
 /// The intent log.
 pub struct IntentLog {
-    conn: Connection,
+    conn: Handle,
     path: PathBuf,
+    /// The rows `with_active` read last, and the log's change counters when it read them.
+    active_rows: RefCell<Option<(Seen, Vec<Intent>)>>,
 }
+
+/// The log's change counters: `PRAGMA data_version` (commits of other connections) and this
+/// connection's `total_changes`.
+type Seen = (i64, u64);
 
 impl IntentLog {
     /// Opens (creating if needed) the log at `path`.
@@ -81,7 +95,7 @@ impl IntentLog {
             Durability::Normal => "NORMAL",
         };
         conn.pragma_update(None, "synchronous", sync).map_err(err)?;
-        IntentLog::ready(conn, path.to_path_buf())
+        IntentLog::ready(conn, path.to_path_buf(), None)
     }
 
     /// Opens (creating if needed) the log named `name` in this process's memory: SQLite's
@@ -91,9 +105,18 @@ impl IntentLog {
     /// locks and writes. What a simulated crash loses is what it loses on disk: every change
     /// is one transaction that runs to its end between two awaits, so a crash (a dropped
     /// task) falls between transactions, never inside one, and no power cut is simulated.
+    /// A name from [`IntentLog::fresh_in_memory`] is served from its warm connections (see
+    /// [`MemoryLog`]).
     pub fn open_in_memory(name: &str) -> Result<IntentLog, LogError> {
         use rusqlite::OpenFlags;
         let path = PathBuf::from(format!("memory:{name}"));
+        let home = match warm::take(name) {
+            Some(Some(conn)) => {
+                return Ok(IntentLog::with(Handle::new(conn, Some(name.to_string())), path));
+            }
+            Some(None) => Some(name.to_string()),
+            None => None,
+        };
         let err = |source| LogError::Sqlite { path: path.clone(), source };
         no_memory_statistics();
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -104,18 +127,20 @@ impl IntentLog {
         let conn = Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), flags).map_err(err)?;
         conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(err)?;
         conn.pragma_update(None, "synchronous", "OFF").map_err(err)?;
-        IntentLog::ready(conn, path)
+        IntentLog::ready(conn, path, home)
     }
 
     /// Creates the schema where it is missing.
-    fn ready(conn: Connection, path: PathBuf) -> Result<IntentLog, LogError> {
+    fn ready(conn: Connection, path: PathBuf, home: Option<String>) -> Result<IntentLog, LogError> {
         let err = |source| LogError::Sqlite { path: path.clone(), source };
+        // Every statement of the log stays prepared: a pass runs the same dozen or so.
+        conn.set_prepared_statement_cache_capacity(STATEMENTS_CACHED);
         // A log already at this schema is opened without writing: another worker may hold the
         // write lock for a long time (stopped by SIGSTOP in the middle of a transaction), and
         // a worker starting beside it must not wait on that lock just to open the file.
         let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(err)?;
         if version == SCHEMA_VERSION {
-            return Ok(IntentLog { conn, path });
+            return Ok(IntentLog::with(Handle::new(conn, home), path));
         }
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS intents (
@@ -170,7 +195,11 @@ impl IntentLog {
                 .map_err(err)?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err)?;
-        Ok(IntentLog { conn, path })
+        Ok(IntentLog::with(Handle::new(conn, home), path))
+    }
+
+    fn with(conn: Handle, path: PathBuf) -> IntentLog {
+        IntentLog { conn, path, active_rows: RefCell::new(None) }
     }
 
     pub fn path(&self) -> &Path {
@@ -183,29 +212,51 @@ impl IntentLog {
 
     /// Records a new intent, durably, unless its id exists already.
     pub fn record(&mut self, intent: &Intent) -> Result<Recorded, LogError> {
+        let mut recorded = self.record_many(std::slice::from_ref(intent))?;
+        recorded.pop().ok_or_else(|| LogError::Corrupt {
+            path: self.path.clone(),
+            id: intent.id.clone(),
+            problem: "recording it gave no result".into(),
+        })
+    }
+
+    /// Records each intent whose id the log does not hold yet, all in one transaction (one
+    /// durable commit), in order: an id that comes twice is recorded once, and the second
+    /// finds the first. Returns, per intent, what recording it found.
+    pub fn record_many(&mut self, intents: &[Intent]) -> Result<Vec<Recorded>, LogError> {
         let path = self.path.clone();
         let err = |source| LogError::Sqlite { path: path.clone(), source };
         let tx = self.conn.transaction().map_err(err)?;
-        let existing = tx
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"))
-            .and_then(|mut stmt| stmt.query_row([&intent.id], read_row).optional())
-            .map_err(err)?;
-        if let Some(existing) = existing {
-            let existing = existing.map_err(|problem| LogError::Corrupt {
-                path: path.clone(),
-                id: intent.id.clone(),
-                problem,
-            })?;
-            return Ok(if existing.params_hash == intent.params_hash && existing.action == intent.action {
-                Recorded::Existing(existing)
-            } else {
-                Recorded::Conflict(existing)
-            });
+        let mut out = Vec::with_capacity(intents.len());
+        let mut wrote = false;
+        for intent in intents {
+            let existing = tx
+                .prepare_cached(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"))
+                .and_then(|mut stmt| stmt.query_row([&intent.id], read_row).optional())
+                .map_err(err)?;
+            if let Some(existing) = existing {
+                let existing = existing.map_err(|problem| LogError::Corrupt {
+                    path: path.clone(),
+                    id: intent.id.clone(),
+                    problem,
+                })?;
+                out.push(if existing.params_hash == intent.params_hash && existing.action == intent.action {
+                    Recorded::Existing(existing)
+                } else {
+                    Recorded::Conflict(existing)
+                });
+                continue;
+            }
+            insert(&tx, intent).map_err(err)?;
+            history(&tx, intent, None, "recorded").map_err(err)?;
+            wrote = true;
+            out.push(Recorded::New(intent.clone()));
         }
-        insert(&tx, intent).map_err(err)?;
-        history(&tx, intent, None, "recorded").map_err(err)?;
-        tx.commit().map_err(err)?;
-        Ok(Recorded::New(intent.clone()))
+        // A batch that found every id recorded already wrote nothing: no commit to wait for.
+        if wrote {
+            tx.commit().map_err(err)?;
+        }
+        Ok(out)
     }
 
     /// One intent by id.
@@ -234,27 +285,55 @@ impl IntentLog {
         stmt.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as usize).map_err(|e| self.sqlite(e))
     }
 
-    /// How many intents are `recorded` or `submitted`: what a drain waits on, counted without
-    /// reading the rows.
+    /// How many intents are `recorded` or `submitted`: what a drain waits on.
     pub fn busy(&self) -> Result<usize, LogError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT COUNT(*) FROM intents WHERE state IN ('recorded', 'submitted')")
-            .map_err(|e| self.sqlite(e))?;
-        stmt.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as usize).map_err(|e| self.sqlite(e))
+        self.with_active(|rows| {
+            rows.iter().filter(|i| matches!(i.state, State::Recorded | State::Submitted)).count()
+        })
     }
 
     /// Intents not yet terminal, in the order they were recorded.
     pub fn active(&self) -> Result<Vec<Intent>, LogError> {
-        self.select(
-            "SELECT {COLUMNS} FROM intents WHERE state IN ('recorded', 'blocked', 'submitted', 'unknown') ORDER BY seq",
-            [],
-        )
+        self.with_active(<[Intent]>::to_vec)
     }
 
     /// Intents in one state, in the order they were recorded.
     pub fn in_state(&self, state: State) -> Result<Vec<Intent>, LogError> {
-        self.select("SELECT {COLUMNS} FROM intents WHERE state = ?1 ORDER BY seq", [state.as_str()])
+        if !state.is_terminal() {
+            return self.with_active(|rows| rows.iter().filter(|i| i.state == state).cloned().collect());
+        }
+        // The state is written into the statement (one cached statement per state) rather
+        // than bound: bound, SQLite prepared the statement again at every run of it.
+        self.select(
+            &format!("SELECT {{COLUMNS}} FROM intents WHERE state = '{}' ORDER BY seq", state.as_str()),
+            [],
+        )
+    }
+
+    /// `f` of the intents not yet terminal. A drain asks for them at every pass, and a pass
+    /// that waits (for a lease, a backoff, a settle bound) changes nothing: the rows read last
+    /// are used again while the log is as it was then, that is while no other connection
+    /// committed (`PRAGMA data_version`) and this one changed no row (`total_changes`).
+    fn with_active<R>(&self, f: impl FnOnce(&[Intent]) -> R) -> Result<R, LogError> {
+        let data_version: i64 = self
+            .conn
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
+            .map_err(|e| self.sqlite(e))?;
+        let seen = (data_version, self.conn.total_changes());
+        let mut cache = self.active_rows.borrow_mut();
+        if let Some((at, rows)) = cache.as_ref()
+            && *at == seen
+        {
+            return Ok(f(rows));
+        }
+        let rows = self.select(
+            "SELECT {COLUMNS} FROM intents WHERE state IN ('recorded', 'blocked', 'submitted', 'unknown') ORDER BY seq",
+            [],
+        )?;
+        let out = f(&rows);
+        *cache = Some((seen, rows));
+        Ok(out)
     }
 
     fn select<P: rusqlite::Params>(&self, sql: &str, params: P) -> Result<Vec<Intent>, LogError> {
@@ -684,6 +763,76 @@ mod tests {
         assert_eq!(fresh.count().unwrap(), 0, "the last connection going freed the log");
         let other = IntentLog::open_in_memory(&format!("{name}-other")).unwrap();
         assert_eq!(other.count().unwrap(), 0, "another name is another log");
+    }
+
+    /// The active rows are read again whenever the log changed since the last read, by this
+    /// connection or another one, and only then.
+    #[test]
+    fn active_rows_follow_every_commit_of_either_connection() {
+        let name = format!("twice-log-active-{}", std::process::id());
+        let mut a = IntentLog::open_in_memory(&name).unwrap();
+        let mut b = IntentLog::open_in_memory(&name).unwrap();
+        let ids = |log: &IntentLog| log.active().unwrap().into_iter().map(|i| i.id).collect::<Vec<_>>();
+        let mut row = transfer("a", 0);
+        row.evidence = Evidence::default();
+        a.record(&row).unwrap();
+        assert_eq!(ids(&a), ["a"]);
+        assert_eq!(ids(&a), ["a"], "read again from what it kept");
+        let mut row = transfer("b", 1);
+        row.evidence = Evidence::default();
+        b.record(&row).unwrap();
+        assert_eq!(ids(&a), ["a", "b"], "another connection's commit is seen");
+        assert_eq!(a.busy().unwrap(), 2);
+        let mut done = a.get("a").unwrap().unwrap();
+        done.state = State::Submitted;
+        let change = Change { new: &done, expect_version: 0, from_state: State::Recorded, note: None };
+        assert_eq!(a.update(&[change]).unwrap(), [true]);
+        assert_eq!(a.in_state(State::Submitted).unwrap().len(), 1, "its own commit is seen");
+        assert_eq!(
+            b.in_state(State::Recorded).unwrap().iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+            ["b"]
+        );
+    }
+
+    /// The sim's warm logs: a run's log is empty whatever the run before it on the same name
+    /// left (rows and counters), its workers share it, and a connection dropped inside a
+    /// transaction (a crash) loses that transaction and is not handed to the next opener.
+    #[test]
+    fn a_warm_log_starts_empty_and_a_crash_inside_a_transaction_loses_only_that() {
+        let first_name;
+        {
+            let run = IntentLog::fresh_in_memory().unwrap();
+            first_name = run.name().to_string();
+            let mut worker = IntentLog::open_in_memory(run.name()).unwrap();
+            let mut row = transfer("a", 0);
+            row.evidence = Evidence::default();
+            worker.record(&row).unwrap();
+            worker.conn.execute_batch("BEGIN IMMEDIATE; UPDATE intents SET state = 'failed'").unwrap();
+            drop(worker);
+            let other = IntentLog::open_in_memory(run.name()).unwrap();
+            assert!(other.conn.is_autocommit(), "the crashed connection was not handed out again");
+            assert_eq!(other.get("a").unwrap().unwrap().state, State::Recorded);
+            assert_eq!(other.history("a").unwrap().len(), 1);
+        }
+        // Runs one after another on this thread: the name comes back, emptied.
+        let mut names = Vec::new();
+        for _ in 0..3 {
+            let run = IntentLog::fresh_in_memory().unwrap();
+            let mut worker = IntentLog::open_in_memory(run.name()).unwrap();
+            assert_eq!(worker.count().unwrap(), 0, "a run's log starts empty");
+            let mut row = transfer("b", 0);
+            row.evidence = Evidence::default();
+            worker.record(&row).unwrap();
+            let seq: i64 =
+                worker.conn.query_row("SELECT seq FROM intents WHERE id = 'b'", [], |r| r.get(0)).unwrap();
+            assert_eq!(seq, 1, "the AUTOINCREMENT counter starts again");
+            names.push(run.name().to_string());
+        }
+        assert!(names.iter().all(|n| n.starts_with("twice-warm-")));
+        assert!(
+            names.contains(&first_name) || names.windows(2).all(|w| w[0] == w[1]),
+            "names are reused: {names:?}"
+        );
     }
 
     /// A log written before workflows (schema 2, no `after_ids`) opens, gains the column,

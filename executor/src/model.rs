@@ -310,8 +310,15 @@ fn write_canonical(value: &Value, out: &mut String) -> Result<(), String> {
 
 /// SHA-256 of the canonical text, in lowercase hex.
 pub fn payload_hash(canonical: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(canonical.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    // Checked at every read of a row (each pass), so without a `format!` per byte.
+    let mut hex = String::with_capacity(digest.len() * 2);
+    for b in digest {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    hex
 }
 
 /// An intent as the log holds it.

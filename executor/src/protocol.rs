@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -22,6 +23,9 @@ use crate::model::{ACTIONS, ActionError};
 pub const PROTOCOL: &str = "twice/1";
 /// Longest request line read; a longer one is refused (code 12) and skipped.
 pub const LINE_BYTES_MAX: usize = 1024 * 1024;
+/// Most `propose` requests handled as one batch, in one commit: the one read, and those
+/// already read in behind it.
+pub const PROPOSE_BATCH_MAX: usize = 64;
 /// Longest drain a caller may ask for.
 pub const DRAIN_MS_MAX: u64 = 600_000;
 
@@ -143,6 +147,25 @@ where
         };
         let msg_id = request.get("msg_id").cloned();
         let kind = request.get("type").and_then(Value::as_str).unwrap_or_default().to_string();
+        if let (Some(ex), "propose") = (executor.as_ref(), kind.as_str()) {
+            // Proposals that arrived together are committed together: the further complete
+            // `propose` lines already read in are taken without waiting for more bytes, and
+            // each gets its reply, in order, once the batch's commit is done.
+            let mut batch = vec![request];
+            while batch.len() < PROPOSE_BATCH_MAX {
+                match buffered_propose(&mut input) {
+                    Some(next) => batch.push(next),
+                    None => break,
+                }
+            }
+            for reply in propose_all(ex, &batch) {
+                let mut text = reply.to_string();
+                text.push('\n');
+                output.write_all(text.as_bytes()).await?;
+            }
+            output.flush().await?;
+            continue;
+        }
         let mut events = Vec::new();
         let result = handle(&kind, &request, &mut executor, &options, &world, &mut events).await;
         for t in &events {
@@ -239,27 +262,7 @@ async fn handle(
     };
     match kind {
         "propose" => {
-            let intent = request
-                .get("intent")
-                .cloned()
-                .ok_or_else(|| fail(code::MALFORMED_REQUEST, "propose needs an intent"))?;
-            let intent: IntentMsg = serde_json::from_value(intent)
-                .map_err(|e| fail(code::MALFORMED_REQUEST, format!("intent: {e}")))?;
-            let proposal = Proposal {
-                id: intent.id,
-                action: intent.action,
-                params: intent.params,
-                replaces: intent.replaces,
-                after: intent.after.unwrap_or_default(),
-            };
-            let recorded = ex.propose(proposal).map_err(|e| match e {
-                ProposeError::Action(ActionError::Unsupported(_))
-                | ProposeError::NotConfigured { .. }
-                | ProposeError::MissingSecret { .. } => fail(code::NOT_SUPPORTED, e.to_string()),
-                ProposeError::Conflict(_) => fail(code::KEY_ALREADY_EXISTS, e.to_string()),
-                ProposeError::Log(_) => fail(code::CRASH, e.to_string()),
-                _ => fail(code::MALFORMED_REQUEST, e.to_string()),
-            })?;
+            let recorded = ex.propose(proposal(request)?).map_err(propose_failure)?;
             body.insert("intent".into(), recorded.view());
         }
         "status" => {
@@ -303,6 +306,87 @@ async fn handle(
         _ => {}
     }
     Ok(body)
+}
+
+/// The next line already read in, taken from `input` if it is a complete `propose` request;
+/// never waits for bytes that have not arrived.
+fn buffered_propose<R: AsyncBufRead + Unpin>(input: &mut R) -> Option<Value> {
+    // Ready at once when bytes are buffered (or can be read without waiting); otherwise
+    // nothing is taken, and the main loop waits for the next line as it always does.
+    let buffered = match input.fill_buf().now_or_never() {
+        Some(Ok(buffered)) => buffered,
+        _ => return None,
+    };
+    let end = buffered.iter().position(|b| *b == b'\n')?;
+    if end > LINE_BYTES_MAX {
+        return None;
+    }
+    let request: Value = serde_json::from_slice(&buffered[..end]).ok()?;
+    if request.get("type").and_then(Value::as_str) != Some("propose") {
+        return None;
+    }
+    input.consume(end + 1);
+    Some(request)
+}
+
+/// The replies to a batch of `propose` requests, in order: the valid proposals among them
+/// are recorded in one commit, each refused one gets its error.
+fn propose_all(ex: &Executor, requests: &[Value]) -> Vec<Value> {
+    let mut proposals = Vec::new();
+    let parsed: Vec<Result<(), Failure>> = requests
+        .iter()
+        .map(|request| {
+            if request.get("msg_id").is_none_or(|m| !m.is_u64()) {
+                return Err(fail(code::MALFORMED_REQUEST, "a request needs a numeric msg_id"));
+            }
+            proposals.push(proposal(request)?);
+            Ok(())
+        })
+        .collect();
+    let mut recorded = ex.propose_batch(proposals).into_iter();
+    requests
+        .iter()
+        .zip(parsed)
+        .map(|(request, parsed)| {
+            let msg_id = request.get("msg_id").cloned();
+            let result = parsed.and_then(|()| match recorded.next() {
+                Some(r) => r.map_err(propose_failure),
+                None => Err(fail(code::CRASH, "the batch gave no result for this proposal")),
+            });
+            match result {
+                Ok(intent) => json!({"type": "propose_ok", "in_reply_to": msg_id, "intent": intent.view()}),
+                Err(f) => error_reply(msg_id, &f),
+            }
+        })
+        .collect()
+}
+
+/// The proposal a `propose` request carries.
+fn proposal(request: &Value) -> Result<Proposal, Failure> {
+    let intent = request
+        .get("intent")
+        .cloned()
+        .ok_or_else(|| fail(code::MALFORMED_REQUEST, "propose needs an intent"))?;
+    let intent: IntentMsg =
+        serde_json::from_value(intent).map_err(|e| fail(code::MALFORMED_REQUEST, format!("intent: {e}")))?;
+    Ok(Proposal {
+        id: intent.id,
+        action: intent.action,
+        params: intent.params,
+        replaces: intent.replaces,
+        after: intent.after.unwrap_or_default(),
+    })
+}
+
+fn propose_failure(e: ProposeError) -> Failure {
+    match e {
+        ProposeError::Action(ActionError::Unsupported(_))
+        | ProposeError::NotConfigured { .. }
+        | ProposeError::MissingSecret { .. } => fail(code::NOT_SUPPORTED, e.to_string()),
+        ProposeError::Conflict(_) => fail(code::KEY_ALREADY_EXISTS, e.to_string()),
+        ProposeError::Log(_) | ProposeError::Unrecorded(..) => fail(code::CRASH, e.to_string()),
+        _ => fail(code::MALFORMED_REQUEST, e.to_string()),
+    }
 }
 
 fn error_reply(msg_id: Option<Value>, failure: &Failure) -> Value {

@@ -4,13 +4,16 @@
 //! on virtual time, a counter for ids and an in-memory transport, and gets the same executor,
 //! deterministically.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
 /// Milliseconds since the Unix epoch: the one clock trait the fakes use too, with the system
@@ -116,6 +119,7 @@ pub trait Transport: Send + Sync {
 }
 
 /// Real sockets: one connection per request, hyper's HTTP/1.1 client, a bound on every wait.
+/// [`PooledHttpTransport`] is the same on reused keep-alive connections.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HttpTransport;
 
@@ -174,4 +178,275 @@ async fn send_http(request: HttpRequest) -> Result<HttpResponse, SendError> {
     tokio::time::timeout(timeout, exchange)
         .await
         .map_err(|_| SendError::Ambiguous(format!("no answer within {} ms", request.timeout_ms)))?
+}
+
+/// How long an idle connection is kept for reuse: well under the 30 s a hyper server (the
+/// fakes') gives a client to send its next request's headers, so that a connection is never
+/// reused just as the server gives up on it.
+pub const IDLE_MS_MAX: u64 = 5_000;
+/// Idle connections kept per host and port: a pass sends at most `batch_max` requests at once.
+pub const IDLE_PER_HOST_MAX: usize = 256;
+
+type Sender = SendRequest<Full<Bytes>>;
+/// Idle connections by host and port, each with when it went idle.
+type IdlePool = HashMap<(String, u16), Vec<(Sender, Instant)>>;
+
+/// Real sockets as [`HttpTransport`], on keep-alive connections: a connection whose answer
+/// was read to its end goes back to an idle pool and carries a later request to the same host
+/// and port. What a failure means is exactly as without the pool: `NotSent` only when
+/// nothing left the process (the connection could not be made), `Ambiguous` once a request
+/// may have been written. A reused connection that the server closed meanwhile is caught by
+/// hyper before a byte is written (it hands the request back unsent), and the request then
+/// goes on a new connection; hyper's own pooled client (hyper-util's `client::legacy`) does
+/// the same, but it connects inside the request's future, where a connect that timed out
+/// (nothing sent) cannot be told from an answer that did not come.
+#[derive(Clone, Default)]
+pub struct PooledHttpTransport {
+    idle: Arc<Mutex<IdlePool>>,
+}
+
+impl PooledHttpTransport {
+    pub fn new() -> PooledHttpTransport {
+        PooledHttpTransport::default()
+    }
+
+    /// An idle connection to `host:port` still open, if any (the newest first).
+    fn take_idle(&self, host: &str, port: u16) -> Option<Sender> {
+        // A panic while holding the pool leaves it consistent (a map of idle senders).
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let list = idle.get_mut(&(host.to_string(), port))?;
+        while let Some((sender, since)) = list.pop() {
+            if !sender.is_closed() && since.elapsed() < Duration::from_millis(IDLE_MS_MAX) {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    fn put_idle(&self, host: String, port: u16, sender: Sender) {
+        if sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let list = idle.entry((host, port)).or_default();
+        list.retain(|(s, since)| !s.is_closed() && since.elapsed() < Duration::from_millis(IDLE_MS_MAX));
+        if list.len() < IDLE_PER_HOST_MAX {
+            list.push((sender, Instant::now()));
+        }
+    }
+
+    async fn send_pooled(&self, request: HttpRequest) -> Result<HttpResponse, SendError> {
+        let uri: hyper::Uri =
+            request.url.parse().map_err(|e| SendError::NotSent(format!("bad URL {}: {e}", request.url)))?;
+        let host =
+            uri.host().ok_or_else(|| SendError::NotSent(format!("no host in {}", request.url)))?.to_string();
+        let port = uri.port_u16().unwrap_or(80);
+        let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let timeout = Duration::from_millis(request.timeout_ms);
+        let mut req = build_request(&request, path, &host, port)?;
+        loop {
+            let (mut sender, reused) = match self.take_idle(&host, port) {
+                Some(sender) => (sender, true),
+                None => (connect(&host, port, timeout).await?, false),
+            };
+            // From here on bytes may leave the process: every failure is ambiguous, except a
+            // request hyper hands back unwritten.
+            let exchange = async {
+                let response = match sender.try_send_request(req).await {
+                    Ok(response) => response,
+                    Err(mut e) => return Err((e.take_message(), e.into_error())),
+                };
+                let status = response.status().as_u16();
+                let headers = response
+                    .headers()
+                    .iter()
+                    .map(|(n, v)| {
+                        (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())
+                    })
+                    .collect();
+                let body = response.into_body().collect().await.map_err(|e| (None, e))?.to_bytes().to_vec();
+                Ok(HttpResponse { status, headers, body })
+            };
+            let answer = tokio::time::timeout(timeout, exchange)
+                .await
+                .map_err(|_| SendError::Ambiguous(format!("no answer within {} ms", request.timeout_ms)))?;
+            match answer {
+                Ok(response) => {
+                    // The answer was read to its end: the connection can carry the next one.
+                    self.put_idle(host, port, sender);
+                    return Ok(response);
+                }
+                // Closed before this request was written (the server ended the idle
+                // connection): nothing left, so it goes again on another connection.
+                Err((Some(unsent), _)) if reused => req = unsent,
+                Err((_, e)) => {
+                    let stage = if reused { "on a reused connection" } else { "on a new connection" };
+                    return Err(SendError::Ambiguous(format!("{e} ({stage})")));
+                }
+            }
+        }
+    }
+}
+
+impl Transport for PooledHttpTransport {
+    fn send(&self, request: HttpRequest) -> SendFuture<'_> {
+        Box::pin(self.send_pooled(request))
+    }
+}
+
+/// A new connection to `host:port`, its driver running on a task of its own until the
+/// connection closes.
+async fn connect(host: &str, port: u16, timeout: Duration) -> Result<Sender, SendError> {
+    let stream = tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| SendError::NotSent(format!("connect to {host}:{port} timed out")))?
+        .map_err(|e| SendError::NotSent(format!("connect to {host}:{port}: {e}")))?;
+    let _ = stream.set_nodelay(true);
+    let (sender, connection) =
+        tokio::time::timeout(timeout, hyper::client::conn::http1::handshake(TokioIo::new(stream)))
+            .await
+            .map_err(|_| SendError::Ambiguous(format!("handshake with {host}:{port} timed out")))?
+            .map_err(|e| SendError::Ambiguous(format!("handshake: {e}")))?;
+    // Ends by itself once the sender is dropped (out of the pool) or the server closes.
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
+fn build_request(
+    request: &HttpRequest,
+    path: &str,
+    host: &str,
+    port: u16,
+) -> Result<hyper::Request<Full<Bytes>>, SendError> {
+    let mut builder =
+        hyper::Request::builder().method(request.method).uri(path).header("host", format!("{host}:{port}"));
+    for (name, value) in &request.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    builder
+        .body(Full::new(Bytes::from(request.body.clone())))
+        .map_err(|e| SendError::NotSent(format!("cannot build the request: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+
+    fn get(url: &str) -> HttpRequest {
+        HttpRequest {
+            method: "GET",
+            url: url.to_string(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            timeout_ms: 2_000,
+        }
+    }
+
+    /// Reads one request's head (these requests have no body).
+    async fn read_head(stream: &mut tokio::net::TcpStream) -> bool {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut byte).await {
+                Ok(1) => head.push(byte[0]),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// A connection the server closed while it was idle in the pool is not used again: the
+    /// next request goes on a new connection and is answered, neither refused as unsent nor
+    /// called ambiguous.
+    #[tokio::test]
+    async fn a_pooled_connection_the_server_closed_is_replaced_without_a_wrong_verdict() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let mut accepted = 0;
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                accepted += 1;
+                // One answer per connection, then a close (FIN) while the client keeps it idle.
+                if read_head(&mut stream).await {
+                    stream.write_all(ANSWER).await.unwrap();
+                }
+                drop(stream);
+                if accepted == 2 {
+                    return accepted;
+                }
+            }
+        });
+        let transport = PooledHttpTransport::new();
+        assert_eq!(transport.send(get(&url)).await.unwrap().body, b"ok");
+        // Long enough for the connection's driver to read the FIN.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(transport.send(get(&url)).await.unwrap().body, b"ok");
+        assert_eq!(server.await.unwrap(), 2, "the second request came on a new connection");
+    }
+
+    /// Two requests in a row share one keep-alive connection.
+    #[tokio::test]
+    async fn a_connection_carries_the_next_request() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut answered = 0;
+            while read_head(&mut stream).await {
+                stream.write_all(ANSWER).await.unwrap();
+                answered += 1;
+            }
+            answered
+        });
+        let transport = PooledHttpTransport::new();
+        for _ in 0..3 {
+            assert_eq!(transport.send(get(&url)).await.unwrap().status, 200);
+        }
+        drop(transport);
+        assert_eq!(server.await.unwrap(), 3, "three answers on the one connection");
+    }
+
+    /// Nothing listening: not sent. A request read and the connection closed or reset without
+    /// an answer: ambiguous, on a new connection as on a reused one.
+    #[tokio::test]
+    async fn refused_is_not_sent_and_closed_after_the_request_is_ambiguous() {
+        let transport = PooledHttpTransport::new();
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let nobody = format!("http://{}/x", closed.local_addr().unwrap());
+        drop(closed);
+        assert!(matches!(transport.send(get(&nobody)).await, Err(SendError::NotSent(_))));
+
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            // The first request is answered, the second read and left without an answer.
+            read_head(&mut stream).await;
+            stream.write_all(ANSWER).await.unwrap();
+            read_head(&mut stream).await;
+            drop(stream);
+            let (mut stream, _) = listener.accept().await.unwrap();
+            read_head(&mut stream).await;
+            // A zero linger makes the close a reset (RST); it does not block the drop, which is
+            // what the deprecation warns of.
+            #[allow(deprecated)]
+            let _ = stream.set_linger(Some(Duration::ZERO));
+            drop(stream);
+        });
+        assert_eq!(transport.send(get(&url)).await.unwrap().status, 200);
+        assert!(
+            matches!(transport.send(get(&url)).await, Err(SendError::Ambiguous(_))),
+            "closed on a reused connection"
+        );
+        assert!(
+            matches!(transport.send(get(&url)).await, Err(SendError::Ambiguous(_))),
+            "reset on a new connection"
+        );
+    }
 }

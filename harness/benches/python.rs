@@ -262,7 +262,6 @@ fn buggy_run(command: &ExecutorCommand, work: &Path, records: &mut Vec<Value>) -
         deadline: Some(Instant::now() + Duration::from_secs(LIVE_SHRINK_BUDGET_S)),
     };
     let shrunk = harness::shrink::shrink_failures(
-        &cases,
         &results,
         SEED,
         &driver,

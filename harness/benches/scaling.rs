@@ -16,7 +16,9 @@
 //! - **scenarios per run**: [`RUN_SIZES`] generated cases (seed [`SEED`]) through
 //!   [`run::run_cases`] on [`THREADS`] threads, as `twice run --cases N` does; the median wall
 //!   time, cases per second, and the peak resident memory of a process that runs them all and
-//!   keeps their results (as `twice run` does, to write the report).
+//!   keeps their results as `twice run` does, to write the report: through [`run::run_specs`],
+//!   each generated case made when it runs and each passed result compacted as it comes (the
+//!   timed rounds run cases generated beforehand, so that they time the runs alone).
 //!
 //! Memory is each measurement's own child process (this benchmark started again with
 //! `--child ...`), whose high-water mark of resident memory (`VmHWM` in `/proc/self/status`)
@@ -96,9 +98,12 @@ fn child(args: &[String]) -> Result<()> {
             }
         }
         Some("cases") => {
-            let cases = generated(number()?)?;
+            // As `twice run` holds them: generated cases made when they run, results compacted
+            // as they come.
+            let cases: Vec<run::CaseSpec> =
+                (0..number()?).map(|index| run::CaseSpec::Generated { seed: SEED, index }).collect();
             let results =
-                run::run_cases(&cases, SEED, &Driver::Sim(&Reference), &work.path, THREADS, &Quiet, "");
+                run::run_specs(&cases, SEED, &Driver::Sim(&Reference), &work.path, THREADS, &Quiet, "");
             let run = run::results(SEED, &Driver::Sim(&Reference), None, results);
             if run.failed() {
                 return Err("a generated case did not pass".into());

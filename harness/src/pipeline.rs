@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::process::ExecutorCommand;
-use crate::run::{self, Case, Driver, Progress, RunResults, ScenarioResult, Shard, Source};
+use crate::run::{self, Case, CaseSpec, Driver, Progress, RunResults, ScenarioResult, Shard, Source};
 use crate::shrink::{self, ShrinkLimits, ShrinkProgress};
 use crate::sim::Reference;
 
@@ -97,28 +97,34 @@ pub enum Selection {
 /// The cases of a selection, in run order; a name that is not in the catalog is an error
 /// with the closest name, before anything runs.
 pub fn select(selection: &Selection, seed: u64, live: bool) -> anyhow::Result<Vec<Case>> {
-    let generated = |from: u64, count: u64| -> anyhow::Result<Vec<Case>> {
-        (from..from + count)
-            .map(|index| {
-                let scenario = scenarios::generate::case(seed, index).map_err(anyhow::Error::msg)?;
-                Ok(Case { scenario, source: Source::Generated { index } })
-            })
-            .collect()
-    };
+    select_specs(selection, seed, live)?
+        .iter()
+        .map(|spec| spec.make().map(std::borrow::Cow::into_owned).map_err(anyhow::Error::msg))
+        .collect()
+}
+
+/// As [`select`], with generated cases left to be made when they run.
+pub fn select_specs(selection: &Selection, seed: u64, live: bool) -> anyhow::Result<Vec<CaseSpec>> {
+    let generated =
+        |from: u64, count: u64| (from..from + count).map(move |index| CaseSpec::Generated { seed, index });
     let mut cases = Vec::new();
     match selection {
-        Selection::Generated { index } => cases.extend(generated(*index, 1)?),
+        Selection::Generated { index } => cases.extend(generated(*index, 1)),
         Selection::Named { scenarios, generated: count } => {
             for s in scenarios {
-                cases.push(load(s)?);
+                cases.push(CaseSpec::Ready(Box::new(load(s)?)));
             }
-            cases.extend(generated(0, *count)?);
+            cases.extend(generated(0, *count));
         }
         Selection::Default { generated: count } => {
             let catalog = scenarios::catalog::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
-            cases.extend(catalog.into_iter().map(|scenario| Case { scenario, source: Source::Catalog }));
+            cases.extend(
+                catalog
+                    .into_iter()
+                    .map(|scenario| CaseSpec::Ready(Box::new(Case { scenario, source: Source::Catalog }))),
+            );
             let count = count.unwrap_or(if live { LIVE_CASES_DEFAULT } else { SIM_CASES_DEFAULT });
-            cases.extend(generated(0, count)?);
+            cases.extend(generated(0, count));
         }
     }
     Ok(cases)
@@ -191,9 +197,10 @@ impl RunPlan {
     }
 }
 
-/// What a run did: its cases (after sharding), and their results with the run's facts.
+/// What a run did: its cases (after sharding; generated ones as their index), and their
+/// results with the run's facts.
 pub struct Ran {
-    pub cases: Vec<Case>,
+    pub cases: Vec<CaseSpec>,
     pub results: RunResults,
 }
 
@@ -209,7 +216,7 @@ pub fn execute(
 ) -> anyhow::Result<Ran> {
     let driver = plan.executor.driver()?;
     let live = plan.executor.is_live();
-    let mut cases = select(&plan.selection, plan.seed, live)?;
+    let mut cases = select_specs(&plan.selection, plan.seed, live)?;
     // Positions in the unsharded list, so that merged shards line up as one run.
     let mut positions: Vec<u64> = (0..cases.len() as u64).collect();
     if let Some(shard) = plan.shard {
@@ -220,14 +227,14 @@ pub fn execute(
     std::fs::create_dir_all(&work_dir).with_context(|| format!("cannot create {}", work_dir.display()))?;
     let prefix = plan.executor.replay_prefix();
     let jobs = jobs(plan.jobs, live);
-    let mut results = run::run_cases(&cases, plan.seed, &driver, &work_dir, jobs, progress, &prefix);
+    let mut results = run::run_specs(&cases, plan.seed, &driver, &work_dir, jobs, progress, &prefix);
     for (result, position) in results.iter_mut().zip(&positions) {
         result.position = *position;
     }
     if plan.shrink {
         let budget_s = live.then(|| plan.shrink_budget_s.unwrap_or(LIVE_SHRINK_BUDGET_S));
         let context = ShrinkContext { plan, driver: &driver, work_dir: &work_dir, prefix: &prefix, jobs };
-        shrink_failures(&context, &cases, &mut results, budget_s, shrinking)?;
+        shrink_failures(&context, &mut results, budget_s, shrinking)?;
     }
     let _ = std::fs::remove_dir_all(&work_dir);
     let mut results = run::results(plan.seed, &driver, plan.shard, results);
@@ -254,7 +261,6 @@ struct ShrinkContext<'a> {
 /// writes the smallest failing scenario found for each, with how far shrinking got.
 fn shrink_failures(
     context: &ShrinkContext<'_>,
-    cases: &[Case],
     results: &mut [ScenarioResult],
     budget_s: Option<u64>,
     progress: &dyn ShrinkProgress,
@@ -270,15 +276,14 @@ fn shrink_failures(
     let done = std::sync::atomic::AtomicBool::new(false);
     let shrunk = std::thread::scope(|scope| {
         scope.spawn(|| progress.heartbeat(&done));
-        let shrunk =
-            shrink::shrink_failures(cases, results, plan.seed, driver, work_dir, *jobs, limits, progress);
+        let shrunk = shrink::shrink_failures(results, plan.seed, driver, work_dir, *jobs, limits, progress);
         done.store(true, std::sync::atomic::Ordering::SeqCst);
         shrunk
     });
     let failures_dir = plan.report_dir.join(reports::FAILURES_DIR);
     for (i, found) in shrunk {
-        let (Some(case), Some(result)) = (cases.get(i), results.get_mut(i)) else { continue };
-        let Source::Generated { index } = case.source else { continue };
+        let Some(result) = results.get_mut(i) else { continue };
+        let Source::Generated { index } = result.source else { continue };
         let (smallest, shrink) = found.map_err(anyhow::Error::msg)?;
         std::fs::create_dir_all(&failures_dir)
             .with_context(|| format!("cannot create {}", failures_dir.display()))?;

@@ -18,8 +18,8 @@ use crate::observe::Observed;
 use crate::sim::{self, SimFactory};
 
 pub use reports::model::{
-    FaultApplied, INTENT_MOMENTS, IntentResult, Outcome, RESULTS_SCHEMA, RunResults, SHRINK_BUDGET,
-    SHRINK_MINIMAL, SHRINK_RUNS, ScenarioResult, Shard, Shrink, Source, Totals,
+    FaultApplied, INTENT_MOMENTS, IntentBrief, IntentResult, Outcome, RESULTS_SCHEMA, RunResults,
+    SHRINK_BUDGET, SHRINK_MINIMAL, SHRINK_RUNS, ScenarioResult, Shard, Shrink, Source, Summary, Totals,
 };
 
 /// How scenarios are executed.
@@ -102,9 +102,43 @@ pub fn expected_live_ms(scenario: &Scenario) -> u64 {
     pauses + holds + 2 * settle + 100 * scenario.intents.len() as u64
 }
 
-/// Runs cases on up to `threads` threads; results come back in case order. Live, the cases
-/// that are expected to take longest start first ([`expected_live_ms`]), so that the run does
-/// not end waiting for one long case started last.
+/// A case of a run as the run holds it until the case runs: a catalog or file scenario ready,
+/// a generated one only its index, generated when it runs (the generator is deterministic per
+/// seed and index), so that a run of many cases never holds all their scenarios at once.
+#[derive(Debug, Clone)]
+pub enum CaseSpec {
+    /// Boxed: a run holds many of the small variant.
+    Ready(Box<Case>),
+    Generated {
+        seed: u64,
+        index: u64,
+    },
+}
+
+impl CaseSpec {
+    /// The scenario, made if it is generated.
+    pub fn make(&self) -> Result<std::borrow::Cow<'_, Case>, String> {
+        match self {
+            CaseSpec::Ready(case) => Ok(std::borrow::Cow::Borrowed(case)),
+            CaseSpec::Generated { seed, index } => {
+                let scenario = scenarios::generate::case(*seed, *index)?;
+                Ok(std::borrow::Cow::Owned(Case { scenario, source: Source::Generated { index: *index } }))
+            }
+        }
+    }
+
+    pub fn source(&self) -> Source {
+        match self {
+            CaseSpec::Ready(case) => case.source.clone(),
+            CaseSpec::Generated { index, .. } => Source::Generated { index: *index },
+        }
+    }
+}
+
+/// Runs cases on up to `threads` threads; results come back in case order, each passed one
+/// compacted ([`ScenarioResult::compact`]) as soon as it is checked. Live, the cases that are
+/// expected to take longest start first ([`expected_live_ms`]), so that the run does not end
+/// waiting for one long case started last.
 pub fn run_cases(
     cases: &[Case],
     run_seed: u64,
@@ -114,22 +148,66 @@ pub fn run_cases(
     progress: &dyn Progress,
     replay_prefix: &str,
 ) -> Vec<ScenarioResult> {
-    progress.started(cases.len());
-    let mut order: Vec<usize> = (0..cases.len()).collect();
+    let case_at = |i: usize| -> Result<std::borrow::Cow<'_, Case>, (Source, String)> {
+        cases.get(i).map(std::borrow::Cow::Borrowed).ok_or_else(|| (Source::Catalog, format!("no case {i}")))
+    };
+    run_each(cases.len(), &case_at, run_seed, driver, work_dir, threads, progress, replay_prefix)
+}
+
+/// As [`run_cases`], for cases made when they run ([`CaseSpec`]).
+pub fn run_specs(
+    specs: &[CaseSpec],
+    run_seed: u64,
+    driver: &Driver<'_>,
+    work_dir: &Path,
+    threads: usize,
+    progress: &dyn Progress,
+    replay_prefix: &str,
+) -> Vec<ScenarioResult> {
+    let case_at = |i: usize| -> Result<std::borrow::Cow<'_, Case>, (Source, String)> {
+        let spec = specs.get(i).ok_or_else(|| (Source::Catalog, format!("no case {i}")))?;
+        spec.make().map_err(|e| (spec.source(), e))
+    };
+    run_each(specs.len(), &case_at, run_seed, driver, work_dir, threads, progress, replay_prefix)
+}
+
+/// The case at a position, or why it could not be made (with its source, for the replay).
+type CaseAt<'c> = dyn Fn(usize) -> Result<std::borrow::Cow<'c, Case>, (Source, String)> + Sync + 'c;
+
+#[allow(clippy::too_many_arguments)]
+fn run_each<'c>(
+    count: usize,
+    case_at: &CaseAt<'c>,
+    run_seed: u64,
+    driver: &Driver<'_>,
+    work_dir: &Path,
+    threads: usize,
+    progress: &dyn Progress,
+    replay_prefix: &str,
+) -> Vec<ScenarioResult> {
+    progress.started(count);
+    let mut order: Vec<usize> = (0..count).collect();
     if matches!(driver, Driver::Live(_)) {
-        // Stable: equal estimates keep the list's order.
-        order.sort_by_key(|i| std::cmp::Reverse(expected_live_ms(&cases[*i].scenario)));
+        // Stable: equal estimates keep the list's order. Live runs are small: making each
+        // scenario once more for its estimate costs nothing next to running it.
+        order.sort_by_cached_key(|i| {
+            std::cmp::Reverse(case_at(*i).map(|c| expected_live_ms(&c.scenario)).unwrap_or(0))
+        });
     }
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<ScenarioResult>>> = Mutex::new(vec![None; cases.len()]);
+    let results: Mutex<Vec<Option<ScenarioResult>>> = Mutex::new(vec![None; count]);
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
                 while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
-                    let Some(case) = cases.get(i) else { break };
-                    let mut result = run_case(case, run_seed, driver, work_dir, replay_prefix);
+                    let mut result = match case_at(i) {
+                        Ok(case) => run_case(&case, run_seed, driver, work_dir, replay_prefix),
+                        Err((source, e)) => unmade(i, source, &e, run_seed, replay_prefix),
+                    };
                     result.position = i as u64;
                     progress.finished(&result);
+                    // Here, not at the end: a passed case's observation is dropped at once.
+                    result.compact();
                     results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
                 }
             });
@@ -137,6 +215,22 @@ pub fn run_cases(
     });
     progress.done();
     results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().flatten().collect()
+}
+
+/// The result of a case that could not even be made (a generator failure): an error, so that
+/// one broken case never stops a run.
+fn unmade(i: usize, source: Source, why: &str, run_seed: u64, replay_prefix: &str) -> ScenarioResult {
+    let name = match source {
+        Source::Generated { index } => format!("generated-{index}"),
+        _ => format!("case-{i}"),
+    };
+    let case = Case { scenario: Scenario { name, ..Scenario::default() }, source };
+    let observed = Observed {
+        executor_error: Some(format!("the harness could not make the case: {why}")),
+        ..Observed::default()
+    };
+    let seed = case_seed(run_seed, &case.source, &case.scenario.name);
+    judge(&case, run_seed, seed, observed, replay_prefix)
 }
 
 /// Runs one case and checks it.
@@ -200,6 +294,8 @@ pub fn judge(
         hazards,
         shrunk: None,
         shrink: None,
+        verdict_set: None,
+        summary: None,
         observed,
     }
 }

@@ -109,12 +109,10 @@ pub fn shrink_case(
 /// how far shrinking got, or why it could not start.
 pub type ShrunkCase = (usize, Result<(Scenario, Shrink), String>);
 
-/// Shrinks every failing generated case of `cases` (whose results are `results`, in the same
-/// order), up to `jobs` at a time, within `limits`; each gets its smallest failing scenario
+/// Shrinks every failing generated case of a run (by its results, in run order), up to `jobs` at a time, within `limits`; each gets its smallest failing scenario
 /// and its [`Shrink`], or the error that kept it from shrinking.
 #[allow(clippy::too_many_arguments)] // the run's facts, each needed; a struct would only rename them
 pub fn shrink_failures(
-    cases: &[Case],
     results: &[ScenarioResult],
     seed: u64,
     driver: &Driver<'_>,
@@ -123,11 +121,10 @@ pub fn shrink_failures(
     limits: ShrinkLimits,
     progress: &dyn ShrinkProgress,
 ) -> Vec<ShrunkCase> {
-    let failing: Vec<(usize, u64)> = cases
+    let failing: Vec<(usize, u64)> = results
         .iter()
-        .zip(results)
         .enumerate()
-        .filter_map(|(i, (case, result))| match case.source {
+        .filter_map(|(i, result)| match result.source {
             Source::Generated { index } if result.outcome != Outcome::Passed => Some((i, index)),
             _ => None,
         })

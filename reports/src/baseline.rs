@@ -76,15 +76,12 @@ impl Trace {
             source: result.source.clone(),
             outcome: result.outcome,
             violated: result.violations().map(|v| v.invariant.clone()).collect(),
+            // From the intents of a failed case, or the summary of a passed (compact) one:
+            // both hold every field a trace compares.
             intents: result
-                .intents
-                .iter()
-                .map(|i| IntentTrace {
-                    id: i.id.clone(),
-                    state: i.state.clone(),
-                    attempts: i.attempts,
-                    effects: i.effects.len(),
-                })
+                .intent_briefs()
+                .into_iter()
+                .map(|i| IntentTrace { id: i.id, state: i.state, attempts: i.attempts, effects: i.effects })
                 .collect(),
             effects: result.effects.clone(),
         }
@@ -403,6 +400,8 @@ mod tests {
             hazards: vec![],
             shrunk: None,
             shrink: None,
+            verdict_set: None,
+            summary: None,
             observed: Observed::default(),
         }
     }

@@ -1,10 +1,20 @@
 //! `report.html`: one self-contained page with a timeline per scenario.
 //!
 //! The page is built with `maud`, which escapes every value it interpolates; the only markup
-//! that goes in unescaped is the static [`CSS`] (`html/style.css`). A Content-Security-Policy forbids scripts,
-//! fetches and external resources, so that even a missed escape could neither run a script
-//! nor load anything. The page has no JavaScript: failing scenarios are `<details open>`,
-//! passing ones closed, and the table of contents uses plain `#anchor` links.
+//! that goes in unescaped is static ([`CSS`], `html/style.css`, and [`SCRIPT`],
+//! `html/timeline.js`) and the timelines' JSON, escaped for a script element by
+//! [`timeline::script_json`]. A Content-Security-Policy allows that one script by its SHA-256
+//! hash and nothing else: no other script, no fetch, no external resource, so that even a
+//! missed escape could neither run a script nor load anything.
+//!
+//! Timelines are drawn on demand: each scenario's section carries its timeline as JSON (the
+//! lanes, rows, classes and labels worked out here) and the script draws the table the first
+//! time the section is open, so that the page does not build every failure's table up
+//! front. A `<noscript>` table lists the same events as plain text. Everything else (totals,
+//! table of contents, verdicts, evidence, intent tables, replay commands, the passed rows) is
+//! plain HTML and reads without JavaScript. Failing scenarios are `<details open>` when there
+//! are at most [`FAILURES_OPEN_MAX`] of them, passing ones closed, and the table of contents
+//! uses plain `#anchor` links (the script opens the section a link points to).
 //!
 //! Timelines are a table with time going down and one column ("lane") per worker, per
 //! service and for the harness. Only the first [`TIMELINES_PASSING_MAX`] passing scenarios
@@ -21,27 +31,44 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use base64::Engine as _;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
 use vocabulary::{ACTIONS, Effect, JournalEntry, State};
 
 mod marks;
+mod passed;
 mod scenario;
 mod timeline;
 
 use marks::*;
+use passed::*;
 use scenario::*;
 use timeline::*;
 
 use crate::model::{
-    Claim, Hazard, IntentResult, Moment, Outcome, RunResults, ScenarioResult, Source, Status,
+    Claim, Hazard, IntentResult, Moment, Outcome, RunResults, ScenarioResult, Source, Status, Summary,
 };
 
-/// Passing scenarios (in position order) that get a timeline; the others get their header,
+/// Passing scenarios that still hold their observation (in position order) that get a timeline; the others get their header,
 /// verdicts and intent table only.
 pub const TIMELINES_PASSING_MAX: usize = 300;
 
-/// No scripts, no fetches, no external anything: inline styles and data: images only.
-const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
+/// Failing scenarios whose sections start open when there are at most this many; with more,
+/// all start closed, so that opening the page draws no timeline until one is asked for.
+pub const FAILURES_OPEN_MAX: usize = 10;
+
+/// The page's one script (`html/timeline.js`): draws a timeline from its JSON when its
+/// section opens. Static, and allowed by the CSP by its hash, never as `'unsafe-inline'`.
+pub const SCRIPT: &str = include_str!("html/timeline.js");
+
+/// No fetches, no external anything: inline styles, data: images and [`SCRIPT`] (by its
+/// SHA-256) only.
+pub fn csp() -> String {
+    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(SCRIPT.as_bytes()));
+    format!("default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{hash}'")
+}
 
 /// The harness's own lane in timelines.
 const HARNESS_LANE: &str = "harness";
@@ -50,8 +77,11 @@ const HARNESS_LANE: &str = "harness";
 pub fn render(run: &RunResults) -> String {
     let ids = section_ids(&run.results);
     let timelines = timeline_budget(&run.results);
+    // Passed cases in their compact form (a summary, no observation) get a row each.
+    let rows: Vec<usize> = (0..run.results.len()).filter(|&i| run.results[i].summary.is_some()).collect();
     let failures: Vec<usize> =
         (0..run.results.len()).filter(|&i| run.results[i].outcome != Outcome::Passed).collect();
+    let open_failures = failures.len() <= FAILURES_OPEN_MAX;
     let t = &run.totals;
     let mut title = format!(
         "twice report: {} violated, {} executor errors, {} passed of {} scenarios",
@@ -65,7 +95,7 @@ pub fn render(run: &RunResults) -> String {
         html lang="en" {
             head {
                 meta charset="utf-8";
-                meta http-equiv="Content-Security-Policy" content=(CSP);
+                meta http-equiv="Content-Security-Policy" content=(csp());
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) }
                 style { (PreEscaped(CSS)) }
@@ -74,9 +104,15 @@ pub fn render(run: &RunResults) -> String {
                 (header(run, &ids, &failures))
                 main {
                     @for (i, result) in run.results.iter().enumerate() {
-                        (scenario(result, &ids[i], timelines[i]))
+                        @if result.summary.is_none() {
+                            (scenario(result, &ids[i], timelines[i], open_failures))
+                        }
+                    }
+                    @if !rows.is_empty() {
+                        (passed_rows(run, &rows, &ids))
                     }
                 }
+                script { (PreEscaped(SCRIPT)) }
             }
         }
     };
@@ -107,7 +143,8 @@ fn section_ids(results: &[ScenarioResult]) -> Vec<String> {
 /// [`TIMELINES_PASSING_MAX`] passing ones by position.
 fn timeline_budget(results: &[ScenarioResult]) -> Vec<bool> {
     let mut drawn: Vec<bool> = results.iter().map(|r| r.outcome != Outcome::Passed).collect();
-    let mut passing: Vec<usize> = (0..results.len()).filter(|&i| !drawn[i]).collect();
+    let mut passing: Vec<usize> =
+        (0..results.len()).filter(|&i| !drawn[i] && results[i].summary.is_none()).collect();
     // Stable: equal positions keep their order in the file.
     passing.sort_by_key(|&i| results[i].position);
     for &i in passing.iter().take(TIMELINES_PASSING_MAX) {

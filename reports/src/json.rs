@@ -1,34 +1,136 @@
-//! `results.json`: the run's whole record, from which every other file is rendered.
+//! `results.json`: the run's record, from which every other file is rendered: everything of
+//! the cases that failed, and a compact form of those that passed (`docs/reports.md`).
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::Path;
 
-use crate::ReportError;
-use crate::model::{RESULTS_SCHEMA, RunResults};
+use serde::{Deserialize, Serialize};
 
-/// The file's text: compact JSON (a run of 10,000 scenarios is tens of megabytes; `jq .`
-/// pretty-prints it) with a final newline, fields in declaration order and maps sorted, so the
-/// same run gives the same bytes.
+use crate::ReportError;
+use crate::model::{Outcome, RESULTS_SCHEMA, RunResults, ScenarioResult, Shard, Totals, Verdict};
+
+/// The file's text: compact JSON with a final newline, fields in declaration order and maps
+/// sorted, so the same run gives the same bytes. A passed case's verdicts go into the run's
+/// table of distinct verdict lists (`verdict_sets`) and the case names its entry:
+/// a run's passed cases share a handful of lists.
 pub fn render(run: &RunResults) -> Result<String, ReportError> {
-    let mut json = serde_json::to_string(run)
+    let mut sets: Vec<&[Verdict]> = Vec::new();
+    let mut index: HashMap<&[Verdict], usize> = HashMap::new();
+    let mut results: Vec<Cow<'_, ScenarioResult>> = Vec::with_capacity(run.results.len());
+    for r in &run.results {
+        if r.outcome != Outcome::Passed || r.verdicts.is_empty() {
+            results.push(Cow::Borrowed(r));
+            continue;
+        }
+        let set = *index.entry(r.verdicts.as_slice()).or_insert_with(|| {
+            sets.push(&r.verdicts);
+            sets.len() - 1
+        });
+        // As a run keeps it, a passed result is compact: this copy is small.
+        results.push(Cow::Owned(ScenarioResult {
+            verdicts: Vec::new(),
+            verdict_set: Some(set),
+            ..r.clone()
+        }));
+    }
+    let file = RunFile {
+        schema: &run.schema,
+        tool_version: &run.tool_version,
+        seed: run.seed,
+        driver: &run.driver,
+        executor: &run.executor,
+        shard: run.shard,
+        strict: run.strict,
+        totals: run.totals,
+        verdict_sets: sets,
+        results,
+    };
+    let mut json = serde_json::to_string(&file)
         .map_err(|e| ReportError::Invalid(format!("cannot serialize results: {e}")))?;
     json.push('\n');
     Ok(json)
 }
 
+/// [`RunResults`] as the file holds it, borrowed.
+#[derive(Serialize)]
+struct RunFile<'a> {
+    schema: &'a str,
+    tool_version: &'a str,
+    seed: u64,
+    driver: &'a str,
+    executor: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<Shard>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    strict: bool,
+    totals: Totals,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    verdict_sets: Vec<&'a [Verdict]>,
+    results: Vec<Cow<'a, ScenarioResult>>,
+}
+
+/// [`RunResults`] as the file holds it, read.
+#[derive(Deserialize)]
+struct RunFileIn {
+    schema: String,
+    tool_version: String,
+    seed: u64,
+    driver: String,
+    executor: String,
+    #[serde(default)]
+    shard: Option<Shard>,
+    #[serde(default)]
+    strict: bool,
+    totals: Totals,
+    #[serde(default)]
+    verdict_sets: Vec<Vec<Verdict>>,
+    results: Vec<ScenarioResult>,
+}
+
 /// Reads a results file (or the `results.json` inside a report directory), refusing another
-/// schema version.
+/// schema version; every case gets its verdicts back from the run's table.
 pub fn read(path: &Path) -> Result<RunResults, ReportError> {
     let path = if path.is_dir() { path.join(crate::RESULTS_FILE) } else { path.to_path_buf() };
     let text = std::fs::read_to_string(&path).map_err(|e| ReportError::io(&path, e))?;
     // The schema first, so that a future version gets a clear message rather than a field error.
-    let schema = serde_json::from_str::<serde_json::Value>(&text)
+    #[derive(Deserialize)]
+    struct Schema {
+        #[serde(default)]
+        schema: String,
+    }
+    let schema = serde_json::from_str::<Schema>(&text)
         .map_err(|e| ReportError::Json { path: path.clone(), source: e })?
-        .get("schema")
-        .and_then(|s| s.as_str().map(str::to_string))
-        .unwrap_or_default();
+        .schema;
     if schema != RESULTS_SCHEMA {
         return Err(ReportError::Schema { path, found: schema, expected: RESULTS_SCHEMA });
     }
-    // Verdicts written before they had a status read it from `held` (see `model::Verdict`).
-    serde_json::from_str(&text).map_err(|e| ReportError::Json { path, source: e })
+    let file: RunFileIn =
+        serde_json::from_str(&text).map_err(|e| ReportError::Json { path: path.clone(), source: e })?;
+    let sets = file.verdict_sets;
+    let mut run = RunResults {
+        schema: file.schema,
+        tool_version: file.tool_version,
+        seed: file.seed,
+        driver: file.driver,
+        executor: file.executor,
+        shard: file.shard,
+        strict: file.strict,
+        totals: file.totals,
+        results: file.results,
+    };
+    for r in &mut run.results {
+        if let Some(set) = r.verdict_set.take() {
+            let verdicts = sets.get(set).ok_or_else(|| {
+                ReportError::Invalid(format!(
+                    "{}: {} names verdict set {set}, the file has {}",
+                    path.display(),
+                    r.name,
+                    sets.len()
+                ))
+            })?;
+            r.verdicts = verdicts.clone();
+        }
+    }
+    Ok(run)
 }

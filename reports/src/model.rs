@@ -9,7 +9,7 @@ use vocabulary::{Effect, JournalEntry};
 
 /// The results file format; bumped when a field changes meaning or goes away (new fields may
 /// appear within a version, and readers ignore fields they do not know).
-pub const RESULTS_SCHEMA: &str = "twice.results/1";
+pub const RESULTS_SCHEMA: &str = "twice.results/2";
 
 /// Where a scenario came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,7 +73,7 @@ impl Outcome {
 }
 
 /// How one invariant came out on one run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     /// The run gave the checker something to judge, and nothing broke the invariant.
@@ -97,7 +97,7 @@ impl Status {
 }
 
 /// The outcome of one invariant on one run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "VerdictFields")]
 pub struct Verdict {
     /// A stable slug, e.g. `no-duplicate-effect`, `expected-states` or `executor-error`.
@@ -213,28 +213,39 @@ pub struct Moment {
 /// The timeline kinds that are intents' own progress rather than process events.
 pub const INTENT_MOMENTS: [&str; 2] = ["proposed", "state"];
 
-/// Everything a run observed.
+/// Everything a run observed. A passed case's result keeps only the small parts
+/// ([`ScenarioResult::compact`]): what was not acknowledged or not supported, and the
+/// reconcile rounds; every field is left out of the file when empty.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Observed {
     /// Intents the executor acknowledged as recorded (`propose_ok`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acknowledged: Vec<String>,
     /// Intents whose proposal got no acknowledgement (the worker died first, or refused it),
     /// with the reason.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unacknowledged: BTreeMap<String, String>,
     /// The final `status`, after the reconcile phase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<Claim>,
     /// Per service, every effect that really happened.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ledgers: BTreeMap<String, Vec<Effect>>,
     /// Per service, every request the fake saw.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub journals: BTreeMap<String, Vec<JournalEntry>>,
     /// Reconciliation rounds the executor needed before nothing was unresolved.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub reconcile_rounds: u32,
     /// Events and state changes in time order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<Moment>,
     /// Set when the executor itself misbehaved (garbage, hang, unexpected exit): the run
     /// could not be checked, and this says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_error: Option<String>,
     /// Actions the executor said it does not support; intents using them were not run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unsupported: Vec<String>,
     /// Workflow steps (intents with `after`) not proposed because the executor does not
     /// announce the `workflows` feature; they and their effects are exempt from the checks.
@@ -298,20 +309,33 @@ pub struct ScenarioResult {
     pub seed: u64,
     pub outcome: Outcome,
     /// One per invariant, then the scenario's expected states (or a single executor-error).
+    /// In `results.json` a passed case names an entry of the run's table of verdict lists
+    /// instead (`verdict_sets`, see `json::render`); reading fills this in from it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verdicts: Vec<Verdict>,
-    /// The executor's final claims.
+    /// The entry of the file's `verdict_sets` that holds this case's verdicts (files only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict_set: Option<usize>,
+    /// The executor's final claims (failed cases only: a passed one has its [`Summary`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<Claim>,
-    /// Final state, attempts and attributed effects per intent, in scenario order.
-    #[serde(default)]
+    /// Final state, attempts and attributed effects per intent, in scenario order (failed
+    /// cases only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intents: Vec<IntentResult>,
     /// Effects per service, as the ledgers hold them.
     pub effects: BTreeMap<String, usize>,
-    /// Every fault that fired, in service then journal order.
-    #[serde(default)]
+    /// Every fault that fired, in service then journal order (failed cases only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults_applied: Vec<FaultApplied>,
-    /// Process events: starts, crashes, pauses, resumes, clock jumps, heals.
-    #[serde(default)]
+    /// Process events: starts, crashes, pauses, resumes, clock jumps, heals (failed cases
+    /// only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<Moment>,
+    /// What happened in a passed case, in counts: set by [`ScenarioResult::compact`], which
+    /// drops the details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
     /// The command that runs this scenario again, alone.
     pub replay: String,
     /// Safeguards the contracts offered and the executor did not use, though nothing in this
@@ -324,7 +348,9 @@ pub struct ScenarioResult {
     /// How far shrinking this failing generated case got, and why it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shrink: Option<Shrink>,
-    /// Everything observed, for reports.
+    /// Everything observed, for reports; of a passed case only the small parts (see
+    /// [`Observed`]).
+    #[serde(default)]
     pub observed: Observed,
 }
 
@@ -333,6 +359,149 @@ impl ScenarioResult {
     pub fn violations(&self) -> impl Iterator<Item = &Verdict> {
         self.verdicts.iter().filter(|v| v.violated())
     }
+
+    /// A passed case's compact form: its verdicts, hazards and replay command stay, and a
+    /// [`Summary`] in counts replaces the claims, intents, faults, events and the bulk of the
+    /// observation (ledgers, journals, timeline), which are dropped. A run's memory then grows
+    /// with its failures, not with its cases. A case that did not pass keeps everything; so
+    /// does a result compacted already.
+    pub fn compact(&mut self) {
+        if self.outcome != Outcome::Passed || self.summary.is_some() {
+            return;
+        }
+        let mut faults: BTreeMap<String, usize> = BTreeMap::new();
+        for fault in &self.faults_applied {
+            *faults.entry(fault.fault.clone()).or_default() += 1;
+        }
+        let summary = Summary {
+            observed_digest: observed_digest(&self.observed),
+            intents: self
+                .intents
+                .iter()
+                .map(|i| IntentBrief {
+                    id: i.id.clone(),
+                    state: i.state.clone(),
+                    attempts: i.attempts,
+                    effects: i.effects.len(),
+                })
+                .collect(),
+            faults,
+            events: self.events.len(),
+            requests: self.observed.journals.values().map(Vec::len).sum(),
+        };
+        self.summary = Some(summary);
+        self.claims = Vec::new();
+        self.intents = Vec::new();
+        self.faults_applied = Vec::new();
+        self.events = Vec::new();
+        let observed = std::mem::take(&mut self.observed);
+        self.observed = Observed {
+            unacknowledged: observed.unacknowledged,
+            reconcile_rounds: observed.reconcile_rounds,
+            unsupported: observed.unsupported,
+            unsupported_steps: observed.unsupported_steps,
+            ..Observed::default()
+        };
+    }
+
+    /// Per intent: id, final state, attempts and effects attributed, from the full result or
+    /// from the summary of a compacted one.
+    pub fn intent_briefs(&self) -> Vec<IntentBrief> {
+        match &self.summary {
+            Some(summary) => summary.intents.clone(),
+            None => self
+                .intents
+                .iter()
+                .map(|i| IntentBrief {
+                    id: i.id.clone(),
+                    state: i.state.clone(),
+                    attempts: i.attempts,
+                    effects: i.effects.len(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What a state count calls an intent the executor never reported.
+pub const NOT_REPORTED: &str = "not reported";
+
+/// A passed case in counts (see [`ScenarioResult::compact`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// FNV-1a (64 bits, hex) of the full observation's JSON before it was dropped: the same
+    /// behaviour gives the same digest, so a digest of `results.json` still changes when
+    /// anything a passed case observed (a request, an effect, a moment) does.
+    pub observed_digest: String,
+    /// Per intent, in scenario order: id, final state, attempts and effects attributed, as
+    /// `[id, state, attempts, effects]` (state and attempts `null` when never reported).
+    /// Baselines compare these.
+    pub intents: Vec<IntentBrief>,
+    /// Faults fired, per fault kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub faults: BTreeMap<String, usize>,
+    /// Process events: starts, crashes, pauses, resumes, clock jumps, heals.
+    pub events: usize,
+    /// Requests the fakes saw, over every service.
+    pub requests: usize,
+}
+
+impl Summary {
+    /// Intents per final state ([`NOT_REPORTED`] for those never reported).
+    pub fn states(&self) -> BTreeMap<&str, usize> {
+        let mut states = BTreeMap::new();
+        for i in &self.intents {
+            *states.entry(i.state.as_deref().unwrap_or(NOT_REPORTED)).or_default() += 1;
+        }
+        states
+    }
+}
+
+/// One intent of a passed case, written as an array `[id, state, attempts, effects]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "IntentBriefRow", into = "IntentBriefRow")]
+pub struct IntentBrief {
+    pub id: String,
+    pub state: Option<String>,
+    pub attempts: Option<u64>,
+    pub effects: usize,
+}
+
+type IntentBriefRow = (String, Option<String>, Option<u64>, usize);
+
+impl From<IntentBriefRow> for IntentBrief {
+    fn from((id, state, attempts, effects): IntentBriefRow) -> IntentBrief {
+        IntentBrief { id, state, attempts, effects }
+    }
+}
+
+impl From<IntentBrief> for IntentBriefRow {
+    fn from(i: IntentBrief) -> IntentBriefRow {
+        (i.id, i.state, i.attempts, i.effects)
+    }
+}
+
+/// FNV-1a (64 bits, 16 hex digits) of an observation's JSON, as [`Summary::observed_digest`]
+/// holds it; streamed, so nothing is built in memory.
+pub fn observed_digest(observed: &Observed) -> String {
+    struct Fnv(u64);
+    impl std::io::Write for Fnv {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = bytes.iter().fold(self.0, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut fnv = Fnv(0xcbf2_9ce4_8422_2325);
+    // Serializing plain data into a writer that never fails cannot fail either.
+    let _ = serde_json::to_writer(&mut fnv, observed);
+    format!("{:016x}", fnv.0)
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// How far shrinking one failing generated case got.

@@ -45,6 +45,8 @@ fn result(position: u64, name: &str, violated: &[(&str, &str)], attempts: u64) -
         hazards: vec![],
         shrunk: None,
         shrink: None,
+        verdict_set: None,
+        summary: None,
         observed: Observed::default(),
     }
 }
@@ -360,13 +362,22 @@ fn results_json_keeps_the_new_fields_and_reads_old_verdicts() {
     // A file written before verdicts had a status (nor a reason, hazards, shrink or strict).
     let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
     old.as_object_mut().unwrap().remove("strict");
+    let strip = |verdicts: &mut Vec<serde_json::Value>| {
+        verdicts.retain(|v| v["status"] != "not-judged");
+        for v in verdicts {
+            v.as_object_mut().unwrap().remove("status");
+        }
+    };
+    // A passed case's verdicts are in the run's table of verdict lists.
+    for set in old["verdict_sets"].as_array_mut().unwrap() {
+        strip(set.as_array_mut().unwrap());
+    }
     for r in old["results"].as_array_mut().unwrap() {
         let r = r.as_object_mut().unwrap();
         r.remove("hazards");
         r.remove("shrink");
-        r["verdicts"].as_array_mut().unwrap().retain(|v| v["status"] != "not-judged");
-        for v in r["verdicts"].as_array_mut().unwrap() {
-            v.as_object_mut().unwrap().remove("status");
+        if let Some(verdicts) = r.get_mut("verdicts") {
+            strip(verdicts.as_array_mut().unwrap());
         }
     }
     std::fs::write(&path, old.to_string()).unwrap();

@@ -1,16 +1,22 @@
 //! `report.html`: its structure, read back with an HTML parser, its escaping, its timeline
 //! budget and its determinism, on results built here (`tests/it/report_html.rs` renders a
-//! real run and loads it in Chromium).
+//! real run and loads it in Chromium, where the page's script draws the timelines).
+//!
+//! Most tests read the page as a reader with JavaScript sees it once every section is open:
+//! [`draw`] replaces each timeline's JSON block with the table `html/timeline.js` builds from
+//! it (the same steps, in Rust).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use reports::html::{TIMELINES_PASSING_MAX, render};
+use base64::Engine as _;
+use reports::html::{FAILURES_OPEN_MAX, SCRIPT, TIMELINES_PASSING_MAX, csp, render};
 use reports::model::{
     Claim, EffectRef, FaultApplied, Hazard, IntentResult, Moment, Observed, Outcome, RESULTS_SCHEMA,
     RunResults, SHRINK_RUNS, ScenarioResult, Shard, Shrink, Source, Totals, Verdict,
 };
 use scraper::{ElementRef, Html, Selector};
-use serde_json::json;
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
 use vocabulary::{Applied, Effect, JournalEntry};
 
 /// Service time of every scenario's first event (2026-01-01, as the sim driver starts).
@@ -156,6 +162,8 @@ fn failing(position: u64) -> ScenarioResult {
         hazards: vec![],
         shrunk: Some("report/failures/lost_refund_reply.toml".into()),
         shrink: None,
+        verdict_set: None,
+        summary: None,
         observed,
     }
 }
@@ -210,6 +218,8 @@ fn passing(position: u64, name: &str) -> ScenarioResult {
         hazards: vec![],
         shrunk: None,
         shrink: None,
+        verdict_set: None,
+        summary: None,
         observed,
     }
 }
@@ -228,10 +238,84 @@ fn run_of(results: Vec<ScenarioResult>) -> RunResults {
     }
 }
 
+/// The page as generated, and as a reader with JavaScript sees it with every section open.
 fn page(run: &RunResults) -> (String, Html) {
     let html = render(run);
-    let doc = Html::parse_document(&html);
+    let doc = Html::parse_document(&draw(&html));
     (html, doc)
+}
+
+const DATA_OPEN: &str = "<script class=\"timeline-data\" type=\"application/json\">";
+
+/// `html` with every timeline's JSON block replaced by the table the page's script draws from
+/// it: [`node`] and the table's frame, as in `html/timeline.js`.
+fn draw(html: &str) -> String {
+    let mut out = String::with_capacity(html.len() * 2);
+    let mut rest = html;
+    while let Some(at) = rest.find(DATA_OPEN) {
+        out.push_str(&rest[..at]);
+        let body = &rest[at + DATA_OPEN.len()..];
+        let end = body.find("</script>").expect("the JSON block ends");
+        let data: Value = serde_json::from_str(&body[..end]).expect("the timeline's JSON parses");
+        out.push_str(&timeline_html(&data));
+        rest = &body[end + "</script>".len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A node: a string is text; an array is `[tag, class, {attributes}?, ...children]`.
+fn node(n: &Value) -> String {
+    if let Some(text) = n.as_str() {
+        return escape(text);
+    }
+    let parts = n.as_array().expect("a node is a string or an array");
+    let tag = parts[0].as_str().expect("a tag");
+    let mut out = format!("<{tag}");
+    let class = parts[1].as_str().expect("a class");
+    if !class.is_empty() {
+        out.push_str(&format!(" class=\"{}\"", escape(class)));
+    }
+    let mut children = &parts[2..];
+    if let Some(attrs) = children.first().and_then(Value::as_object) {
+        for (k, v) in attrs {
+            out.push_str(&format!(" {k}=\"{}\"", escape(v.as_str().expect("a string attribute"))));
+        }
+        children = &children[1..];
+    }
+    out.push('>');
+    for child in children {
+        out.push_str(&node(child));
+    }
+    out.push_str(&format!("</{tag}>"));
+    out
+}
+
+fn timeline_html(data: &Value) -> String {
+    let lanes = data["lanes"].as_array().expect("lanes");
+    let mut head = vec![json!("tr"), json!(""), json!(["th", "time", "time"])];
+    for l in lanes {
+        head.push(json!(["th", l[1], {"data-lane": l[0]}, l[0], ["small", "", l[2]]]));
+    }
+    let mut body = vec![json!("tbody"), json!("")];
+    for r in data["rows"].as_array().expect("rows") {
+        let mut tr = vec![json!("tr"), r[0].clone()];
+        tr.push(json!(["td", if r[2] == json!(1) { "time same-ms" } else { "time" }, r[1]]));
+        for lane in 0..lanes.len() {
+            tr.push(if r[3] == json!(lane) { json!(["td", "cell", r[4]]) } else { json!(["td", ""]) });
+        }
+        body.push(Value::Array(tr));
+    }
+    node(&json!([
+        "div",
+        "timeline-wrap",
+        ["p", "caption", "Timeline"],
+        ["table", "timeline", ["thead", "", Value::Array(head)], Value::Array(body)]
+    ]))
 }
 
 fn one<'a>(doc: &'a Html, css: &str) -> ElementRef<'a> {
@@ -474,8 +558,14 @@ fn nothing_from_the_results_can_become_markup() {
     run.executor = XSS.into();
     let (html, doc) = page(&run);
 
-    assert_eq!(doc.select(&sel("script")).count(), 0, "no script element anywhere");
-    assert!(!html.contains("<script"), "no raw script tag");
+    // The page's own script and the timeline's JSON are the only script elements.
+    let raw = Html::parse_document(&html);
+    let scripts: Vec<_> = raw.select(&sel("script")).collect();
+    assert_eq!(scripts.len(), 2, "{scripts:?}");
+    assert_eq!(scripts[0].attr("type"), Some("application/json"));
+    assert_eq!(scripts[1].attr("type"), None);
+    assert_eq!(text(scripts[1]), SCRIPT);
+    assert!(!html.contains("<script>alert"), "no raw script tag");
     assert!(html.contains("&lt;script&gt;"), "escaped");
     let evidence: Vec<_> = doc.select(&sel(".violation .evidence li")).map(text).collect();
     assert!(evidence.contains(&XSS.to_string()), "shown as text: {evidence:?}");
@@ -494,9 +584,13 @@ fn nothing_from_the_results_can_become_markup() {
         assert_eq!(text(one(&doc, &format!("table.hazards {cell}"))), XSS, "{cell}");
     }
 
-    // Belt and braces: a policy that forbids scripts and fetches, and nothing to fetch.
-    let csp = one(&doc, "meta[http-equiv=\"Content-Security-Policy\"]");
-    assert_eq!(csp.attr("content"), Some("default-src 'none'; style-src 'unsafe-inline'; img-src data:"));
+    // Belt and braces: a policy that allows only the page's own script and no fetch, and
+    // nothing to fetch.
+    let policy = one(&doc, "meta[http-equiv=\"Content-Security-Policy\"]");
+    assert_eq!(policy.attr("content"), Some(csp().as_str()));
+    let script_src: Vec<&str> =
+        csp().split("; ").filter(|d| d.starts_with("script-src")).map(|_| "").collect();
+    assert_eq!(script_src.len(), 1);
     for external in ["link", "img", "iframe", "object", "embed", "[src]", "[href^=\"http\"]"] {
         assert_eq!(doc.select(&sel(external)).count(), 0, "{external}");
     }
@@ -681,4 +775,111 @@ fn a_workflows_steps_show_what_they_come_after() {
     assert!(within(rows[0], ".after").is_empty(), "an intent that is no step says nothing");
     let timeline = text(one(&doc, "section#s-0 table.timeline"));
     assert!(timeline.contains("proposed welcome after refund-1"), "{timeline}");
+}
+
+/// The text of the page's one executable script (not a JSON block).
+fn the_script(doc: &Html) -> String {
+    let scripts: Vec<_> = doc.select(&sel("script:not([type])")).collect();
+    assert_eq!(scripts.len(), 1, "one script");
+    text(scripts[0])
+}
+
+#[test]
+fn the_csp_allows_exactly_the_pages_script_by_its_hash() {
+    let html = render(&run_of(vec![failing(0), passing(1, "happy")]));
+    let doc = Html::parse_document(&html);
+    let script = the_script(&doc);
+    assert_eq!(script, SCRIPT);
+    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(script.as_bytes()));
+    let policy =
+        one(&doc, "meta[http-equiv=\"Content-Security-Policy\"]").attr("content").unwrap_or_default();
+    let directives: Vec<&str> = policy.split("; ").collect();
+    assert_eq!(
+        directives,
+        vec![
+            "default-src 'none'",
+            "style-src 'unsafe-inline'",
+            "img-src data:",
+            &format!("script-src 'sha256-{hash}'"),
+        ]
+    );
+    // The script is the file's bytes as they are in the page: nothing rewrote them.
+    assert!(html.contains(&format!("<script>{SCRIPT}</script>")));
+}
+
+#[test]
+fn a_label_cannot_break_out_of_the_timelines_json() {
+    const BREAKOUT: &str = "</script><script>alert(1)</script><!-- & >";
+    let mut r = failing(0);
+    r.observed.timeline[5].detail = BREAKOUT.into();
+    if let Some(journal) = r.observed.journals.get_mut("payments") {
+        journal[1].path = format!("/v1/refunds/{BREAKOUT}");
+        journal[1].faults.push(Applied { rule: BREAKOUT.into(), fault: BREAKOUT.into() });
+    }
+    let html = render(&run_of(vec![r]));
+    assert!(!html.contains("alert(1)</script>"), "no label closes a script element");
+    assert!(!html.contains("<script>alert"), "no label opens one");
+    let raw = Html::parse_document(&html);
+    assert_eq!(raw.select(&sel("script")).count(), 2, "the JSON block and the page's script");
+    let block = text(one(&raw, "section#s-0 script.timeline-data"));
+    assert!(!block.contains('<') && !block.contains('>') && !block.contains('&'), "{block}");
+    assert!(block.contains("\\u003c/script\\u003e\\u003cscript\\u003ealert(1)"), "{block}");
+    // JSON.parse gives the label back whole.
+    let data: Value = serde_json::from_str(&block).expect("the block is JSON");
+    assert!(data.to_string().contains(BREAKOUT), "{data}");
+    let doc = Html::parse_document(&draw(&html));
+    assert!(doc.select(&sel(".timeline .moment .detail")).any(|d| text(d) == BREAKOUT));
+    assert!(
+        doc.select(&sel(".timeline .fault-tag"))
+            .any(|f| f.attr("title") == Some(&format!("rule {BREAKOUT}")))
+    );
+}
+
+#[test]
+fn a_failed_sections_timeline_is_json_and_a_plain_list_not_a_drawn_table() {
+    let html = render(&run_of(vec![failing(0), passing(1, "happy")]));
+    let raw = Html::parse_document(&html);
+    assert_eq!(raw.select(&sel("table.timeline")).count(), 0, "no timeline is drawn up front");
+    let section = one(&raw, "section#s-0");
+    let slot = within(section, ":scope > details > .body > div.timeline-slot");
+    assert_eq!(slot.len(), 1);
+    let data = within(slot[0], ":scope > script.timeline-data[type=\"application/json\"]");
+    assert_eq!(data.len(), 1);
+    let data: Value = serde_json::from_str(&text(data[0])).expect("the timeline's JSON");
+    assert_eq!(data["lanes"][0], json!(["w1", "lane lane-worker", "worker"]));
+    assert_eq!(data["lanes"][3], json!(["workspaces", "lane lane-service idle", "service (idle)"]));
+    assert_eq!(data["rows"].as_array().map(Vec::len), Some(14));
+    // The same events as plain text, for a reader without JavaScript (a parser with scripting
+    // on reads noscript's content as text; without, as this table).
+    let noscript = within(slot[0], ":scope > noscript");
+    assert_eq!(noscript.len(), 1);
+    let list = Html::parse_fragment(&text(noscript[0]));
+    let rows: Vec<Vec<String>> = list
+        .select(&sel("table.events tbody tr"))
+        .map(|tr| within(tr, "td").into_iter().map(text).collect())
+        .collect();
+    assert_eq!(rows.len(), 14);
+    assert_eq!(rows[0], vec!["+0 ms", "w1", "start", "▸ start incarnation 1"]);
+    assert_eq!(rows[4][..3], ["+0 ms".to_string(), "payments".into(), "request".into()]);
+    assert!(
+        rows[4][3].starts_with("POST /v1/refunds → closed ⚡ drop_after_commit key w1.1.1"),
+        "{:?}",
+        rows[4]
+    );
+    let dup = rows.iter().find(|r| r[3].contains("re_second")).expect("the duplicate's row");
+    assert_eq!(dup[2], "effect");
+    assert!(dup[3].contains("second effect for intent refund-4812"), "{dup:?}");
+    assert_eq!(rows[13], vec!["+600 ms", "harness", "heal", "✚ heal every fault disarmed"]);
+    // Server-side as before: the failure, its verdicts and its intents.
+    assert_eq!(within(section, ".failure").len(), 1);
+    assert_eq!(within(section, "table.intents").len(), 1);
+}
+
+#[test]
+fn many_failures_start_closed() {
+    let (_, doc) = page(&run_of((0..FAILURES_OPEN_MAX as u64).map(failing).collect()));
+    assert_eq!(doc.select(&sel("section.scenario > details[open]")).count(), FAILURES_OPEN_MAX);
+    let (_, doc) = page(&run_of((0..=FAILURES_OPEN_MAX as u64).map(failing).collect()));
+    assert_eq!(doc.select(&sel("section.scenario > details[open]")).count(), 0);
+    assert_eq!(doc.select(&sel(".toc-failures a")).count(), FAILURES_OPEN_MAX + 1, "each still linked");
 }

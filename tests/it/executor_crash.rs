@@ -2,7 +2,8 @@
 //! at random moments, restart on the same state directory, and check design §5 against the
 //! fakes' ledgers: nothing lost, nothing done twice, every final state honest.
 //!
-//! The random test kills `TWICE_CRASH_KILLS` processes (200 unless set); a longer soak:
+//! The random test kills `TWICE_CRASH_KILLS` processes (1,000 unless set), each round's
+//! proposals written in a few batches of lines at once (committed together); a longer soak:
 //! `TWICE_CRASH_KILLS=5000 cargo xtask test -p twice-tests crash`.
 
 use std::collections::BTreeSet;
@@ -99,6 +100,58 @@ async fn crash_after_record_before_the_reply_then_propose_again() {
 
     let verdict = restart_and_check(&services, &dir, prefix, &ids(&intents)).await;
     assert_eq!(verdict.states, all_confirmed(2));
+}
+
+/// Proposals written at once (one write: they arrive together, and the executor commits them
+/// as one batch); `after_record:3` dies after that commit with no reply written. Every one of
+/// them is durable though none was acknowledged, and proposing them again gives one intent
+/// and one effect each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_recording_a_batch_before_any_reply() {
+    let services = Services::start(108, json!({})).await;
+    let dir = fresh_dir("crash_after_record_batch");
+    let prefix = "batch.";
+    let mut intents = one_of_each(&services, prefix);
+    for i in 0..3 {
+        let id = format!("{prefix}r{i}");
+        let pi = format!("pi_{id}");
+        services.seed_payment_intent(&pi);
+        intents.push(refund(&id, &pi, 100 + i));
+    }
+    let mut ex = start_executor("first", &services, "w", &dir, Some("after_record:3")).await;
+    let requests: Vec<(u64, Value)> =
+        intents.iter().enumerate().map(|(i, intent)| (100 + i as u64, propose(intent))).collect();
+    ex.write_raw(&lines(&requests)).await.expect("alive");
+    let died = ex.next_reply(REPLY_WAIT).await.expect_err("after_record:3 kills before any reply");
+    assert_sigkilled(&died, "after_record:3");
+
+    let mut ex = start_executor("second", &services, "w", &dir, None).await;
+    let status = ex.ok(json!({"type": "status"})).await;
+    assert_eq!(
+        status["intents"].as_array().map(Vec::len),
+        Some(intents.len()),
+        "the whole batch was committed before the hook: {status}"
+    );
+    for intent in &intents {
+        let reply = ex.ok(propose(intent)).await;
+        assert_eq!(reply["intent"]["id"], intent["id"]);
+    }
+    ex.ok(json!({"type": "shutdown"})).await;
+
+    let verdict = restart_and_check(&services, &dir, prefix, &ids(&intents)).await;
+    assert_eq!(verdict.states, all_confirmed(intents.len()));
+}
+
+/// Request lines with the given `msg_id`s, to be written at once.
+fn lines(requests: &[(u64, Value)]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for (id, request) in requests {
+        let mut request = request.clone();
+        request["msg_id"] = json!(id);
+        bytes.extend_from_slice(request.to_string().as_bytes());
+        bytes.push(b'\n');
+    }
+    bytes
 }
 
 /// Killed by the hook at `point` (the first time it is reached) while draining.
@@ -228,9 +281,13 @@ impl LaneReport {
     }
 }
 
-/// One lane: rounds of start, propose a few intents (and every one not yet acknowledged),
-/// drain, die by SIGKILL at a random point; then a final restart that resolves everything,
-/// and the check.
+/// `msg_id`s of the proposals a lane writes itself, above the few its requests sent one by
+/// one (`init`, `drain`) take.
+const FIRST_PROPOSAL_MSG_ID: u64 = 1_000;
+
+/// One lane: rounds of start, propose a few intents (and every one not yet acknowledged) in
+/// one to three writes of several lines each (batches), drain, die by SIGKILL at a random
+/// point; then a final restart that resolves everything, and the check.
 async fn lane(services: Arc<Services>, lane: usize, kills_wanted: usize) -> LaneReport {
     let prefix = format!("lane{lane}.");
     let dir = fresh_dir(&format!("random_kills_{lane}"));
@@ -245,7 +302,7 @@ async fn lane(services: Arc<Services>, lane: usize, kills_wanted: usize) -> Lane
         report.rounds += 1;
         let round = report.rounds;
         let mut proposals = std::mem::take(&mut pending);
-        for _ in 0..rng.range(1, 3) {
+        for _ in 0..rng.range(1, 6) {
             next_intent += 1;
             let id = format!("{prefix}i{next_intent}");
             if rng.range(0, 1) == 0 {
@@ -258,6 +315,7 @@ async fn lane(services: Arc<Services>, lane: usize, kills_wanted: usize) -> Lane
         }
         let n = proposals.len() as u64;
         let kill_at = match rng.range(0, 3) {
+            // Counted per intent, after the commit of its batch.
             0 => Some(format!("after_record:{}", rng.range(1, n))),
             1 => Some(format!("before_send:{}", rng.range(1, 3))),
             2 => Some(format!("after_reply:{}", rng.range(1, 3))),
@@ -266,18 +324,30 @@ async fn lane(services: Arc<Services>, lane: usize, kills_wanted: usize) -> Lane
         let label = format!("{prefix}round{round}[{}]", kill_at.as_deref().unwrap_or("timed"));
         let mut ex = start_executor(&label, &services, "w", &dir, kill_at.as_deref()).await;
 
-        // Everything at once, as a harness in a hurry: the proposals, then a drain.
+        // Everything at once, as a harness in a hurry: the proposals in one to three writes
+        // (each a batch, if the executor has not read the previous one yet), then a drain.
         let mut sent: Vec<(u64, Value)> = Vec::new();
         let mut drain_id = None;
         let mut alive = true;
-        for intent in &proposals {
-            match ex.send(propose(intent)).await {
-                Ok(id) => sent.push((id, intent.clone())),
-                Err(_) => {
-                    alive = false;
-                    break;
-                }
+        let writes = rng.range(1, 3).min(n) as usize;
+        let mut cuts: Vec<usize> = (1..writes).map(|_| rng.range(1, n - 1) as usize).collect();
+        cuts.extend([0, proposals.len()]);
+        cuts.sort_unstable();
+        for pair in cuts.windows(2) {
+            let group: Vec<(u64, Value)> = proposals[pair[0]..pair[1]]
+                .iter()
+                .enumerate()
+                .map(|(i, intent)| (FIRST_PROPOSAL_MSG_ID + (pair[0] + i) as u64, intent.clone()))
+                .collect();
+            if group.is_empty() {
+                continue;
             }
+            let requests: Vec<(u64, Value)> = group.iter().map(|(id, i)| (*id, propose(i))).collect();
+            if ex.write_raw(&lines(&requests)).await.is_err() {
+                alive = false;
+                break;
+            }
+            sent.extend(group);
         }
         if alive {
             drain_id = ex.send(json!({"type": "drain", "timeout_ms": 5_000})).await.ok();
@@ -289,7 +359,8 @@ async fn lane(services: Arc<Services>, lane: usize, kills_wanted: usize) -> Lane
             tokio::time::sleep(Duration::from_millis(rng.range(0, most))).await;
             ex.signal(libc::SIGKILL);
         }
-        // Read every reply until the drain's, or the end.
+        // Read every reply until the drain's, or the end; proposals are answered in order.
+        let mut last_proposal = None;
         let died = loop {
             match ex.next_reply(REPLY_WAIT).await {
                 Err(died) => break Some(died),
@@ -303,6 +374,8 @@ async fn lane(services: Arc<Services>, lane: usize, kills_wanted: usize) -> Lane
                         panic!("{label}: a reply to nothing sent: {reply}");
                     };
                     assert_eq!(reply["type"], "propose_ok", "{label}: {intent} got {reply}");
+                    assert!(last_proposal < to, "{label}: reply to {to:?} after {last_proposal:?}");
+                    last_proposal = to;
                     acked.insert(intent["id"].as_str().unwrap_or_default().to_string());
                 }
             }
@@ -346,7 +419,7 @@ async fn lane(services: Arc<Services>, lane: usize, kills_wanted: usize) -> Lane
 async fn crash_randomly_without_loss_or_duplicate() {
     let kills: usize = match std::env::var("TWICE_CRASH_KILLS") {
         Ok(v) => v.parse().unwrap_or_else(|_| panic!("TWICE_CRASH_KILLS={v:?} is not a count")),
-        Err(_) => 200,
+        Err(_) => 1_000,
     };
     let started = Instant::now();
     let services = Arc::new(Services::start(107, json!({})).await);

@@ -146,3 +146,80 @@ async fn protocol_end_of_input_exits_zero() {
     let status = ex.wait_exit(Duration::from_secs(5)).await;
     assert_eq!(status.code(), Some(0), "{status}: {}", ex.stderr_tail());
 }
+
+/// Proposals written together, without waiting for replies (one write, so they arrive
+/// together and are committed as one batch): every one gets its reply, in order, each as it
+/// would alone: accepted, refused as malformed or unsupported, the same intent again for a
+/// repeated id, a conflict for a repeated id with another payload. Then a line that is not
+/// a proposal, behind them in the same write, is served after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_proposals_written_together_get_every_reply_in_order() {
+    let services = Services::start(204, json!({})).await;
+    let dir = fresh_dir("protocol_batch");
+    let mut ex = ExecutorProcess::spawn("batch", &["--state-dir", dir.to_str().expect("UTF-8")], &[]);
+    ex.ok(init(&services, "w", &dir, json!({}))).await;
+    for i in 0..6 {
+        services.seed_payment_intent(&format!("pi_b{i}"));
+    }
+    let mut intents: Vec<Value> =
+        (0..6).map(|i| refund(&format!("b.{i}"), &format!("pi_b{i}"), 10 + i)).collect();
+    intents.insert(2, json!({"id": "b.bad", "action": "files.shred", "params": {"bucket": "b"}}));
+    intents.insert(4, refund("b.1", "pi_b1", 11));
+    intents.insert(5, refund("b.1", "pi_b1", 99));
+    intents.push(json!({"id": "b.step", "action": "payments.refund", "after": ["b.0", "b.5"],
+                        "params": {"payment_intent": "pi_b0", "amount": 1}}));
+    let mut bytes = Vec::new();
+    let first_id = 1_000u64;
+    for (i, intent) in intents.iter().enumerate() {
+        let mut request = propose(intent);
+        request["msg_id"] = json!(first_id + i as u64);
+        bytes.extend_from_slice(request.to_string().as_bytes());
+        bytes.push(b'\n');
+    }
+    // A malformed propose and a status, in the same write.
+    bytes.extend_from_slice(b"{\"type\": \"propose\", \"msg_id\": 2000}\n");
+    bytes.extend_from_slice(b"{\"type\": \"status\", \"msg_id\": 2001}\n");
+    ex.write_raw(&bytes).await.expect("the executor is alive");
+
+    let mut replies = Vec::new();
+    for _ in 0..intents.len() + 2 {
+        replies.push(ex.next_reply(REPLY_WAIT).await.expect("the executor answers"));
+    }
+    let to: Vec<u64> = replies.iter().map(|r| r["in_reply_to"].as_u64().unwrap_or(0)).collect();
+    let mut expected: Vec<u64> = (0..intents.len() as u64).map(|i| first_id + i).collect();
+    expected.extend([2000, 2001]);
+    assert_eq!(to, expected, "replies in the order of the requests");
+    let kinds: Vec<String> = replies
+        .iter()
+        .map(|r| match r["type"].as_str() {
+            Some("error") => format!("error {}", r["code"]),
+            other => other.unwrap_or_default().to_string(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "propose_ok",
+            "propose_ok",
+            "error 10",
+            "propose_ok",
+            "propose_ok",
+            "error 21",
+            "propose_ok",
+            "propose_ok",
+            "propose_ok",
+            "propose_ok",
+            "error 12",
+            "status_ok",
+        ],
+        "{replies:#?}"
+    );
+    assert_eq!(replies[4]["intent"], replies[1]["intent"], "the same id twice is one intent");
+    assert_eq!(replies[9]["intent"]["state"], "blocked", "a step after intents of the same batch");
+    let status = &replies[11]["intents"];
+    assert_eq!(status.as_array().map(Vec::len), Some(7), "six refunds and the step: {status}");
+
+    ex.ok(json!({"type": "shutdown"})).await;
+    let code = ex.wait_exit(EXIT_WAIT).await;
+    assert_eq!(code.code(), Some(0), "exit after shutdown: {code}");
+}

@@ -102,3 +102,79 @@ fn a_run_with_failures_writes_all_four_files_and_merged_shards_match_it() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&merged_dir);
 }
+
+/// What `results.json` may spend on one passed case, verdicts and its share of the run's table
+/// of verdict lists included (a default run, 1,087 passed cases, stays under 1 MB).
+const PASSED_CASE_BYTES_MAX: usize = 900;
+
+#[test]
+fn passed_cases_are_kept_compact_failed_ones_whole_and_results_json_round_trips() {
+    let cases = cases();
+    let all: Vec<u64> = (0..cases.len() as u64).collect();
+    let whole = run(&cases, &all, None);
+    let passed: Vec<&ScenarioResult> =
+        whole.results.iter().filter(|r| r.outcome == Outcome::Passed).collect();
+    let failed: Vec<&ScenarioResult> =
+        whole.results.iter().filter(|r| r.outcome != Outcome::Passed).collect();
+    assert!(!passed.is_empty() && !failed.is_empty());
+
+    // A passed case: verdicts, a summary in counts, and nothing of the observation's bulk.
+    for r in &passed {
+        let summary = r.summary.as_ref().unwrap_or_else(|| panic!("{} has no summary", r.name));
+        assert!(!r.verdicts.is_empty(), "{}", r.name);
+        assert!(
+            r.claims.is_empty() && r.intents.is_empty() && r.events.is_empty() && r.faults_applied.is_empty()
+        );
+        let o = &r.observed;
+        assert!(
+            o.timeline.is_empty() && o.journals.is_empty() && o.ledgers.is_empty() && o.claims.is_empty()
+        );
+        assert_eq!(summary.observed_digest.len(), 16);
+    }
+    // A failed case: everything, and exactly what running it alone gives.
+    let factory = Naive::with(Style::LookupFirst, Bug::NaiveRetry);
+    let driver = Driver::Sim(&factory);
+    let dir = work_dir("alone");
+    for r in failed.iter().take(3) {
+        assert!(r.summary.is_none(), "{}", r.name);
+        assert!(!r.observed.timeline.is_empty() && !r.observed.journals.is_empty() && !r.intents.is_empty());
+        let mut alone = run::run_case(&cases[r.position as usize], 20, &driver, &dir, "twice run");
+        alone.position = r.position;
+        assert_eq!(&alone, *r, "{}", r.name);
+    }
+    // A passed case's summary is its full result's, compacted.
+    let p = passed[0];
+    let mut alone = run::run_case(&cases[p.position as usize], 20, &driver, &dir, "twice run");
+    let _ = std::fs::remove_dir_all(&dir);
+    alone.position = p.position;
+    let trace_before = reports::baseline::Trace::of(&alone);
+    alone.compact();
+    assert_eq!(&alone, p);
+    assert_eq!(reports::baseline::Trace::of(p), trace_before, "baselines see the same trace");
+
+    // Written, read back and rendered again: the same four files.
+    let first = work_dir("round-trip-1");
+    reports::write_all(&first, &whole).unwrap();
+    let read = reports::json::read(&first).unwrap();
+    assert_eq!(read, whole);
+    let second = work_dir("round-trip-2");
+    reports::write_all(&second, &read).unwrap();
+    for file in [reports::RESULTS_FILE, reports::SUMMARY_FILE, reports::JUNIT_FILE, reports::HTML_FILE] {
+        let a = std::fs::read(first.join(file)).unwrap();
+        let b = std::fs::read(second.join(file)).unwrap();
+        assert!(a == b, "{file}: rendering what was read back differs");
+    }
+    let _ = std::fs::remove_dir_all(&second);
+
+    // Bytes per passed case: the file without the failed cases, over the passed ones.
+    let only_passed = run::results(20, &driver, None, passed.iter().map(|r| (*r).clone()).collect());
+    let bytes = reports::json::render(&only_passed).unwrap().len();
+    assert!(
+        bytes / passed.len() < PASSED_CASE_BYTES_MAX,
+        "{bytes} bytes for {} passed cases: over {PASSED_CASE_BYTES_MAX} each",
+        passed.len()
+    );
+    let html = reports::html::render(&only_passed);
+    assert!(!html.contains("table class=\"timeline\""), "a passed case gets a row, no timeline");
+    let _ = std::fs::remove_dir_all(&first);
+}

@@ -1,8 +1,9 @@
 //! `report.html` of a real failing run, read back with an HTML parser and loaded in headless
-//! Chromium: the page must load without a single console message (the report has no
-//! JavaScript, so any message is an error or a Content-Security-Policy violation), and a
-//! screenshot of the failing scenario is taken (`docs/report-timeline.png` when
-//! `TWICE_UPDATE_SCREENSHOT=1`).
+//! Chromium: the page must load without a single console message (its one script logs
+//! nothing, so any message is an error or a Content-Security-Policy violation, such as a
+//! script hash that does not match), its script must have drawn the open failures'
+//! timelines, and a screenshot of the failing scenario is taken (`docs/report-timeline.png`
+//! when `TWICE_UPDATE_SCREENSHOT=1`).
 //!
 //! Chromium comes from `TWICE_CHROMIUM`, or the first of [`CHROMIUM_NAMES`] on the `PATH`
 //! (`cargo xtask test` installs and sets it). Without one the browser part is skipped with a
@@ -93,11 +94,15 @@ fn sel(css: &str) -> Selector {
     Selector::parse(css).unwrap_or_else(|e| panic!("bad selector {css}: {e}"))
 }
 
-/// What the page must show of this run, read back with a parser.
+/// What the page must show of this run, read back with a parser, before any script ran.
 fn check_structure(html: &str, run: &RunResults) {
     let doc = Html::parse_document(html);
-    assert_eq!(doc.select(&sel("script")).count(), 0);
-    assert_eq!(doc.select(&sel("main > section.scenario")).count(), run.results.len());
+    let failures = run.results.iter().filter(|r| r.outcome != Outcome::Passed).count();
+    // The page's one script, and a timeline's JSON per failure; no timeline drawn yet.
+    assert_eq!(doc.select(&sel("script:not([type])")).count(), 1);
+    assert_eq!(doc.select(&sel("script[type=\"application/json\"].timeline-data")).count(), failures);
+    assert_eq!(doc.select(&sel("table.timeline")).count(), 0);
+    assert_eq!(doc.select(&sel("main > section.scenario")).count(), failures);
     let failing = result(run, DUPLICATE);
     let id = section_id(failing);
     let section = doc.select(&sel(&format!("section#{id}"))).next().expect("the failing scenario's section");
@@ -117,6 +122,44 @@ fn check_structure(html: &str, run: &RunResults) {
         }
     }
     assert_eq!(text("code.replay"), vec![failing.replay.clone()]);
+    // Without JavaScript, the events as a plain list.
+    let noscript = text(".timeline-slot > noscript");
+    assert_eq!(noscript.len(), 1);
+    let list = Html::parse_fragment(&noscript[0]);
+    let details: Vec<String> =
+        list.select(&sel("table.events td:last-child")).map(|e| e.text().collect()).collect();
+    assert!(details.iter().any(|d| d.contains("second effect for intent refund-7301")), "{details:?}");
+
+    let passing = result(run, PASSING);
+    // A pass is a row of the passed table: name, verdicts in short, counts and replay, no
+    // timeline.
+    let row = doc
+        .select(&sel(&format!("section.passed-rows table.passed tr#{}", section_id(passing))))
+        .next()
+        .expect("the passing row");
+    let row_text: String = row.text().collect();
+    assert!(row_text.contains(PASSING) && row_text.contains(&passing.replay), "{row_text}");
+    assert!(row_text.contains("event"), "its crash counts among its events: {row_text}");
+    assert_eq!(doc.select(&sel("section.passed-rows .timeline-slot")).count(), 0);
+}
+
+/// The timeline the page's script drew in the failing scenario's open section (`dom`: the
+/// document as Chromium left it).
+fn check_drawn_timeline(dom: &str, run: &RunResults) {
+    let doc = Html::parse_document(dom);
+    let failing = result(run, DUPLICATE);
+    let section = doc
+        .select(&sel(&format!("section#{}", section_id(failing))))
+        .next()
+        .expect("the failing scenario's section");
+    let text = |css: &str| -> Vec<String> {
+        section.select(&sel(css)).map(|e| e.text().collect::<String>()).collect()
+    };
+    assert_eq!(
+        section.select(&sel(".timeline-slot > .timeline-wrap > table.timeline")).count(),
+        1,
+        "drawn once"
+    );
     let lanes: Vec<String> = section
         .select(&sel("table.timeline th.lane"))
         .filter_map(|th| th.attr("data-lane"))
@@ -131,12 +174,8 @@ fn check_structure(html: &str, run: &RunResults) {
     assert_eq!(causes.len(), 1, "{causes:?}");
     assert!(causes[0].contains("no key"), "the keyless resend made it: {causes:?}");
     assert_eq!(text("table.timeline .fault-tag"), vec!["⚡ timeout_after_commit"]);
-
-    let passing = result(run, PASSING);
-    let passed =
-        doc.select(&sel(&format!("section#{}", section_id(passing)))).next().expect("the passing section");
-    assert_eq!(passed.select(&sel(":scope > details[open]")).count(), 0, "a pass is collapsed");
-    assert_eq!(passed.select(&sel("table.timeline tr.band-crash")).count(), 1, "its crash is a band");
+    let rows = section.select(&sel("table.timeline tbody tr")).count();
+    assert_eq!(rows, section.select(&sel("table.timeline td.cell")).count(), "one event per row");
 }
 
 /// Chromium's binary: `TWICE_CHROMIUM`, or the first of [`CHROMIUM_NAMES`] on the `PATH`.
@@ -281,6 +320,7 @@ fn the_html_report_of_a_failing_run_loads_cleanly_in_a_browser() {
     assert!(loaded.stdout.contains("no-duplicate-effect"));
     let console = console_lines(&loaded.stderr);
     assert!(console.is_empty(), "the report logged to the console:\n{}", console.join("\n"));
+    check_drawn_timeline(&loaded.stdout, &run);
 
     // The control: the same check sees a console error and an uncaught exception.
     let control = tmp.0.join("control.html");

@@ -5,7 +5,7 @@
 //! needs a person and may have taken effect. What a blocked intent becomes, from its lineage
 //! and from the intents it comes after, is decided in `workflow`.
 
-use super::Executor;
+use super::{Executor, Pending};
 use crate::log::LogError;
 use crate::model::State;
 
@@ -34,14 +34,15 @@ impl Executor {
     /// supported action is exclusive (one refund per payment intent, one workspace per
     /// external id), so a replacement may run only when nothing in its lineage took effect
     /// and nothing can any more: not just its direct predecessor, which may itself be a
-    /// replacement cancelled because an older intent was confirmed.
-    pub(super) fn lineage(&self, id: &str) -> Result<Lineage, LogError> {
-        let log = self.log();
+    /// replacement cancelled because an older intent was confirmed. `pending`: the intents
+    /// proposed earlier in the same batch, not yet recorded.
+    pub(super) fn lineage(&self, id: &str, pending: &Pending) -> Result<Lineage, LogError> {
         let mut current = id.to_string();
         let mut escalated: Option<String> = None;
         // Bounded by the log's size: a chain cannot be longer than the intents recorded.
-        for _ in 0..=log.count()? {
-            let Some(intent) = log.get(&current)? else {
+        let bound = self.log().count()? + pending.len();
+        for _ in 0..=bound {
+            let Some(intent) = self.row(&current, pending)? else {
                 return Ok(Lineage::Escalated(format!("{current} (missing from the log)")));
             };
             match intent.state {

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use vocabulary::workflow;
 
-use super::Executor;
 use super::lineage::{Lineage, cancelled};
+use super::{Executor, Pending};
 use crate::log::LogError;
 use crate::model::{Intent, State};
 
@@ -76,18 +76,20 @@ pub fn result_value(intent: &Intent, field: &str) -> Option<String> {
 impl Executor {
     /// A blocked intent once nothing it waits for is unresolved, or `None` while something is.
     pub(super) fn unblock(&self, intent: &Intent, leased: Intent) -> Result<Option<Intent>, LogError> {
-        Ok(self.release(intent.replaces.as_deref(), &intent.after)?.map(|r| r.apply(leased)))
+        Ok(self.release(intent.replaces.as_deref(), &intent.after, &Pending::new())?.map(|r| r.apply(leased)))
     }
 
     /// What an intent that replaces `replaces` (if any) and comes after `after` becomes, or
     /// `None` while something it waits for is unresolved. A failed or escalated predecessor
     /// decides at once, whatever else is still open: nothing could change that outcome.
+    /// `pending`: the intents proposed earlier in the same batch, not yet recorded.
     pub(super) fn release(
         &self,
         replaces: Option<&str>,
         after: &[String],
+        pending: &Pending,
     ) -> Result<Option<Release>, LogError> {
-        let after_state = self.after(after)?;
+        let after_state = self.after(after, pending)?;
         match &after_state {
             After::Failed(id) => {
                 return Ok(Some(Release {
@@ -108,7 +110,7 @@ impl Executor {
         }
         let lineage_reason = match replaces {
             None => None,
-            Some(old) => match self.lineage(old)? {
+            Some(old) => match self.lineage(old, pending)? {
                 Lineage::Executed(by) => {
                     return Ok(Some(Release {
                         state: State::Failed,
@@ -142,11 +144,10 @@ impl Executor {
     }
 
     /// What the intents `after` established, looking at each once.
-    fn after(&self, after: &[String]) -> Result<After, LogError> {
-        let log = self.log();
+    fn after(&self, after: &[String], pending: &Pending) -> Result<After, LogError> {
         let mut unresolved = false;
         for id in after {
-            let Some(before) = log.get(id)? else {
+            let Some(before) = self.row(id, pending)? else {
                 // Checked at propose; a row gone since can only be a damaged log.
                 return Ok(After::Escalated(format!("{id} (missing from the log)")));
             };
@@ -165,7 +166,7 @@ impl Executor {
     pub(super) fn a_step_can_be_released(&self) -> Result<bool, LogError> {
         let blocked = self.log().in_state(State::Blocked)?;
         for step in blocked.iter().filter(|i| !i.after.is_empty()) {
-            if self.release(step.replaces.as_deref(), &step.after)?.is_some() {
+            if self.release(step.replaces.as_deref(), &step.after, &Pending::new())?.is_some() {
                 return Ok(true);
             }
         }

@@ -328,7 +328,13 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
             hazards: t.hazards,
             hazard_kinds: hazard_kinds(&run.results),
         };
-        report.table = Some(table(&protocol.init, &ran.cases, &run.results));
+        let cases = ran
+            .cases
+            .iter()
+            .map(|spec| spec.make().map(std::borrow::Cow::into_owned))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(anyhow::Error::msg)?;
+        report.table = Some(table(&protocol.init, &cases, &run.results));
         pipeline::report(&run, &plan.report_dir)?;
         written.extend([
             reports::RESULTS_FILE,

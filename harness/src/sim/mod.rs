@@ -131,7 +131,7 @@ pub struct SimBackend<'a> {
     /// (and everything workers committed to it) alive across their crashes until the run
     /// ends.
     log_name: String,
-    _log: executor::log::IntentLog,
+    _log: executor::log::MemoryLog,
     timeline: Timeline,
 }
 
@@ -336,10 +336,10 @@ pub async fn run(
     let (trips_tx, trips_rx) = mpsc::unbounded_channel();
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
     let timeline = Timeline::default();
-    static NEXT_LOG: AtomicU64 = AtomicU64::new(0);
-    let log_name = format!("twice-sim-{}-{}", std::process::id(), NEXT_LOG.fetch_add(1, Ordering::Relaxed));
-    let log = executor::log::IntentLog::open_in_memory(&log_name)
-        .map_err(|e| setup::SetupError::Storage(e.to_string()))?;
+    // An empty log no other run holds, kept open (and so alive) for the whole run.
+    let log =
+        executor::log::IntentLog::fresh_in_memory().map_err(|e| setup::SetupError::Storage(e.to_string()))?;
+    let log_name = log.name().to_string();
     let backend = SimBackend {
         scenario,
         factory,

@@ -158,6 +158,8 @@ mod tests {
             hazards: vec![],
             shrunk: None,
             shrink: None,
+            verdict_set: None,
+            summary: None,
             observed: Observed {
                 ledgers: BTreeMap::from([("messages".to_string(), ledger)]),
                 ..Observed::default()

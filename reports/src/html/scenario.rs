@@ -2,13 +2,14 @@
 
 use super::*;
 
-pub(super) fn scenario(r: &ScenarioResult, id: &str, draw_timeline: bool) -> Markup {
+/// `open_failures`: whether a failure's section starts open (see [`FAILURES_OPEN_MAX`]).
+pub(super) fn scenario(r: &ScenarioResult, id: &str, draw_timeline: bool, open_failures: bool) -> Markup {
     let failed = r.outcome != Outcome::Passed;
     let marks = Marks::of(r);
     let broken: Vec<&str> = r.violations().map(|v| v.invariant.as_str()).collect();
     html! {
         section.scenario.(outcome_class(r.outcome)) id=(id) {
-            details open[failed] {
+            details open[failed && open_failures] {
                 summary {
                     span.badge.(outcome_class(r.outcome)) { (r.outcome.as_str()) }
                     " "

@@ -73,6 +73,8 @@ pub(super) fn natural_key(name: &str) -> (&str, u64, &str) {
     (stem, number.parse().unwrap_or(0), name)
 }
 
+/// The timeline's data and its plain fallback; the page's script draws the table from the
+/// data when the scenario's section first opens.
 pub(super) fn timeline(r: &ScenarioResult, marks: &Marks<'_>) -> Markup {
     let observed = &r.observed;
     // Lanes: workers, then services, then the harness.
@@ -131,42 +133,148 @@ pub(super) fn timeline(r: &ScenarioResult, marks: &Marks<'_>) -> Markup {
         busy[e.lane] = true;
     }
 
+    // The drawing is the script's (html/timeline.js), from this JSON; the noscript table is
+    // the same events as plain text, for a reader without JavaScript.
+    let lanes_json: Vec<Value> = lanes
+        .iter()
+        .enumerate()
+        .map(|(lane, (name, kind))| {
+            let (class, label) = if busy[lane] {
+                (kind.class().to_string(), kind.label().to_string())
+            } else {
+                (format!("{} idle", kind.class()), format!("{} (idle)", kind.label()))
+            };
+            json!([name, class, label])
+        })
+        .collect();
+    let mut rows_json: Vec<Value> = Vec::with_capacity(events.len());
+    let mut plain: Vec<(String, &str, &str, String)> = Vec::with_capacity(events.len());
+    for (i, e) in events.iter().enumerate() {
+        let same_ms = i > 0 && events[i - 1].at_ms == e.at_ms;
+        let new_ms = i > 0 && !same_ms;
+        let class =
+            if new_ms { format!("{} new-ms", row_class(e, marks)) } else { row_class(e, marks).to_string() };
+        let time = format!("+{} ms", e.at_ms - base_ms);
+        let cell = event_node(e, marks, base_ms);
+        let kind = match &e.what {
+            What::Moment(m) => m.kind.as_str(),
+            What::Request(..) => "request",
+            What::Effect(..) => "effect",
+        };
+        plain.push((time.clone(), lanes[e.lane].0, kind, cell.plain_text()));
+        rows_json.push(json!([class, time, u8::from(same_ms), e.lane, cell.to_json()]));
+    }
+    let data = json!({"lanes": lanes_json, "rows": rows_json});
+
     html! {
-        div.timeline-wrap {
-            p.caption {
-                "Timeline: time goes down, one column per worker, service and the test driver; "
-                "times count from the scenario's first event. Within one millisecond: the test driver, "
-                "then workers' decisions, requests, effects, and what workers concluded."
-            }
-            table.timeline {
-                thead {
-                    tr {
-                        th.time { "time" }
-                        @for (lane, (name, kind)) in lanes.iter().enumerate() {
-                            th class=(if busy[lane] { kind.class().to_string() } else { format!("{} idle", kind.class()) }) data-lane=(name) {
-                                (name) small { (kind.label()) @if !busy[lane] { " (idle)" } }
-                            }
-                        }
-                    }
-                }
-                tbody {
-                    @for (i, e) in events.iter().enumerate() {
-                        @let same_ms = i > 0 && events[i - 1].at_ms == e.at_ms;
-                        @let new_ms = i > 0 && !same_ms;
-                        tr class=(if new_ms { format!("{} new-ms", row_class(e, marks)) } else { row_class(e, marks).to_string() }) {
-                            td.time.same-ms[same_ms] { "+" (e.at_ms - base_ms) " ms" }
-                            @for lane in 0..lanes.len() {
-                                @if lane == e.lane {
-                                    td.cell { (event_markup(e, marks, base_ms)) }
-                                } @else {
-                                    td {}
-                                }
-                            }
+        div.timeline-slot {
+            script.timeline-data type="application/json" { (PreEscaped(script_json(&data))) }
+            noscript {
+                table.events {
+                    caption { "Events, in order; times count from the scenario's first event." }
+                    thead { tr { th { "time" } th { "lane" } th { "kind" } th { "detail" } } }
+                    tbody {
+                        @for (time, lane, kind, detail) in &plain {
+                            tr { td.time { (time) } td { (lane) } td { (kind) } td { (detail) } }
                         }
                     }
                 }
             }
         }
+    }
+}
+
+/// JSON that is safe inside `<script type="application/json">`: `<`, `>` and `&` become
+/// `\u003c`, `\u003e` and `\u0026` (the same string to `JSON.parse`), so no value can close the
+/// element (`</script>`) or open a comment.
+pub(crate) fn script_json(value: &Value) -> String {
+    let text = value.to_string();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An element of a timeline cell, as the script builds it: tag, class, attributes and
+/// children (text or elements).
+pub(super) struct El {
+    tag: &'static str,
+    class: String,
+    attrs: Vec<(&'static str, String)>,
+    children: Vec<Child>,
+}
+
+enum Child {
+    Text(String),
+    El(El),
+}
+
+impl El {
+    pub(super) fn new(tag: &'static str, class: impl Into<String>) -> El {
+        El { tag, class: class.into(), attrs: Vec::new(), children: Vec::new() }
+    }
+
+    pub(super) fn attr(mut self, name: &'static str, value: impl Into<String>) -> El {
+        self.attrs.push((name, value.into()));
+        self
+    }
+
+    /// Text, joined to the text before it (as the parser joins adjacent text).
+    pub(super) fn text(mut self, text: impl AsRef<str>) -> El {
+        if let Some(Child::Text(last)) = self.children.last_mut() {
+            last.push_str(text.as_ref());
+        } else {
+            self.children.push(Child::Text(text.as_ref().to_string()));
+        }
+        self
+    }
+
+    pub(super) fn child(mut self, el: El) -> El {
+        self.children.push(Child::El(el));
+        self
+    }
+
+    /// `[tag, class, {attributes}?, ...children]`, a child being a string or such an array.
+    pub(super) fn to_json(&self) -> Value {
+        let mut out = vec![Value::from(self.tag), Value::from(self.class.as_str())];
+        if !self.attrs.is_empty() {
+            let attrs: serde_json::Map<String, Value> =
+                self.attrs.iter().map(|(k, v)| (k.to_string(), Value::from(v.as_str()))).collect();
+            out.push(Value::Object(attrs));
+        }
+        for child in &self.children {
+            out.push(match child {
+                Child::Text(text) => Value::from(text.as_str()),
+                Child::El(el) => el.to_json(),
+            });
+        }
+        Value::Array(out)
+    }
+
+    /// The text a reader sees, blocks separated by a space.
+    pub(super) fn plain_text(&self) -> String {
+        fn walk(el: &El, out: &mut String) {
+            for child in &el.children {
+                match child {
+                    Child::Text(text) => out.push_str(text),
+                    Child::El(inner) => {
+                        if inner.tag == "div" && !out.is_empty() && !out.ends_with(' ') {
+                            out.push(' ');
+                        }
+                        walk(inner, out);
+                    }
+                }
+            }
+        }
+        let mut out = String::new();
+        walk(self, &mut out);
+        out
     }
 }
 
@@ -199,15 +307,15 @@ pub(super) fn row_class(e: &Event<'_>, marks: &Marks<'_>) -> &'static str {
     }
 }
 
-pub(super) fn event_markup(e: &Event<'_>, marks: &Marks<'_>, base_ms: u64) -> Markup {
+pub(super) fn event_node(e: &Event<'_>, marks: &Marks<'_>, base_ms: u64) -> El {
     match &e.what {
-        What::Moment(m) => moment_markup(m),
-        What::Request(service, entry) => request_markup(service, entry, marks, base_ms),
-        What::Effect(service, effect) => effect_markup(service, effect, marks),
+        What::Moment(m) => moment_node(m),
+        What::Request(service, entry) => request_node(service, entry, marks, base_ms),
+        What::Effect(service, effect) => effect_node(service, effect, marks),
     }
 }
 
-pub(super) fn moment_markup(m: &Moment) -> Markup {
+pub(super) fn moment_node(m: &Moment) -> El {
     let icon = match m.kind.as_str() {
         "start" => "▸ ",
         "crash" => "☠ ",
@@ -218,17 +326,17 @@ pub(super) fn moment_markup(m: &Moment) -> Markup {
         "reconcile" => "↻ ",
         _ => "",
     };
-    html! {
-        @if m.kind == "state" {
-            @let (intent, state) = state_of(&m.detail);
-            div.moment.state {
-                span.intent { (intent) } " → " span class=(state_class(state)) { (state) }
-            }
-        } @else {
-            div class=(format!("moment m-{}", css_word(&m.kind))) {
-                span.kind { (icon) (m.kind.replace('_', " ")) } " " span.detail { (m.detail) }
-            }
-        }
+    if m.kind == "state" {
+        let (intent, state) = state_of(&m.detail);
+        El::new("div", "moment state")
+            .child(El::new("span", "intent").text(intent))
+            .text(" → ")
+            .child(El::new("span", state_class(state)).text(state))
+    } else {
+        El::new("div", format!("moment m-{}", css_word(&m.kind)))
+            .child(El::new("span", "kind").text(icon).text(m.kind.replace('_', " ")))
+            .text(" ")
+            .child(El::new("span", "detail").text(&m.detail))
     }
 }
 
@@ -237,7 +345,7 @@ pub(super) fn css_word(word: &str) -> String {
     word.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect()
 }
 
-pub(super) fn request_markup(service: &str, entry: &JournalEntry, marks: &Marks<'_>, base_ms: u64) -> Markup {
+pub(super) fn request_node(service: &str, entry: &JournalEntry, marks: &Marks<'_>, base_ms: u64) -> El {
     let answered = entry.outcome == "answered";
     let status = match (answered, entry.status) {
         (true, Some(code)) => code.to_string(),
@@ -257,48 +365,67 @@ pub(super) fn request_markup(service: &str, entry: &JournalEntry, marks: &Marks<
         _ => "the service's answer",
     };
     let cause = marks.cause.get(&(service, entry.request_id.as_str()));
-    html! {
-        div.req.cause[cause.is_some()] {
-            span.method { (entry.method) } " " span.path { (entry.path) }
-            " → " span class=(status_class) title=(status_title) { (status) }
-            @if entry.replayed { " " span.tag.replayed { "replayed" } }
-            @for fault in &entry.faults {
-                " " span.fault-tag title=(format!("rule {}", fault.rule)) { "⚡ " (fault.fault) }
-            }
-            @if let Some(ended) = entry.ended_ms.filter(|&t| t > entry.at_ms) {
-                " " small.ended { "ended +" (ended.saturating_sub(base_ms)) " ms" }
-            }
-            div.sub {
-                @match &entry.idempotency_key {
-                    Some(key) => { small.key { "key " (key) } }
-                    None => { small.key.none { "no key" } }
-                }
-                " " small.reqid { (entry.request_id) }
-            }
-            @if let Some(what) = cause {
-                div.cause-label { "⟶ " (what) }
-            }
-        }
+    let mut el = El::new("div", if cause.is_some() { "req cause" } else { "req" })
+        .child(El::new("span", "method").text(&entry.method))
+        .text(" ")
+        .child(El::new("span", "path").text(&entry.path))
+        .text(" → ")
+        .child(El::new("span", status_class).attr("title", status_title).text(status));
+    if entry.replayed {
+        el = el.text(" ").child(El::new("span", "tag replayed").text("replayed"));
     }
+    for fault in &entry.faults {
+        el = el.text(" ").child(
+            El::new("span", "fault-tag")
+                .attr("title", format!("rule {}", fault.rule))
+                .text("⚡ ")
+                .text(&fault.fault),
+        );
+    }
+    if let Some(ended) = entry.ended_ms.filter(|&t| t > entry.at_ms) {
+        el = el
+            .text(" ")
+            .child(El::new("small", "ended").text(format!("ended +{} ms", ended.saturating_sub(base_ms))));
+    }
+    let key = match &entry.idempotency_key {
+        Some(key) => El::new("small", "key").text("key ").text(key),
+        None => El::new("small", "key none").text("no key"),
+    };
+    el = el.child(
+        El::new("div", "sub").child(key).text(" ").child(El::new("small", "reqid").text(&entry.request_id)),
+    );
+    if let Some(what) = cause {
+        el = el.child(El::new("div", "cause-label").text("⟶ ").text(what));
+    }
+    el
 }
 
-pub(super) fn effect_markup(service: &str, effect: &Effect, marks: &Marks<'_>) -> Markup {
+pub(super) fn effect_node(service: &str, effect: &Effect, marks: &Marks<'_>) -> El {
     let key = (service, effect.seq);
     let duplicate = marks.duplicate.get(&key);
     let first = marks.first.get(&key);
-    html! {
-        div.effect.dup[duplicate.is_some()].first[first.is_some()] {
-            span.ekind { (effect.kind) } " " span.obj { (effect.object_id) } " " span.seq { "(seq " (effect.seq) ")" }
-            @if let Some(owner) = marks.owner.get(&key) {
-                " " small.owner { "for " (owner) }
-            }
-            @if let Some(what) = duplicate {
-                div.dup-label { "✖ " (what) }
-            } @else if let Some(what) = first {
-                div.first-label { (what) }
-            } @else if let Some(what) = marks.by_provider.get(&key) {
-                div.first-label { "↺ " (what) }
-            }
-        }
+    let mut class = String::from("effect");
+    if duplicate.is_some() {
+        class.push_str(" dup");
     }
+    if first.is_some() {
+        class.push_str(" first");
+    }
+    let mut el = El::new("div", class)
+        .child(El::new("span", "ekind").text(&effect.kind))
+        .text(" ")
+        .child(El::new("span", "obj").text(&effect.object_id))
+        .text(" ")
+        .child(El::new("span", "seq").text(format!("(seq {})", effect.seq)));
+    if let Some(owner) = marks.owner.get(&key) {
+        el = el.text(" ").child(El::new("small", "owner").text("for ").text(owner));
+    }
+    if let Some(what) = duplicate {
+        el = el.child(El::new("div", "dup-label").text("✖ ").text(what));
+    } else if let Some(what) = first {
+        el = el.child(El::new("div", "first-label").text(what));
+    } else if let Some(what) = marks.by_provider.get(&key) {
+        el = el.child(El::new("div", "first-label").text("↺ ").text(what));
+    }
+    el
 }

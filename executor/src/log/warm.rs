@@ -1,0 +1,156 @@
+//! Warm in-memory logs for the simulation: connections that stay open, schema parsed and
+//! statements prepared, from one simulated run to the next.
+//!
+//! A fresh SQLite connection parses the schema on its first statement and prepares every
+//! statement once more; in the sim, where a case lasts about a millisecond, that was most of
+//! the log's cost. So the names handed out by [`MemoryLog`] are reused: a run takes a name
+//! that no other run holds, empties its tables, and every worker of the run that opens the
+//! name gets one of its idle connections, which goes back when the worker's log is dropped
+//! (its crash or its end). What a crash loses does not change: a connection goes back only
+//! when no transaction is open on it (every change is one transaction that runs to its end
+//! between two awaits), and one dropped inside a transaction is closed, which rolls it back,
+//! as a killed process's connection is.
+
+use std::collections::BTreeMap;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
+use std::sync::Mutex;
+
+use rusqlite::Connection;
+
+use super::{IntentLog, LogError};
+
+/// Idle connections kept per name; more are closed when they go back.
+const IDLE_PER_NAME_MAX: usize = 8;
+
+struct Registry {
+    /// Every name [`MemoryLog`] handed out, with its idle connections.
+    idle: BTreeMap<String, Vec<Connection>>,
+    /// Names no run holds now.
+    free: Vec<String>,
+    made: u64,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry { idle: BTreeMap::new(), free: Vec::new(), made: 0 });
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    // Nothing in the registry is left half-changed by a panic (each change is one push or
+    // pop), so a poisoned lock is still good to use.
+    REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What `name` has for an opener: `None` when it is not a warm name (open as usual),
+/// `Some(None)` when it is but no connection is idle (open one, and give it back later),
+/// `Some(Some(c))` for an idle connection, ready to use.
+pub(super) fn take(name: &str) -> Option<Option<Connection>> {
+    registry().idle.get_mut(name).map(Vec::pop)
+}
+
+fn give_back(name: &str, conn: Connection) {
+    let mut registry = registry();
+    if let Some(idle) = registry.idle.get_mut(name)
+        && idle.len() < IDLE_PER_NAME_MAX
+    {
+        idle.push(conn);
+        return;
+    }
+    drop(registry);
+    drop(conn);
+}
+
+/// A log's connection: closed when dropped, or, for a warm name, given back to it.
+pub(super) struct Handle {
+    conn: ManuallyDrop<Connection>,
+    home: Option<String>,
+}
+
+impl Handle {
+    pub(super) fn new(conn: Connection, home: Option<String>) -> Handle {
+        Handle { conn: ManuallyDrop::new(conn), home }
+    }
+}
+
+impl Deref for Handle {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+impl DerefMut for Handle {
+    fn deref_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: `conn` is taken exactly once, here, and `self` is not used afterwards.
+        let conn = unsafe { ManuallyDrop::take(&mut self.conn) };
+        match self.home.take() {
+            // No transaction open: nothing uncommitted to lose, so the connection may serve
+            // the next opener as a new one would.
+            Some(name) if conn.is_autocommit() => give_back(&name, conn),
+            _ => drop(conn),
+        }
+    }
+}
+
+/// An empty in-memory log that one run holds: its name is the run's alone until this is
+/// dropped. Open it from each worker with [`IntentLog::open_in_memory`] and [`Self::name`].
+pub struct MemoryLog {
+    name: String,
+    _keeper: IntentLog,
+}
+
+impl MemoryLog {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for MemoryLog {
+    fn drop(&mut self) {
+        registry().free.push(std::mem::take(&mut self.name));
+    }
+}
+
+impl IntentLog {
+    /// An empty in-memory log for one simulated run, on a warm name when one is free (see
+    /// the module's documentation): the schema and statements of its connections are ready,
+    /// and its tables are emptied, counters included, so the run sees what a new log shows.
+    pub fn fresh_in_memory() -> Result<MemoryLog, LogError> {
+        let name = {
+            let mut registry = registry();
+            match registry.free.pop() {
+                Some(name) => name,
+                None => {
+                    registry.made += 1;
+                    let name = format!("twice-warm-{}-{}", std::process::id(), registry.made);
+                    registry.idle.insert(name.clone(), Vec::new());
+                    name
+                }
+            }
+        };
+        let mut keeper = IntentLog::open_in_memory(&name)?;
+        keeper.empty()?;
+        Ok(MemoryLog { name, _keeper: keeper })
+    }
+
+    /// Deletes every row, and the `AUTOINCREMENT` counters with them.
+    fn empty(&mut self) -> Result<(), LogError> {
+        let path = self.path.clone();
+        let err = |source| LogError::Sqlite { path: path.clone(), source };
+        let tx = self.conn.transaction().map_err(err)?;
+        for sql in [
+            "DELETE FROM intents",
+            "DELETE FROM history",
+            "DELETE FROM nonces",
+            "DELETE FROM sqlite_sequence",
+        ] {
+            tx.prepare_cached(sql).and_then(|mut stmt| stmt.execute([])).map_err(err)?;
+        }
+        tx.commit().map_err(err)
+    }
+}
