@@ -375,16 +375,7 @@ impl ScenarioResult {
         }
         let summary = Summary {
             observed_digest: observed_digest(&self.observed),
-            intents: self
-                .intents
-                .iter()
-                .map(|i| IntentBrief {
-                    id: i.id.clone(),
-                    state: i.state.clone(),
-                    attempts: i.attempts,
-                    effects: i.effects.len(),
-                })
-                .collect(),
+            intents: self.intents.iter().map(IntentBrief::of).collect(),
             faults,
             events: self.events.len(),
             requests: self.observed.journals.values().map(Vec::len).sum(),
@@ -409,16 +400,7 @@ impl ScenarioResult {
     pub fn intent_briefs(&self) -> Vec<IntentBrief> {
         match &self.summary {
             Some(summary) => summary.intents.clone(),
-            None => self
-                .intents
-                .iter()
-                .map(|i| IntentBrief {
-                    id: i.id.clone(),
-                    state: i.state.clone(),
-                    attempts: i.attempts,
-                    effects: i.effects.len(),
-                })
-                .collect(),
+            None => self.intents.iter().map(IntentBrief::of).collect(),
         }
     }
 }
@@ -468,6 +450,18 @@ pub struct IntentBrief {
 }
 
 type IntentBriefRow = (String, Option<String>, Option<u64>, usize);
+
+impl IntentBrief {
+    /// The brief of one intent's full result.
+    pub fn of(intent: &IntentResult) -> IntentBrief {
+        IntentBrief {
+            id: intent.id.clone(),
+            state: intent.state.clone(),
+            attempts: intent.attempts,
+            effects: intent.effects.len(),
+        }
+    }
+}
 
 impl From<IntentBriefRow> for IntentBrief {
     fn from((id, state, attempts, effects): IntentBriefRow) -> IntentBrief {
