@@ -107,7 +107,7 @@ const HEADLINES: &[Headline] = &[
     },
     Headline {
         bench: "harness/python",
-        name: "live, catalog + 20 generated (88 scenarios), Python executor, 8 jobs",
+        name: "live, catalog + 20 generated (* scenarios), Python executor, 8 jobs",
         sentence: "The catalog and 20 generated cases run live against the Python example executor (a \
                    process per worker, the real SDKs) in {}, 8 scenarios at a time on 2 cores, as `twice run \
                    --executor` runs them by default; at 2, 8 and 16 at a time every timing-sensitive verdict held.",
@@ -215,6 +215,17 @@ mod tests {
 
     use super::*;
     use crate::root;
+
+    #[test]
+    fn a_star_in_a_headlines_name_stands_for_a_count() {
+        let mut records = Records::default();
+        records
+            .add(r#"{"bench":"b","name":"live, catalog + 20 generated (107 scenarios), 8 jobs","value":1,"unit":"s"}"#)
+            .expect("a figure");
+        assert!(records.figure("b", "live, catalog + 20 generated (* scenarios), 8 jobs").is_some());
+        assert!(records.figure("b", "live, catalog + 20 generated (* scenarios), 2 jobs").is_none());
+        assert!(records.figure("b", "live, catalog + 20 generated (107 scenarios), 8 jobs").is_some());
+    }
 
     #[test]
     fn headlines_go_between_the_markers_and_need_their_figures() {

@@ -87,8 +87,18 @@ impl Records {
         Ok(())
     }
 
+    /// The figure called `name`; a `*` in `name` stands for any text (a count in a figure's
+    /// name, such as the catalog's size, changes as the catalog grows).
     pub(crate) fn figure(&self, bench: &str, name: &str) -> Option<&Record> {
-        self.figures.iter().find(|r| r.bench == bench && r.name == name)
+        let matches = |candidate: &str| match name.split_once('*') {
+            Some((head, tail)) => {
+                candidate.len() >= head.len() + tail.len()
+                    && candidate.starts_with(head)
+                    && candidate.ends_with(tail)
+            }
+            None => candidate == name,
+        };
+        self.figures.iter().find(|r| r.bench == bench && matches(&r.name))
     }
 }
 
