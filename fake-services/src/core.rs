@@ -411,7 +411,9 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 let stamp =
                     Stamp { now_ms, request_id: ctx.request_id.clone(), key: key.map(str::to_string) };
                 let mode = if plan.commit == CommitMode::Noop { Mode::Pretend } else { Mode::Apply };
-                return Outcome::of(self.commit_locked(inner, commit, mode, &stamp, error_after));
+                let response = self.commit_locked(inner, commit, mode, &stamp, error_after);
+                self.end_answered_locked(inner, ctx, response.status);
+                return Outcome::of(response);
             }
             (key, inner.contract.settle_ms_max)
         };
@@ -513,7 +515,26 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         }
     }
 
+    /// Ends the journal entry of a write answered straight from its commit, in the same hold
+    /// of the lock, when nothing can come between the commit and the answer: no wait after
+    /// it, an answer rather than a dropped or held connection, and no refused parameters to
+    /// read. [`ServiceCore::conclude`] then leaves the entry as it is. Nothing awaits in
+    /// between, so a caller that goes away cannot leave the entry saying "answered" wrongly.
+    fn end_answered_locked(&self, inner: &mut Inner<S>, ctx: &Ctx, status: u16) {
+        let plan = &ctx.plan;
+        let answered = matches!(plan.after_commit, AfterCommit::Respond | AfterCommit::Error { .. });
+        let reads_refusal = self.refusals.is_some() && vocabulary::needs_decision(status);
+        if plan.after_ms > 0 || !answered || reads_refusal {
+            return;
+        }
+        inner.journal.end(ctx.seq, self.clock.now_ms(), "answered", Some(status), false, None);
+        ctx.ended.store(true, Ordering::Relaxed);
+    }
+
     fn end(&self, ctx: &Ctx, req: &FakeRequest, outcome: &'static str, status: Option<u16>, replayed: bool) {
+        if ctx.ended.load(Ordering::Relaxed) {
+            return;
+        }
         let now_ms = self.clock.now_ms();
         // Read outside the lock: decoding a body (a signed transaction) takes a while. Only
         // writes are read: a refused read asked for no effect.

@@ -108,7 +108,9 @@ pub(super) fn read_payload(req: &FakeRequest) -> Result<Payload, S3Error> {
                 ));
             }
         }
-        (req.body.clone(), Vec::new())
+        // A copy, not a clone: a small body is a slice of the connection's whole read buffer,
+        // which a stored object would otherwise keep alive (8 KiB or more per object).
+        (Bytes::copy_from_slice(&req.body), Vec::new())
     };
     if let Some(md5) = header(req, "content-md5")? {
         let given = body::unbase64(&md5).filter(|d| d.len() == 16).ok_or_else(|| {

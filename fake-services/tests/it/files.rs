@@ -869,3 +869,20 @@ proptest! {
         }
     }
 }
+
+/// A small body reaches the fake as a slice of the connection's read buffer; the stored
+/// object keeps a copy of its bytes, not the whole buffer (8 KiB or more per object).
+#[tokio::test]
+async fn a_stored_object_does_not_keep_the_request_buffer_alive() {
+    let (fakes, _clock) = manual_fakes(11);
+    fakes.files.seed_bucket("reports").unwrap();
+    let buffer = bytes::Bytes::from(vec![b'x'; 64 * 1024]);
+    let mut req = FakeRequest::new("PUT", "/reports/small.txt");
+    req.body = buffer.slice(100..120);
+    let Disposition::Respond(response) = fakes.files.handle(req).await else { panic!("no answer") };
+    assert_eq!(response.status, 200, "{:?}", String::from_utf8_lossy(&response.body));
+    assert!(buffer.is_unique(), "the stored object still holds the request's buffer");
+    let get = FakeRequest::new("GET", "/reports/small.txt");
+    let Disposition::Respond(read) = fakes.files.handle(get).await else { panic!("no answer") };
+    assert_eq!(&read.body[..], &[b'x'; 20][..]);
+}
