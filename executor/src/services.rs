@@ -237,19 +237,23 @@ pub fn classify_write(
         }
         Action::Refund { .. } | Action::CreateWorkspace { .. } | Action::SendMessage { .. } => {}
     }
+    if (200..=299).contains(&response.status) {
+        // Parsed once: this is every confirmed send's path.
+        let object = response.json().unwrap_or(Value::Null);
+        return match object.get("id").and_then(Value::as_str) {
+            Some(external_id) if matches_action(action, &object) => {
+                WriteOutcome::Done { external_id: external_id.to_string() }
+            }
+            Some(_) => WriteOutcome::Ambiguous {
+                error: "a success whose parameters differ from the intent's".into(),
+            },
+            None => {
+                WriteOutcome::Ambiguous { error: format!("an unreadable success: {}", describe(&response)) }
+            }
+        };
+    }
     let error = describe(&response);
     match response.status {
-        200..=299 => {
-            match response.json().and_then(|b| b.get("id").and_then(Value::as_str).map(str::to_string)) {
-                Some(external_id) if matches_action(action, &response.json().unwrap_or(Value::Null)) => {
-                    WriteOutcome::Done { external_id }
-                }
-                Some(_) => WriteOutcome::Ambiguous {
-                    error: "a success whose parameters differ from the intent's".into(),
-                },
-                None => WriteOutcome::Ambiguous { error: format!("an unreadable success: {error}") },
-            }
-        }
         409 => match error_code(&response).as_str() {
             "stale_fencing_token" => WriteOutcome::Fenced { error },
             // In flight under this key, or a create whose business id exists (perhaps ours):

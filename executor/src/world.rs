@@ -235,7 +235,7 @@ impl PooledHttpTransport {
         }
     }
 
-    async fn send_pooled(&self, request: HttpRequest) -> Result<HttpResponse, SendError> {
+    async fn send_pooled(&self, mut request: HttpRequest) -> Result<HttpResponse, SendError> {
         let uri: hyper::Uri =
             request.url.parse().map_err(|e| SendError::NotSent(format!("bad URL {}: {e}", request.url)))?;
         let host =
@@ -243,7 +243,9 @@ impl PooledHttpTransport {
         let port = uri.port_u16().unwrap_or(80);
         let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
         let timeout = Duration::from_millis(request.timeout_ms);
-        let mut req = build_request(&request, path, &host, port)?;
+        // The body moves into the request: only its URL and timeout are read after this.
+        let body = std::mem::take(&mut request.body);
+        let mut req = build_request(&request, body, path, &host, port)?;
         loop {
             let (mut sender, reused) = match self.take_idle(&host, port) {
                 Some(sender) => (sender, true),
@@ -264,7 +266,8 @@ impl PooledHttpTransport {
                         (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())
                     })
                     .collect();
-                let body = response.into_body().collect().await.map_err(|e| (None, e))?.to_bytes().to_vec();
+                // `Vec::from` takes the collected buffer over when nothing else holds it.
+                let body = Vec::from(response.into_body().collect().await.map_err(|e| (None, e))?.to_bytes());
                 Ok(HttpResponse { status, headers, body })
             };
             let answer = tokio::time::timeout(timeout, exchange)
@@ -314,6 +317,7 @@ async fn connect(host: &str, port: u16, timeout: Duration) -> Result<Sender, Sen
 
 fn build_request(
     request: &HttpRequest,
+    body: Vec<u8>,
     path: &str,
     host: &str,
     port: u16,
@@ -324,7 +328,7 @@ fn build_request(
         builder = builder.header(name.as_str(), value.as_str());
     }
     builder
-        .body(Full::new(Bytes::from(request.body.clone())))
+        .body(Full::new(Bytes::from(body)))
         .map_err(|e| SendError::NotSent(format!("cannot build the request: {e}")))
 }
 
