@@ -36,6 +36,10 @@
 //! Output: readable lines, then one `BENCH {json}` line per figure, which `cargo xtask bench`
 //! collects into `docs/benchmarks.md` (the record format is described in `xtask/src/main.rs`).
 //! Run it alone with `cargo bench -p executor --bench intents`.
+//!
+//! For profiling and quick A/B runs, `INTENTS_ONLY` names the intent modes to run (`all`,
+//! `chunked`, or a batch size such as `8`), `INTENTS_DURABILITY` one durability (`full` or
+//! `normal`); either prints the figures and no `BENCH` records.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -99,11 +103,24 @@ enum Mode {
 }
 
 impl Mode {
-    /// The intent modes, in the order each round runs them.
+    /// The intent modes, in the order each round runs them (those `INTENTS_ONLY` names, if set).
     fn intents() -> Vec<Mode> {
         let mut modes = vec![Mode::Batch, Mode::Chunked];
         modes.extend(BATCHES.iter().map(|(size, _)| Mode::Batches(*size)));
-        modes
+        match std::env::var("INTENTS_ONLY") {
+            Ok(only) => modes.into_iter().filter(|m| only.split(',').any(|o| m.short_name() == o)).collect(),
+            Err(_) => modes,
+        }
+    }
+
+    /// The name `INTENTS_ONLY` knows the mode by.
+    fn short_name(self) -> String {
+        match self {
+            Mode::Raw => "raw".into(),
+            Mode::Batch => "all".into(),
+            Mode::Chunked => "chunked".into(),
+            Mode::Batches(size) => size.to_string(),
+        }
     }
 
     /// Intents proposed before each drain, and whether in one `propose_batch` call.
@@ -200,7 +217,12 @@ async fn run() -> Result<()> {
         work.path.display()
     );
 
-    let durabilities = [Durability::Full, Durability::Normal];
+    let durabilities: Vec<Durability> = match std::env::var("INTENTS_DURABILITY").as_deref() {
+        Ok("full") => vec![Durability::Full],
+        Ok("normal") => vec![Durability::Normal],
+        _ => vec![Durability::Full, Durability::Normal],
+    };
+    let partial = std::env::var_os("INTENTS_ONLY").is_some() || durabilities.len() == 1;
     let mut modes = vec![Mode::Raw];
     modes.extend(Mode::intents());
     let mut series: Vec<Series> =
@@ -222,7 +244,7 @@ async fn run() -> Result<()> {
     }
 
     for round in 1..=ROUNDS {
-        for d in durabilities {
+        for &d in &durabilities {
             // The raw window brackets the intent runs, half before and half after, so that
             // drift within the round weighs on both sides of the ratio alike.
             let before = raw_commits(&work.fresh(&format!("round{round}-raw"))?, d, RAW_WINDOW / 2)?;
@@ -249,7 +271,7 @@ async fn run() -> Result<()> {
 
     let mut records = Vec::new();
     println!();
-    for d in durabilities {
+    for &d in &durabilities {
         let of = |mode: Mode| {
             series.iter().find(|s| s.mode == mode && s.durability == d).expect("every series exists")
         };
@@ -348,7 +370,8 @@ async fn run() -> Result<()> {
         }
     }
     println!();
-    for r in &records {
+    // A partial run is for a quick look: its figures are not the benchmark's.
+    for r in records.iter().filter(|_| !partial) {
         println!("BENCH {r}");
     }
 

@@ -70,8 +70,8 @@ const BENCH: &str = "fake-services/throughput";
 const WORKERS: usize = 2;
 const CONNECTIONS: usize = 8;
 const WARMUP: Duration = Duration::from_secs(1);
-const WINDOW: Duration = Duration::from_secs(3);
-const ROUNDS: usize = 5;
+const WINDOW: Duration = Duration::from_secs(2);
+const ROUNDS: usize = 11;
 /// Non-matching rules armed on the second fake.
 const RULES: usize = 100;
 /// The fakes should serve within this factor of bare hyper's rate.
