@@ -86,7 +86,8 @@ const INTENT: &str = "pi_bench";
 const INTENT_AMOUNT: u64 = 1 << 60;
 
 fn main() -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(WORKERS).enable_all().build()?;
+    let workers = std::env::var("INTENTS_WORKERS").ok().and_then(|w| w.parse().ok()).unwrap_or(WORKERS);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build()?;
     runtime.block_on(run())
 }
 

@@ -293,7 +293,16 @@ impl PooledHttpTransport {
 
 impl Transport for PooledHttpTransport {
     fn send(&self, request: HttpRequest) -> SendFuture<'_> {
-        Box::pin(self.send_pooled(request))
+        // Each exchange on a task of its own, so that a pass's concurrent sends (building,
+        // writing, reading and decoding each request) spread over every worker thread instead
+        // of taking turns in the pass's task.
+        let pool = self.clone();
+        let exchange = tokio::spawn(async move { pool.send_pooled(request).await });
+        Box::pin(async move {
+            exchange
+                .await
+                .unwrap_or_else(|e| Err(SendError::Ambiguous(format!("the send's task failed: {e}"))))
+        })
     }
 }
 
