@@ -183,6 +183,11 @@ pub struct Stamp {
 /// A service's commit step.
 pub type Commit<S> = Box<dyn FnOnce(&mut Inner<S>, Mode, &Stamp) -> FakeResponse + Send>;
 
+/// What a write needs of the service's state before anything else of it happens (a refund's
+/// payment intent must exist): checked under the lock, before the key is looked up, in the
+/// same hold. A refusal is answered as it is, and the key keeps nothing.
+pub type Check<S> = Box<dyn FnOnce(&Inner<S>) -> Result<(), ApiError> + Send>;
+
 /// The shared core of one fake.
 pub struct ServiceCore<S> {
     pub name: &'static str,
@@ -360,6 +365,19 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
 
     /// Points 2 to 4 for a write: keys, latency, commit.
     pub async fn write(self: &Arc<Self>, ctx: &Ctx, fingerprint: String, commit: Commit<S>) -> Outcome {
+        self.write_checked(ctx, fingerprint, None, commit).await
+    }
+
+    /// [`ServiceCore::write`], with `check` run first under the lock that looks up the key
+    /// (one hold for the check, the key and, with nothing to wait for between them, the
+    /// commit).
+    pub async fn write_checked(
+        self: &Arc<Self>,
+        ctx: &Ctx,
+        fingerprint: String,
+        check: Option<Check<S>>,
+        commit: Commit<S>,
+    ) -> Outcome {
         let plan = &ctx.plan;
         let now_ms = self.clock.now_ms();
         let error_after = match plan.after_commit {
@@ -372,6 +390,9 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         let (key, settle_ms_max) = {
             let mut inner = self.lock();
             let inner = &mut *inner;
+            if let Some(Err(refused)) = check.map(|check| check(inner)) {
+                return Outcome::of(self.error(&refused));
+            }
             if let Some(older) = plan.forget_keys_older_than_ms {
                 inner.keys.forget(now_ms, older);
             }

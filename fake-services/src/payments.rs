@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 use crate::clock::ServiceClock;
 use crate::contract::Contract;
-use crate::core::{ApiError, Commit, Inner, Mode, Outcome, ServiceCore, Shape, Stamp};
+use crate::core::{ApiError, Check, Commit, Inner, Mode, Outcome, ServiceCore, Shape, Stamp};
 use crate::form;
 use crate::record::{Effect, IdMap};
 use crate::wire::{Disposition, FakeRequest, FakeResponse};
@@ -272,7 +272,12 @@ impl Payments {
         let outcome = match allowed {
             Err(e) => Outcome::of(self.core.error(&e)),
             Ok(()) => match route {
-                Route::Create => write(self.prepare_create(&req)).await,
+                Route::Create => match prepare_create(&req) {
+                    Ok(Prepared { fingerprint, check, commit }) => {
+                        self.core.write_checked(ctx_ref, fingerprint, Some(check), commit).await
+                    }
+                    Err(e) => Outcome::of(self.core.error(&e)),
+                },
                 Route::Retrieve(id) => self.core.read(&ctx, |inner, until| retrieve(inner, &id, until)).await,
                 Route::CreateIntent => write(intents::prepare_create(&req)).await,
                 Route::RetrieveIntent(id) => match intents::check_retrieve(&req) {
@@ -334,79 +339,94 @@ impl Payments {
             ),
         ))
     }
+}
 
-    /// Validates a create request; what is left for the commit depends on state.
-    fn prepare_create(&self, req: &FakeRequest) -> Result<(String, Commit<PaymentsState>), ApiError> {
-        check_key(req)?;
-        let params = form::decode(&req.body).map_err(ApiError::invalid)?;
-        unknown_parameters(&params, CREATE_PARAMS)?;
-        let amount = match params.get("amount") {
-            None => None,
-            Some(v) => Some(positive_integer(v, "amount")?),
-        };
-        let reason = match params.get("reason") {
-            None => None,
-            Some(Value::String(r)) if REASONS.contains(&r.as_str()) => Some(r.clone()),
-            Some(_) => {
-                return Err(ApiError::invalid(
-                    "Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer",
-                )
-                .param("reason"));
-            }
-        };
-        let metadata = match params.get("metadata") {
-            None => Map::new(),
-            Some(Value::Object(m)) => check_metadata(m)?,
-            Some(Value::String(s)) if s.is_empty() => Map::new(),
-            Some(_) => return Err(ApiError::invalid("Invalid object").param("metadata")),
-        };
-        let pi = optional_string(&params, "payment_intent")?;
-        let charge = optional_string(&params, "charge")?;
-        if let Some(currency) = optional_string(&params, "currency")?
-            && (currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_alphabetic()))
-        {
-            return Err(ApiError::invalid(format!("Invalid currency: {currency}")).param("currency"));
+/// A refund create, validated as far as it can be without the service's state.
+struct Prepared {
+    fingerprint: String,
+    /// That its payment intent (or charge) exists, and that the two agree.
+    check: Check<PaymentsState>,
+    commit: Commit<PaymentsState>,
+}
+
+/// Validates a create request; which intent it draws on, and what is left for the commit,
+/// depend on state, read under the lock that also looks up its key.
+fn prepare_create(req: &FakeRequest) -> Result<Prepared, ApiError> {
+    check_key(req)?;
+    let params = form::decode(&req.body).map_err(ApiError::invalid)?;
+    unknown_parameters(&params, CREATE_PARAMS)?;
+    let amount = match params.get("amount") {
+        None => None,
+        Some(v) => Some(positive_integer(v, "amount")?),
+    };
+    let reason = match params.get("reason") {
+        None => None,
+        Some(Value::String(r)) if REASONS.contains(&r.as_str()) => Some(r.clone()),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer",
+            )
+            .param("reason"));
         }
-        // Which intent the refund draws on is settled here; how much it may draw, and whether
-        // the intent has a charge at all, only at the commit, since a confirm or another
-        // refund may commit in between.
-        let intent = {
-            let inner = self.core.lock();
-            let state = &inner.state;
-            let by_pi = match pi {
-                Some(id) if state.intents.contains_key(&id) => Some(id),
-                Some(id) => return Err(missing("payment_intent", &id)),
-                None => None,
-            };
-            let by_charge = match &charge {
-                Some(ch) => Some(state.charges.get(ch).cloned().ok_or_else(|| missing("charge", ch))?),
-                None => None,
-            };
-            match (by_pi, by_charge, &charge) {
-                (Some(a), Some(b), Some(ch)) if a != b => {
-                    return Err(ApiError::invalid(format!(
-                        "The charge {ch} does not belong to the payment intent {a}."
-                    ))
-                    .param("charge"));
-                }
-                (Some(a), _, _) => a,
-                (None, Some(b), _) => b,
-                (None, None, _) => {
-                    return Err(ApiError::invalid(
-                        "One of the following parameters is required: charge, payment_intent.",
-                    ));
-                }
+    };
+    let metadata = match params.get("metadata") {
+        None => Map::new(),
+        Some(Value::Object(m)) => check_metadata(m)?,
+        Some(Value::String(s)) if s.is_empty() => Map::new(),
+        Some(_) => return Err(ApiError::invalid("Invalid object").param("metadata")),
+    };
+    let pi = optional_string(&params, "payment_intent")?;
+    let charge = optional_string(&params, "charge")?;
+    if let Some(currency) = optional_string(&params, "currency")?
+        && (currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_alphabetic()))
+    {
+        return Err(ApiError::invalid(format!("Invalid currency: {currency}")).param("currency"));
+    }
+    // The parameters as compact JSON, names in order: equal exactly when the parameters
+    // are. Written straight from the map (`Value`'s `Display` goes through a formatter).
+    let fingerprint = serde_json::to_string(&params).unwrap_or_else(|_| Value::Object(params).to_string());
+    let (checked_pi, checked_charge) = (pi.clone(), charge.clone());
+    let check: Check<PaymentsState> = Box::new(move |inner: &Inner<PaymentsState>| {
+        drawn_on(&inner.state, checked_pi.as_deref(), checked_charge.as_deref()).map(|_| ())
+    });
+    let commit: Commit<PaymentsState> =
+        Box::new(move |inner: &mut Inner<PaymentsState>, mode: Mode, stamp: &Stamp| {
+            // Checked in this hold of the lock, or in an earlier one when a latency fault waits
+            // in between: only a reset since then finds it gone.
+            match drawn_on(&inner.state, pi.as_deref(), charge.as_deref()).map(str::to_string) {
+                Ok(intent) => create_refund(inner, mode, stamp, &intent, amount, reason, metadata),
+                Err(e) => stripe_error(&e),
             }
-        };
-        // The parameters as compact JSON, names in order: equal exactly when the parameters
-        // are. Written straight from the map (`Value`'s `Display` goes through a formatter).
-        let fingerprint =
-            serde_json::to_string(&params).unwrap_or_else(|_| Value::Object(params).to_string());
-        let commit: Commit<PaymentsState> =
-            Box::new(move |inner: &mut Inner<PaymentsState>, mode: Mode, stamp: &Stamp| {
-                create_refund(inner, mode, stamp, &intent, amount, reason, metadata)
-            });
-        Ok((fingerprint, commit))
+        });
+    Ok(Prepared { fingerprint, check, commit })
+}
+
+/// The payment intent a refund draws on: the one named, or the one the named charge belongs
+/// to; both named must agree.
+fn drawn_on<'a>(
+    state: &'a PaymentsState,
+    pi: Option<&'a str>,
+    charge: Option<&str>,
+) -> Result<&'a str, ApiError> {
+    let by_pi = match pi {
+        Some(id) if state.intents.contains_key(id) => Some(id),
+        Some(id) => return Err(missing("payment_intent", id)),
+        None => None,
+    };
+    let by_charge = match charge {
+        Some(ch) => Some(state.charges.get(ch).map(String::as_str).ok_or_else(|| missing("charge", ch))?),
+        None => None,
+    };
+    match (by_pi, by_charge, charge) {
+        (Some(a), Some(b), Some(ch)) if a != b => {
+            Err(ApiError::invalid(format!("The charge {ch} does not belong to the payment intent {a}."))
+                .param("charge"))
+        }
+        (Some(a), _, _) => Ok(a),
+        (None, Some(b), _) => Ok(b),
+        (None, None, _) => {
+            Err(ApiError::invalid("One of the following parameters is required: charge, payment_intent."))
+        }
     }
 }
 
