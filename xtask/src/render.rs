@@ -124,8 +124,17 @@ fn change_pct(was: f64, now: f64) -> Option<f64> {
     (was != 0.0).then(|| (now - was) / was.abs() * 100.0)
 }
 
+/// Figures that measure the machine alone, whatever twice's code does (bench, name): how far
+/// they moved between two runs says how far the machine did.
+const MACHINE_ONLY: [(&str, &str); 3] = [
+    ("executor/intents", "raw SQLite commits, synchronous=FULL"),
+    ("executor/intents", "raw SQLite commits, synchronous=NORMAL"),
+    ("fake-services/throughput", "bare hyper, fixed JSON body"),
+];
+
 /// A paragraph on how far the figures moved since the previous run: the typical change, how
-/// many moved no more than their own spread, and the largest moves.
+/// many moved no more than their own spread, the largest moves, and how far the machine itself
+/// moved (on a shared virtual machine, often more than the code did).
 fn run_to_run(figures: &[Record], previous: &Saved) -> String {
     // Measured figures only: a figure without a spread is a count or a derived total.
     let mut moves: Vec<(&Record, f64, bool)> = figures
@@ -144,6 +153,20 @@ fn run_to_run(figures: &[Record], previous: &Saved) -> String {
     if moves.is_empty() {
         return format!("No figure with a spread was measured both now and in the run of {}.", previous.date);
     }
+    let mut machine: Vec<f64> = moves
+        .iter()
+        .filter(|(r, _, _)| MACHINE_ONLY.iter().any(|(bench, name)| r.bench == *bench && r.name == *name))
+        .map(|m| m.1)
+        .collect();
+    machine.sort_by(f64::total_cmp);
+    let machine = match machine.get(machine.len() / 2) {
+        Some(median) => format!(
+            " The figures that measure the machine alone (raw SQLite commits, bare hyper) moved by a \
+             median of {median:+.1} %: a rate or a time that moved by about as much moved with the \
+             machine, not with the code; a ratio of two figures of one run moves far less."
+        ),
+        None => String::new(),
+    };
     let mut sizes: Vec<f64> = moves.iter().map(|m| m.1.abs()).collect();
     sizes.sort_by(f64::total_cmp);
     let median = sizes[sizes.len() / 2];
@@ -154,7 +177,7 @@ fn run_to_run(figures: &[Record], previous: &Saved) -> String {
     format!(
         "Against the run of {}: {} measured figures appear in both; the median change is {median:.1} %, and \
          {within} of them moved by no more than their spread (the larger of the two runs'). The largest \
-         changes: {}.",
+         changes: {}.{machine}",
         previous.date,
         moves.len(),
         largest.join("; ")
@@ -266,5 +289,27 @@ mod tests {
         assert!(doc.contains("| fresh | 1.00 | x | 1.0 % | new |  |"), "{doc}");
         assert!(doc.contains("Against the run of then: 1 measured figures appear in both"), "{doc}");
         assert!(doc.contains("1 of them moved by no more than their spread"), "{doc}");
+        assert!(!doc.contains("measure the machine alone"), "{doc}");
+    }
+
+    #[test]
+    fn how_far_the_machine_moved_is_told_apart() {
+        let record = |name: &str, value: f64| Record {
+            bench: "executor/intents".into(),
+            name: name.into(),
+            value,
+            unit: "commits/s".into(),
+            display: None,
+            spread_pct: Some(5.0),
+            notes: None,
+        };
+        let full = "raw SQLite commits, synchronous=FULL";
+        let mut records = Records::default();
+        records
+            .add(&format!(r#"{{"bench":"executor/intents","name":"{full}","value":75,"unit":"commits/s","spread_pct":5}}"#))
+            .expect("ok");
+        let previous = Saved { date: "then".into(), figures: vec![record(full, 100.0)] };
+        let doc = render(&machine_for_tests(), &records, &[], Some(&previous));
+        assert!(doc.contains("moved by a median of -25.0 %: a rate or a time"), "{doc}");
     }
 }
