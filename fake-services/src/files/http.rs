@@ -1,5 +1,7 @@
 //! The HTTP details S3 honours: paths, bucket names, entity tags, dates and byte ranges.
 
+use std::time::{Duration, UNIX_EPOCH};
+
 /// Longest key S3 stores, in UTF-8 bytes.
 pub const KEY_BYTES_MAX: usize = 1024;
 
@@ -74,10 +76,6 @@ pub fn etag_matches(tags: &[String], etag: &str) -> bool {
     tags.iter().any(|t| t == "*" || t == bare)
 }
 
-const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-const MONTHS: [&str; 12] =
-    ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-
 /// Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
@@ -92,30 +90,9 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = year - i64::from(month <= 2);
-    let era = year.div_euclid(400);
-    let yoe = year.rem_euclid(400);
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// `Last-Modified` style: `Sun, 06 Nov 1994 08:49:37 GMT`.
+/// `Last-Modified` style (IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`, whole seconds.
 pub fn http_date(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{}, {day:02} {} {year:04} {:02}:{:02}:{:02} GMT",
-        DAYS[days.rem_euclid(7) as usize],
-        MONTHS[(month - 1) as usize],
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(ms / 1000))
 }
 
 /// ISO 8601 with milliseconds, as S3's XML writes times: `2009-10-12T17:50:30.000Z`.
@@ -132,21 +109,13 @@ pub fn iso_date(ms: u64) -> String {
     )
 }
 
-/// Reads an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) to milliseconds; `None` for any
-/// other form, which HTTP says to ignore.
+/// Reads an HTTP date to milliseconds: an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) or
+/// either obsolete form RFC 9110 asks a recipient to accept too (RFC 850's
+/// `Sunday, 06-Nov-94 08:49:37 GMT`, asctime's `Sun Nov  6 08:49:37 1994`); `None` for
+/// anything else, which HTTP says to ignore.
 pub fn parse_http_date(text: &str) -> Option<u64> {
-    let parts: Vec<&str> = text.split_whitespace().collect();
-    let [_, day, month, year, time, "GMT"] = parts.as_slice() else { return None };
-    let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
-    let month = MONTHS.iter().position(|m| m == month)? as u32 + 1;
-    let year: i64 = year.parse().ok().filter(|y| (1970..=9999).contains(y))?;
-    let mut hms = time.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if hms.next().is_some() || h > 23 || m > 59 || s > 60 {
-        return None;
-    }
-    let secs = days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 + s;
-    u64::try_from(secs).ok().map(|s| s * 1000)
+    let at = httpdate::parse_http_date(text.trim()).ok()?;
+    u64::try_from(at.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()
 }
 
 /// A `Range` header against an object of `size` bytes.
@@ -205,8 +174,11 @@ mod tests {
         for ms in [0, 951_782_400_000, 4_102_444_799_000] {
             assert_eq!(parse_http_date(&http_date(ms)), Some(ms));
         }
-        assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), None);
+        // RFC 9110 §5.6.7: the two obsolete forms are read too.
+        assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), Some(784_111_777_000));
+        assert_eq!(parse_http_date("Sun Nov  6 08:49:37 1994"), Some(784_111_777_000));
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 25:49:37 GMT"), None);
+        assert_eq!(parse_http_date("yesterday"), None);
     }
 
     #[test]

@@ -212,6 +212,12 @@ async fn conditional_writes_answer_412_and_404_as_s3_does() {
     let unmodified =
         send(addr, get("r.txt").header("If-Unmodified-Since", "Sat, 01 Jan 2000 00:00:00 GMT")).await;
     assert_s3_error(&unmodified, 412, "PreconditionFailed");
+    // The obsolete date forms RFC 9110 asks a recipient to read mean the same (an old
+    // client's RFC 850 date, a C library's asctime).
+    for old_form in ["Saturday, 01-Jan-00 00:00:00 GMT", "Sat Jan  1 00:00:00 2000"] {
+        let unmodified = send(addr, get("r.txt").header("If-Unmodified-Since", old_form)).await;
+        assert_s3_error(&unmodified, 412, "PreconditionFailed");
+    }
     let part = send(addr, get("r.txt").header("Range", "bytes=2-4")).await;
     assert_eq!((part.status(), body_of(&part)), (Some(206), "234"), "{part:?}");
     assert_eq!(part.header("content-range"), Some("bytes 2-4/10"));
