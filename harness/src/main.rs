@@ -4,9 +4,12 @@ use harness::{exit, serve};
 
 use clap::{Parser, Subcommand};
 
+/// The version and the commit it was built from (`unknown` outside a git checkout).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("TWICE_COMMIT"), ")");
+
 /// A fault-injection test harness for executors that must never do anything twice.
 #[derive(Debug, Parser)]
-#[command(name = "twice", version, about)]
+#[command(name = "twice", version = VERSION, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -40,6 +43,12 @@ enum Command {
     /// Send an application's claims to a running `twice serve` and write the report of its
     /// verdict (exit 0: all held, 1: a violation, 2: could not check).
     Check(serve::CheckArgs),
+    /// Print a completion script for a shell (e.g. `twice completions bash >
+    /// ~/.local/share/bash-completion/completions/twice`).
+    Completions {
+        /// bash, elvish, fish, powershell or zsh.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -51,8 +60,9 @@ enum ReportCommand {
 
 #[derive(Debug, Subcommand)]
 enum ScenariosCommand {
-    /// List the catalog: name, failure mode, description.
-    List,
+    /// List the catalog: name, failure mode, description (or, with `--format json`, every
+    /// scenario whole).
+    List(harness::cli::ListArgs),
 }
 
 fn main() {
@@ -62,9 +72,14 @@ fn main() {
         Command::Run(args) => finish(harness::cli::run(args)),
         Command::Replay(args) => finish(harness::cli::replay(args)),
         Command::CheckExecutor(args) => finish(harness::cli::check_executor(args)),
-        Command::Scenarios { command: ScenariosCommand::List } => finish(harness::cli::list()),
+        Command::Scenarios { command: ScenariosCommand::List(args) } => finish(harness::cli::list(args)),
         Command::Report { command: ReportCommand::Merge(args) } => finish(harness::cli::merge(args)),
         Command::Check(args) => finish(serve::check(args)),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "twice", &mut std::io::stdout());
+            std::process::exit(exit::OK);
+        }
         Command::Serve(args) => args,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {

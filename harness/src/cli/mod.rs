@@ -222,10 +222,26 @@ fn first_moment(result: &ScenarioResult) -> u64 {
 }
 
 /// `twice scenarios list`.
-pub fn list() -> anyhow::Result<i32> {
+pub fn list(args: ListArgs) -> anyhow::Result<i32> {
     use std::io::Write;
     let catalog = scenarios::catalog::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut out = std::io::stdout().lock();
+    if args.format == ListFormat::Json {
+        // A struct, not `json!`: the fields keep their order (the schema first, each scenario's
+        // as its type declares them).
+        #[derive(serde::Serialize)]
+        struct Listing<'a> {
+            schema: &'a str,
+            scenarios: &'a [scenarios::Scenario],
+        }
+        let listing = Listing { schema: CATALOG_SCHEMA, scenarios: &catalog };
+        let written = serde_json::to_writer_pretty(&mut out, &listing).map_err(std::io::Error::from);
+        match written.and_then(|()| writeln!(out)) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(exit::OK),
+            other => other?,
+        }
+        return Ok(exit::OK);
+    }
     for s in &catalog {
         let line = writeln!(
             out,
@@ -241,6 +257,26 @@ pub fn list() -> anyhow::Result<i32> {
         }
     }
     Ok(exit::OK)
+}
+
+/// The shape `twice scenarios list --format json` writes: `scenarios` holds each catalog
+/// scenario whole, as its TOML file reads.
+pub const CATALOG_SCHEMA: &str = "twice.catalog/1";
+
+/// How `twice scenarios list` writes the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListFormat {
+    /// A line per scenario: name, failure mode, the description's first line.
+    Text,
+    /// `{"schema": "twice.catalog/1", "scenarios": [...]}`, every scenario whole.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// `text` for people, `json` for programs.
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub format: ListFormat,
 }
 
 /// `twice report merge DIR...`: the shards' results joined, and every report file rendered

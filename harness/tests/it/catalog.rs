@@ -56,3 +56,52 @@ fn the_reference_executor_passes_the_catalog_in_sim() {
 fn the_reference_executor_binary_passes_the_catalog_live() {
     check(Driver::Live(crate::live::reference()), "live");
 }
+
+/// `twice scenarios list --format json`: the catalog whole, in a versioned envelope, for
+/// programs; the text form keeps a line per scenario.
+#[test]
+fn the_catalog_lists_as_json_for_programs() {
+    let out = crate::twice().args(["scenarios", "list", "--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listing: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listing["schema"], "twice.catalog/1");
+    let names: Vec<&str> =
+        listing["scenarios"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let expected: Vec<String> = catalog().into_iter().map(|c| c.scenario.name).collect();
+    assert_eq!(names, expected);
+    let first = &listing["scenarios"][0];
+    assert!(first["intents"].as_array().is_some_and(|i| !i.is_empty()), "{first}");
+
+    let text = crate::twice().args(["scenarios", "list"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&text.stdout).lines().count(), expected.len());
+    let bad = crate::twice().args(["scenarios", "list", "--format", "yaml"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+/// `twice --version` names the version and the commit it was built from.
+#[test]
+fn the_version_names_the_commit() {
+    let out = crate::twice().arg("--version").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (version, commit) = text.trim().strip_prefix("twice ").unwrap().split_once(' ').unwrap();
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    let commit = commit.strip_prefix('(').and_then(|c| c.strip_suffix(')')).unwrap();
+    let hex = commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit());
+    assert!(hex || commit == "unknown", "{text}");
+}
+
+/// `twice completions SHELL` prints a script that knows the subcommands and their flags.
+#[test]
+fn completions_know_the_subcommands() {
+    for (shell, marker) in [("bash", "_twice()"), ("zsh", "#compdef twice"), ("fish", "complete -c twice")] {
+        let out = crate::twice().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}: {}", String::from_utf8_lossy(&out.stderr));
+        let script = String::from_utf8(out.stdout).unwrap();
+        assert!(script.contains(marker), "{shell}: {script}");
+        for word in ["check-executor", "replay", "--format"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    let unknown = crate::twice().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+}
