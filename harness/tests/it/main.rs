@@ -114,3 +114,33 @@ fn unknown_arguments_are_refused_with_usage() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--bind"), "clap suggests the flag: {stderr}");
 }
+
+/// Process events signal the executor's process group directly (kill(2) on the group), so a
+/// pause works where no `kill` program is on `PATH`, as in a minimal container image: the
+/// replay's timeline shows the pause and the SIGCONT that ends it, and the scenario holds.
+#[test]
+fn sigstop_and_sigcont_need_no_kill_program() {
+    let dir = std::env::temp_dir().join(format!("twice-no-kill-{}", std::process::id()));
+    let empty_path = dir.join("empty-path");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalog/files_stale_worker_overwrite.toml");
+    let mut child = twice()
+        .args(["replay", "--live"])
+        .arg(&scenario)
+        .arg("--report-dir")
+        .arg(dir.join("report"))
+        .env("PATH", &empty_path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let code = wait_bounded(&mut child);
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut out).unwrap();
+    assert_eq!(code, Some(0), "{out}");
+    let line = |word: &str| out.lines().any(|l| l.contains(" w1 ") && l.contains(word));
+    assert!(line("pause") && line("SIGCONT"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
