@@ -4,6 +4,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use md5::{Digest, Md5};
+use sha1::Sha1;
 use sha2::Sha256;
 
 /// A decoded `aws-chunked` body.
@@ -109,10 +110,12 @@ pub const CHECKSUMS: &[(&str, usize)] =
 pub enum Verdict {
     Matches,
     Differs,
-    /// The fake does not compute this algorithm (CRC32C, CRC64NVME, SHA-1); the value's size
-    /// is checked, the value is not.
-    Unchecked,
 }
+
+/// CRC-32C (Castagnoli, the iSCSI polynomial), as S3's `crc32c`.
+const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+/// CRC-64/NVME, as S3's `crc64nvme`.
+const CRC64NVME: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_NVME);
 
 /// Checks `value` (base64, as in `x-amz-checksum-ALGO`) against `payload`; `Err` when the
 /// value is not base64 of the algorithm's size or the algorithm is unknown.
@@ -122,10 +125,14 @@ pub fn check_checksum(algorithm: &str, value: &str, payload: &[u8]) -> Result<Ve
     if given.len() != *size {
         return Err(());
     }
+    // Each value as S3 writes it: the digest's bytes, CRCs big-endian, in base64.
     let computed = match algorithm {
         "crc32" => crc32fast::hash(payload).to_be_bytes().to_vec(),
+        "crc32c" => CRC32C.checksum(payload).to_be_bytes().to_vec(),
+        "crc64nvme" => CRC64NVME.checksum(payload).to_be_bytes().to_vec(),
+        "sha1" => Sha1::digest(payload).to_vec(),
         "sha256" => Sha256::digest(payload).to_vec(),
-        _ => return Ok(Verdict::Unchecked),
+        _ => return Err(()),
     };
     Ok(if computed == given { Verdict::Matches } else { Verdict::Differs })
 }
@@ -199,7 +206,21 @@ mod tests {
         assert_eq!(check_checksum("crc32", "AAAAAA==", b"x"), Ok(Verdict::Differs));
         assert_eq!(check_checksum("crc32", "AAAA", b"x"), Err(()));
         assert_eq!(check_checksum("crc32", "not base64!", b"x"), Err(()));
-        assert_eq!(check_checksum("crc32c", "AAAAAA==", b"x"), Ok(Verdict::Unchecked));
+        // The catalogue's check values, over "123456789".
+        let check = b"123456789";
+        let crc32c = base64(&0xE306_9283_u32.to_be_bytes());
+        assert_eq!(check_checksum("crc32c", &crc32c, check), Ok(Verdict::Matches));
+        assert_eq!(check_checksum("crc32c", "AAAAAA==", check), Ok(Verdict::Differs));
+        let crc64 = base64(&0xAE8B_1486_0A79_9888_u64.to_be_bytes());
+        assert_eq!(check_checksum("crc64nvme", &crc64, check), Ok(Verdict::Matches));
+        assert_eq!(check_checksum("crc64nvme", "AAAAAAAAAAA=", check), Ok(Verdict::Differs));
+        assert_eq!(check_checksum("crc64nvme", "AAAAAA==", check), Err(()));
+        let sha1 = base64(&[
+            0xa9, 0x99, 0x3e, 0x36, 0x47, 0x06, 0x81, 0x6a, 0xba, 0x3e, 0x25, 0x71, 0x78, 0x50, 0xc2, 0x6c,
+            0x9c, 0xd0, 0xd8, 0x9d,
+        ]);
+        assert_eq!(check_checksum("sha1", &sha1, b"abc"), Ok(Verdict::Matches));
+        assert_eq!(check_checksum("sha1", &sha1, b"abd"), Ok(Verdict::Differs));
         assert_eq!(check_checksum("md5", "AAAAAA==", b"x"), Err(()));
         let sha = base64(&Sha256::digest(b"x"));
         assert_eq!(check_checksum("sha256", &sha, b"x"), Ok(Verdict::Matches));

@@ -148,7 +148,7 @@ pub(super) fn read_payload(req: &FakeRequest) -> Result<Payload, S3Error> {
     for (name, value) in &checksums {
         let algorithm = name.trim_start_matches("x-amz-checksum-");
         match body::check_checksum(algorithm, value, &bytes) {
-            Ok(Verdict::Matches | Verdict::Unchecked) => {}
+            Ok(Verdict::Matches) => {}
             Ok(Verdict::Differs) => {
                 return Err(S3Error::new(
                     400,

@@ -336,6 +336,27 @@ async fn checksums_and_digests_are_verified() {
         element(xml, "Message"),
         Some("The CRC32 you specified did not match the calculated checksum.")
     );
+    // The other algorithms S3 takes are checked too: the catalogue's check values of
+    // "123456789" (CRC-32C, CRC-64/NVME) and its SHA-1.
+    let sha1: [u8; 20] = [
+        0xf7, 0xc3, 0xbc, 0x1d, 0x80, 0x8e, 0x04, 0x73, 0x2a, 0xdf, 0x67, 0x99, 0x65, 0xcc, 0xc3, 0x4c, 0xa7,
+        0xae, 0x34, 0x41,
+    ];
+    let others = [
+        ("crc32c", BASE64.encode(0xE306_9283_u32.to_be_bytes()), "AAAAAA=="),
+        ("crc64nvme", BASE64.encode(0xAE8B_1486_0A79_9888_u64.to_be_bytes()), "AAAAAAAAAAA="),
+        ("sha1", BASE64.encode(sha1), "AAAAAAAAAAAAAAAAAAAAAAAAAAA="),
+    ];
+    for (algorithm, right, wrong) in others {
+        let header = format!("x-amz-checksum-{algorithm}");
+        let good = send(addr, put(&format!("o-{algorithm}"), "123456789").header(&header, &right)).await;
+        assert_eq!((good.status(), good.header(&header)), (Some(200), Some(right.as_str())), "{good:?}");
+        let bad = send(addr, put(&format!("o-{algorithm}"), "123456789").header(&header, wrong)).await;
+        let xml = assert_s3_error(&bad, 400, "BadDigest");
+        let message =
+            format!("The {} you specified did not match the calculated checksum.", algorithm.to_uppercase());
+        assert_eq!(element(xml, "Message"), Some(message.as_str()));
+    }
     let garbled = send(addr, put("c", "x").header("x-amz-checksum-crc32", "not-base64")).await;
     assert_s3_error(&garbled, 400, "InvalidRequest");
     let two = send(
@@ -369,7 +390,7 @@ async fn checksums_and_digests_are_verified() {
         send(addr, get("c").header("x-amz-checksum-mode", "ENABLED").header("Range", "bytes=0-3")).await;
     assert_eq!((ranged.status(), ranged.header("x-amz-checksum-crc32")), (Some(206), None), "{ranged:?}");
 
-    assert_eq!(effects(&fake).len(), 2, "only the good PUTs stored: {:#?}", effects(&fake));
+    assert_eq!(effects(&fake).len(), 5, "only the good PUTs stored: {:#?}", effects(&fake));
 }
 
 /// An `aws-chunked` body as botocore and the AWS SDKs frame it: signed chunks, a zero
