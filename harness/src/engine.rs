@@ -283,6 +283,8 @@ pub enum RunError {
 
 /// Empties `dir` (a case's own directory), or makes it.
 pub fn fresh_dir(dir: &Path) -> Result<(), RunError> {
+    // After an interrupt, a new case would make again what the interrupt removes.
+    crate::workdir::hold_if_interrupted();
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| RunError::WorkDir(dir.display().to_string(), e))
 }

@@ -32,6 +32,7 @@
 //! - [`process`]: the stdio client of `twice/1`, shared by [`live`] and [`conformance`].
 //! - [`setup`]: what every backend does to the fakes; [`points`]: request points.
 //! - [`check`]: the invariants, judged from [`observe::Observed`] alone.
+//! - [`workdir`]: scratch directories gone on every path, an interrupt included.
 
 pub mod check;
 pub mod cli;
@@ -48,6 +49,7 @@ pub mod serve;
 pub mod setup;
 pub mod shrink;
 pub mod sim;
+pub mod workdir;
 
 pub use pipeline::{Executor, Ran, RunPlan, Selection, execute, report};
 pub use run::{Case, Driver, RunResults, ScenarioResult};

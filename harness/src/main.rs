@@ -67,6 +67,12 @@ enum ScenariosCommand {
 
 fn main() {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Run(_) | Command::Replay(_) | Command::CheckExecutor(_))
+        && let Err(e) = harness::workdir::on_interrupt()
+    {
+        // The run still runs; only an interrupt would leave executors and directories behind.
+        eprintln!("twice: warning: {e:#}");
+    }
     // Runs drive their own runtimes (one per scenario in sim); only `serve` needs one here.
     let serve_args = match cli.command {
         Command::Run(args) => finish(harness::cli::run(args)),
@@ -102,10 +108,11 @@ fn main() {
 /// Exits with a command's code, or reports its error as a harness error.
 fn finish(ran: anyhow::Result<i32>) -> ! {
     match ran {
-        Ok(code) => std::process::exit(code),
+        Ok(code) => harness::workdir::exit(code),
         Err(e) => {
+            harness::workdir::hold_if_interrupted();
             eprintln!("twice: {e:#}");
-            std::process::exit(exit::HARNESS_ERROR);
+            harness::workdir::exit(exit::HARNESS_ERROR);
         }
     }
 }

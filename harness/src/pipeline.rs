@@ -22,6 +22,7 @@ use crate::process::ExecutorCommand;
 use crate::run::{self, Case, CaseSpec, Driver, Progress, RunResults, ScenarioResult, Shard, Source};
 use crate::shrink::{self, ShrinkLimits, ShrinkProgress};
 use crate::sim::Reference;
+use crate::workdir::WorkDir;
 
 /// Generated cases in a sim run unless `--cases` says otherwise.
 pub const SIM_CASES_DEFAULT: u64 = 1_000;
@@ -223,8 +224,8 @@ pub fn execute(
         positions.retain(|p| shard.takes(*p as usize));
         cases = cases.into_iter().enumerate().filter(|(i, _)| shard.takes(*i)).map(|(_, c)| c).collect();
     }
-    let work_dir = std::env::temp_dir().join(format!("twice-run-{}", std::process::id()));
-    std::fs::create_dir_all(&work_dir).with_context(|| format!("cannot create {}", work_dir.display()))?;
+    let work = WorkDir::create("twice-run-")?;
+    let work_dir = work.path().to_path_buf();
     let prefix = plan.executor.replay_prefix();
     let jobs = jobs(plan.jobs, live);
     let mut results = run::run_specs(&cases, plan.seed, &driver, &work_dir, jobs, progress, &prefix);
@@ -236,7 +237,7 @@ pub fn execute(
         let context = ShrinkContext { plan, driver: &driver, work_dir: &work_dir, prefix: &prefix, jobs };
         shrink_failures(&context, &mut results, budget_s, shrinking)?;
     }
-    let _ = std::fs::remove_dir_all(&work_dir);
+    drop(work);
     let mut results = run::results(plan.seed, &driver, plan.shard, results);
     results.strict = plan.strict;
     Ok(Ran { cases, results })
@@ -245,6 +246,8 @@ pub fn execute(
 /// Writes the report files (`results.json`, `summary.md`, `junit.xml`, `report.html`) into
 /// `dir`; returns their paths.
 pub fn report(results: &RunResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    // An interrupted run's results are of executors killed by the interrupt: no report.
+    crate::workdir::hold_if_interrupted();
     Ok(reports::write_all(dir, results)?)
 }
 
@@ -316,9 +319,9 @@ pub fn replay(
 ) -> anyhow::Result<(RunResults, ScenarioResult)> {
     let driver = executor.driver()?;
     let case = load(name_or_file)?;
-    let work_dir = std::env::temp_dir().join(format!("twice-replay-{}", std::process::id()));
-    let result = run::run_case(&case, seed, &driver, &work_dir, &executor.replay_prefix());
-    let _ = std::fs::remove_dir_all(&work_dir);
+    let work = WorkDir::create("twice-replay-")?;
+    let result = run::run_case(&case, seed, &driver, work.path(), &executor.replay_prefix());
+    drop(work);
     let results = run::results(seed, &driver, None, vec![result.clone()]);
     Ok((results, result))
 }

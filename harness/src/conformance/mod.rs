@@ -269,9 +269,8 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
     let command = ExecutorCommand::parse(&plan.executor).map_err(anyhow::Error::msg)?;
     // Scenario names are checked before anything runs: a typo costs no protocol checks.
     pipeline::select(&plan.selection, plan.seed, true)?;
-    let work_dir = std::env::temp_dir().join(format!("twice-check-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work_dir);
-    std::fs::create_dir_all(&work_dir).with_context(|| format!("cannot create {}", work_dir.display()))?;
+    let work = crate::workdir::WorkDir::create("twice-check-")?;
+    let work_dir = work.path().to_path_buf();
     eprintln!("twice: checking {} protocol rules against {command}", RULES.len());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -351,6 +350,7 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
     if let Some(table) = &report.table {
         println!("\nconformance (failure mode x action):\n\n{}", table.markdown());
     }
+    crate::workdir::hold_if_interrupted();
     std::fs::create_dir_all(&plan.report_dir)
         .with_context(|| format!("cannot create {}", plan.report_dir.display()))?;
     let md = plan.report_dir.join(CONFORMANCE_MD);
@@ -358,7 +358,7 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
     let json_path = plan.report_dir.join(CONFORMANCE_JSON);
     let json_text = serde_json::to_string(&report).context("cannot render conformance.json")?;
     std::fs::write(&json_path, json_text).with_context(|| format!("cannot write {}", json_path.display()))?;
-    let _ = std::fs::remove_dir_all(&work_dir);
+    drop(work);
     let mut files = vec![CONFORMANCE_MD, CONFORMANCE_JSON];
     files.extend(written);
     println!(

@@ -465,6 +465,7 @@ pub async fn run(
     let settle_ms = setup::settle_ms(scenario, &contracts);
     let limits = setup::limits_for(scenario);
     let state_dir = work_dir.join("state");
+    crate::workdir::hold_if_interrupted();
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| rejected(scenario, format!("cannot create {}: {e}", state_dir.display())))?;
     let (reached_tx, reached) = mpsc::unbounded_channel();

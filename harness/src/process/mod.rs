@@ -14,7 +14,7 @@
 
 pub mod command;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -76,6 +76,42 @@ pub enum WriteError {
     Stuck,
 }
 
+/// The process groups of the executors running now, for an interrupt to end
+/// ([`kill_every_group`]).
+static RUNNING_GROUPS: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+fn running_groups() -> MutexGuard<'static, BTreeSet<u32>> {
+    lock(&RUNNING_GROUPS)
+}
+
+/// How long [`kill_every_group`] waits for the groups it killed to be gone.
+const GROUPS_GONE_MS_MAX: u64 = 2_000;
+
+/// SIGKILLs every executor process group still running and waits (at most
+/// [`GROUPS_GONE_MS_MAX`]) until no process of them is left, reaping the ones that are this
+/// process's children; returns how many groups there were.
+pub fn kill_every_group() -> usize {
+    let groups = std::mem::take(&mut *running_groups());
+    for pgid in &groups {
+        let _ = signal_group(*pgid, "KILL");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_millis(GROUPS_GONE_MS_MAX);
+    let mut left: Vec<i32> = groups.iter().filter_map(|g| i32::try_from(*g).ok()).collect();
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        left.retain(|&group| {
+            // SAFETY: waitpid and kill take integers and a null status pointer; no memory of
+            // ours is touched. A killed child stays a zombie in its group until reaped.
+            unsafe {
+                while libc::waitpid(-group, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
+                !(libc::kill(-group, 0) == -1
+                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH))
+            }
+        });
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    groups.len()
+}
+
 /// One executor process: its group, its stdin, its stderr's tail.
 pub struct Process {
     child: Child,
@@ -90,6 +126,14 @@ impl Process {
     /// Starts `command` in a process group of its own; its stdout is the caller's to read
     /// (see [`read_lines`]).
     pub fn spawn(command: &ExecutorCommand) -> Result<(Process, ChildStdout), String> {
+        // Spawned and registered under the lock an interrupt kills the groups under: a process
+        // is either registered before the interrupt's kill, or never started.
+        let mut groups = running_groups();
+        if crate::workdir::interrupted() {
+            drop(groups);
+            crate::workdir::hold_if_interrupted();
+            return Err(format!("`{command}` not started: the run was interrupted"));
+        }
         let mut child = Command::new(&command.program)
             .args(&command.args)
             .stdin(Stdio::piped())
@@ -105,6 +149,8 @@ impl Process {
         else {
             return Err(format!("`{command}` started without its pipes"));
         };
+        groups.insert(pgid);
+        drop(groups);
         let tail = Arc::new(Mutex::new(Tail::default()));
         let stderr_task = tokio::spawn(read_stderr(stderr, Arc::clone(&tail)));
         Ok((Process { child, pgid, stdin, stderr: tail, stderr_task }, stdout))
@@ -338,6 +384,12 @@ pub fn describe(status: ExitStatus) -> String {
         (Some(code), _) => format!("status {code}"),
         (None, Some(signal)) => format!("signal {signal}"),
         _ => status.to_string(),
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        running_groups().remove(&self.pgid);
     }
 }
 

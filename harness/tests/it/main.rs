@@ -144,3 +144,64 @@ fn sigstop_and_sigcont_need_no_kill_program() {
     assert!(line("pause") && line("SIGCONT"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every process (its pid and command line) whose environment holds `variable`, from the
+/// process table: the processes a run started inherit the environment it was given.
+fn processes_with(variable: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        if environ.split(|b| *b == 0).any(|v| v == variable.as_bytes()) {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            found.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// Ctrl-C (or a cancelled CI job's SIGTERM) in the middle of a live run: the executors, each
+/// in a process group of its own out of the terminal's reach, are killed, the work directory
+/// is removed, and `twice` exits 130 (143).
+#[test]
+fn an_interrupted_run_leaves_no_executor_and_no_work_directory() {
+    for (signal_name, code) in [("INT", 130), ("TERM", 143)] {
+        let tmp = std::env::temp_dir().join(format!("twice-interrupt-{}-{signal_name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let mut child = twice()
+            .args(["run", "--live", "--scenario", "files_stale_worker_overwrite", "--report-dir"])
+            .arg(tmp.join("report"))
+            .env("TMPDIR", &tmp)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Running: its work directory exists and an executor works in it.
+        let marker = format!("TMPDIR={}", tmp.display());
+        let deadline = Instant::now() + Duration::from_millis(WAIT_MS_MAX);
+        let work_dir = loop {
+            let work = std::fs::read_dir(&tmp)
+                .unwrap()
+                .flatten()
+                .find(|e| e.file_name().to_string_lossy().starts_with("twice-run-"));
+            let executors =
+                processes_with(&marker).into_iter().filter(|p| p.contains("twice-executor")).count();
+            if let Some(work) = work.filter(|_| executors > 0) {
+                break work.path();
+            }
+            assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be interrupted");
+            assert!(Instant::now() < deadline, "no executor running within {WAIT_MS_MAX} ms");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        signal(&child, signal_name);
+        assert_eq!(wait_bounded(&mut child), Some(code));
+        let mut stderr = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        assert!(stderr.contains("twice: interrupted"), "{stderr}");
+        assert!(!work_dir.exists(), "{} is left behind", work_dir.display());
+        let left = processes_with(&marker);
+        assert!(left.is_empty(), "processes of the run are left: {left:?}");
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}
