@@ -19,7 +19,7 @@
 //!
 //! Output: a readable line per round, then one `BENCH {json}` line per figure (the record
 //! format is described in `xtask/src/main.rs`). Run it alone with
-//! `cargo bench -p harness --bench python`.
+//! `cargo bench -p twice --bench python`.
 
 mod common;
 

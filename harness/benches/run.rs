@@ -31,7 +31,7 @@
 //!   over the wall time of one pass.
 //!
 //! `cargo xtask bench` builds `twice-executor` (release) before it runs this; run alone, build
-//! it first: `cargo build --release -p executor --bin twice-executor`.
+//! it first: `cargo build --release -p twice --bin twice-executor`.
 //!
 //! - **reports**: [`REPORT_CASES`] generated cases run in sim (as above, one round), then the
 //!   four report files (`results.json`, `summary.md`, `junit.xml`, `report.html`) rendered and
@@ -40,8 +40,8 @@
 //!
 //! Output: readable lines, then one `BENCH {json}` line per figure, which `cargo xtask bench`
 //! collects into `docs/benchmarks.md` (the record format is described in `xtask/src/main.rs`).
-//! Run it alone with `cargo bench -p harness --bench run`, or only one part of it with
-//! `cargo bench -p harness --bench run -- sim` (or `-- live`).
+//! Run it alone with `cargo bench -p twice --bench run`, or only one part of it with
+//! `cargo bench -p twice --bench run -- sim` (or `-- live`).
 
 mod common;
 
@@ -365,7 +365,7 @@ fn reference_live_figures(work: &Path, records: &mut Vec<Value>) -> Result<Vec<f
     let release = bench_release_dir()?;
     let command = ExecutorCommand::reference_in(&release).map_err(|e| {
         format!(
-            "{e}; build it first with `cargo build --release -p executor --bin twice-executor` \
+            "{e}; build it first with `cargo build --release -p twice --bin twice-executor` \
              (`cargo xtask bench` does)"
         )
     })?;

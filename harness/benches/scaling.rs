@@ -27,7 +27,7 @@
 //! The complexity is the exponent b in time ~ size^b, from the sizes' log-log slope.
 //!
 //! Output: readable lines, then `BENCH {json}` records for `cargo xtask bench`. Run it alone
-//! with `cargo bench -p harness --bench scaling`.
+//! with `cargo bench -p twice --bench scaling`.
 
 // Only the timing, record and scratch-directory helpers are used here.
 #[allow(dead_code)]

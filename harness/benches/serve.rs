@@ -12,7 +12,7 @@
 //!   times after [`WARMUP`]; and `POST /__twice/reset` alone.
 //!
 //! Output: readable lines, then `BENCH {json}` records for `cargo xtask bench`. Run it alone
-//! with `cargo bench -p harness --bench serve`.
+//! with `cargo bench -p twice --bench serve`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -130,9 +130,9 @@ pub(crate) fn bench() -> Result<i32> {
     println!("xtask: TWICE_PYTHON={}", python.display());
     // harness/run drives the reference executor's binary for its live figures: build it from
     // the current sources, in the profile benchmarks are built with.
-    println!("xtask: building twice-executor (cargo build --release -p executor --bin twice-executor)");
+    println!("xtask: building twice-executor (cargo build --release -p twice --bin twice-executor)");
     let built = cargo()
-        .args(["build", "--release", "-p", "executor", "--bin", "twice-executor"])
+        .args(["build", "--release", "-p", "twice", "--bin", "twice-executor"])
         .current_dir(&root)
         .status()
         .context("could not start cargo build")?;

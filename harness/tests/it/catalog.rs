@@ -90,6 +90,39 @@ fn the_version_names_the_commit() {
     assert!(hex || commit == "unknown", "{text}");
 }
 
+/// One `cargo install` of the package `twice` brings both commands: cargo's own view of the
+/// workspace (`cargo metadata`) has the package named `twice` in `harness/`, building the bins
+/// `twice` and `twice-executor`, and no other package builds a bin of either name (two would
+/// collide in `~/.cargo/bin` and in `target/`).
+#[test]
+fn one_install_brings_both_commands() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut bins: Vec<(String, String)> = Vec::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        for target in package["targets"].as_array().unwrap() {
+            if target["kind"].as_array().unwrap().iter().any(|k| k == "bin") {
+                bins.push((
+                    package["name"].as_str().unwrap().into(),
+                    target["name"].as_str().unwrap().into(),
+                ));
+            }
+        }
+    }
+    let of = |bin: &str| bins.iter().filter(|(_, b)| b == bin).map(|(p, _)| p.as_str()).collect::<Vec<_>>();
+    assert_eq!(of("twice"), ["twice"], "{bins:?}");
+    assert_eq!(of("twice-executor"), ["twice"], "{bins:?}");
+    let package = metadata["packages"].as_array().unwrap().iter().find(|p| p["name"] == "twice").unwrap();
+    let manifest = package["manifest_path"].as_str().unwrap();
+    assert!(manifest.ends_with("harness/Cargo.toml"), "{manifest}");
+}
+
 /// `twice completions SHELL` prints a script that knows the subcommands and their flags.
 #[test]
 fn completions_know_the_subcommands() {

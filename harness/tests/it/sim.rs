@@ -162,7 +162,7 @@ fn sim_digests_of_whole_runs_are_unchanged() {
     }
     assert_eq!(
         now, recorded,
-        "sim results changed; if that is meant, run `UPDATE_SIM_DIGESTS=1 cargo test -p harness --test it sim_digests` and say why"
+        "sim results changed; if that is meant, run `UPDATE_SIM_DIGESTS=1 cargo test -p twice --test it sim_digests` and say why"
     );
 }
 
