@@ -325,17 +325,19 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         let view = RequestView { method: &req.method, path: &req.path, fields: &fields };
         let plan = inner.engine.plan(&view, &mut inner.rng);
         let request_id = inner.new_id("req_", 14);
-        // One line per fault fired, for `twice serve`'s log (`RUST_LOG=twice::fault=info`);
-        // nothing is formatted unless a subscriber wants it.
-        for applied in &plan.applied {
+        // One line per fault fired (docs/logs.md, `twice::fault` at info); nothing is
+        // formatted unless a subscriber wants it.
+        for (applied, point) in plan.applied.iter().zip(&plan.points) {
             tracing::info!(
                 target: "twice::fault",
                 service = self.name,
                 rule = %applied.rule,
                 fault = %applied.fault,
+                point = *point,
                 request_id = %request_id,
                 method = %req.method,
                 path = %req.path,
+                origin = req.origin.as_deref().unwrap_or("-"),
                 "fault fired"
             );
         }
@@ -548,7 +550,8 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         if plan.after_ms > 0 || !answered || reads_refusal {
             return;
         }
-        inner.journal.end(ctx.seq, self.clock.now_ms(), "answered", Some(status), false, None);
+        let ended = inner.journal.end(ctx.seq, self.clock.now_ms(), "answered", Some(status), false, None);
+        log_request(self.name, ended);
         ctx.ended.store(true, Ordering::Relaxed);
     }
 
@@ -563,12 +566,26 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             (Some(status), Some(read)) if ctx.is_write && vocabulary::needs_decision(status) => read(req),
             _ => None,
         };
-        self.lock().journal.end(ctx.seq, now_ms, outcome, status, replayed, params);
+        log_request(self.name, self.lock().journal.end(ctx.seq, now_ms, outcome, status, replayed, params));
         ctx.ended.store(true, Ordering::Relaxed);
     }
 
     /// The control API under `/__twice/`; `seed` handles the service's own `POST /__twice/seed`.
     pub fn control(
+        &self,
+        req: &FakeRequest,
+        seed: impl FnOnce(&mut Inner<S>, &[u8]) -> Result<serde_json::Value, String>,
+    ) -> FakeResponse {
+        let response = self.answer_control(req, seed);
+        tracing::debug!(
+            target: "twice::request",
+            service = self.name, method = %req.method, path = %req.path, status = response.status,
+            "control request"
+        );
+        response
+    }
+
+    fn answer_control(
         &self,
         req: &FakeRequest,
         seed: impl FnOnce(&mut Inner<S>, &[u8]) -> Result<serde_json::Value, String>,
@@ -763,7 +780,34 @@ impl<S: Default + Send + 'static> Drop for Abandon<'_, S> {
             return;
         }
         let now_ms = self.core.clock.now_ms();
-        self.core.lock().journal.abandon(self.ctx.seq, now_ms);
+        log_request(self.core.name, self.core.lock().journal.abandon(self.ctx.seq, now_ms));
+    }
+}
+
+/// The `twice::request` line (debug) of a request whose journal entry just ended: the one spot
+/// every request to a fake passes, over loopback HTTP and in the sim's in-process transport
+/// alike. Its duration is on the service's clock (virtual in sim). Control requests have no
+/// journal entry and their own line ([`ServiceCore::control`]).
+fn log_request(service: &'static str, entry: Option<&JournalEntry>) {
+    let Some(e) = entry else { return };
+    // The macro tests its level before it reads a field, so a run without debug logs pays
+    // for this call and one comparison.
+    let duration_ms = e.ended_ms.unwrap_or(e.at_ms).saturating_sub(e.at_ms);
+    let origin = e.origin.as_deref().unwrap_or("-");
+    match e.status {
+        Some(status) => tracing::debug!(
+            target: "twice::request",
+            service, method = %e.method, path = %e.path, status, outcome = %e.outcome,
+            request_id = %e.request_id, duration_ms, origin, faults = e.faults.len(),
+            "request"
+        ),
+        // Reset before an answer, or abandoned by its caller: no status was sent.
+        None => tracing::debug!(
+            target: "twice::request",
+            service, method = %e.method, path = %e.path, outcome = %e.outcome,
+            request_id = %e.request_id, duration_ms, origin, faults = e.faults.len(),
+            "request"
+        ),
     }
 }
 

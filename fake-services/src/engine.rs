@@ -47,6 +47,9 @@ pub use vocabulary::record::Applied;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plan {
     pub applied: Vec<Applied>,
+    /// Where each of `applied` acts ([`FaultSpec::point`]), in the same order: for the log
+    /// line of each fault fired, never for journals.
+    pub points: Vec<&'static str>,
     pub refuse: bool,
     pub reject: Option<(u16, Option<serde_json::Value>)>,
     pub before_ms: u64,
@@ -145,6 +148,7 @@ impl FaultEngine {
                 rule: armed.rule.id.clone().unwrap_or_default(),
                 fault: armed.rule.fault.kind().to_string(),
             });
+            plan.points.push(armed.rule.fault.point());
             fold(&mut plan, &armed.rule.fault);
         }
         plan

@@ -84,7 +84,8 @@ impl Journal {
     }
 
     /// Records how request `seq` ended; a no-op if the entry was already let go.
-    /// `params`: what a refused write asked for (`JournalEntry::params`).
+    /// `params`: what a refused write asked for (`JournalEntry::params`). Returns the entry
+    /// as it now stands, for the request's log line.
     pub fn end(
         &mut self,
         seq: u64,
@@ -93,31 +94,32 @@ impl Journal {
         status: Option<u16>,
         replayed: bool,
         params: Option<serde_json::Value>,
-    ) {
-        let Some(first) = self.entries.front().map(|e| e.seq) else { return };
-        let Some(index) = seq.checked_sub(first) else { return };
-        if let Some(entry) = self.entries.get_mut(index as usize) {
-            if entry.outcome == PENDING {
-                self.pending -= 1;
-            }
-            set_outcome(&mut entry.outcome, outcome);
-            entry.status = status;
-            entry.replayed = replayed;
-            entry.ended_ms = Some(at_ms);
-            entry.params = params;
+    ) -> Option<&JournalEntry> {
+        let first = self.entries.front().map(|e| e.seq)?;
+        let index = seq.checked_sub(first)?;
+        let entry = self.entries.get_mut(index as usize)?;
+        if entry.outcome == PENDING {
+            self.pending -= 1;
         }
+        set_outcome(&mut entry.outcome, outcome);
+        entry.status = status;
+        entry.replayed = replayed;
+        entry.ended_ms = Some(at_ms);
+        entry.params = params;
+        Some(entry)
     }
 
     /// Marks request `seq` `abandoned` if it has not ended: its caller went away (the
     /// connection closed) while the fake was still working on it, before any commit.
-    pub fn abandon(&mut self, seq: u64, at_ms: u64) {
-        let Some(first) = self.entries.front().map(|e| e.seq) else { return };
-        let Some(index) = seq.checked_sub(first) else { return };
-        if let Some(entry) = self.entries.get_mut(index as usize).filter(|e| e.outcome == PENDING) {
-            self.pending -= 1;
-            set_outcome(&mut entry.outcome, "abandoned");
-            entry.ended_ms = Some(at_ms);
-        }
+    /// Returns the entry if it was abandoned now.
+    pub fn abandon(&mut self, seq: u64, at_ms: u64) -> Option<&JournalEntry> {
+        let first = self.entries.front().map(|e| e.seq)?;
+        let index = seq.checked_sub(first)?;
+        let entry = self.entries.get_mut(index as usize).filter(|e| e.outcome == PENDING)?;
+        self.pending -= 1;
+        set_outcome(&mut entry.outcome, "abandoned");
+        entry.ended_ms = Some(at_ms);
+        Some(entry)
     }
 
     pub fn entries(&self) -> impl Iterator<Item = &JournalEntry> {

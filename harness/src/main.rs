@@ -13,6 +13,8 @@ const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("TWICE_COMMI
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    logs: harness::cli::logs::LogArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,11 +69,18 @@ enum ScenariosCommand {
 
 fn main() {
     let cli = Cli::parse();
+    // Runs log warnings and errors unless asked for more, so that a plain run reads as before;
+    // serve's log is its faults and steps, so it starts at info.
+    let level = match cli.command {
+        Command::Serve(_) => serve::LOG_DEFAULT,
+        _ => tracing::level_filters::LevelFilter::WARN,
+    };
+    harness::cli::logs::init(&cli.logs, level);
     if matches!(cli.command, Command::Run(_) | Command::Replay(_) | Command::CheckExecutor(_))
         && let Err(e) = harness::workdir::on_interrupt()
     {
         // The run still runs; only an interrupt would leave executors and directories behind.
-        eprintln!("twice: warning: {e:#}");
+        tracing::warn!(target: "twice", "{e:#}");
     }
     // Runs drive their own runtimes (one per scenario in sim); only `serve` needs one here.
     let serve_args = match cli.command {
@@ -91,7 +100,7 @@ fn main() {
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("twice: cannot start the async runtime: {e}");
+            harness::cli::logs::say_error(&format!("cannot start the async runtime: {e}"));
             std::process::exit(exit::HARNESS_ERROR);
         }
     };
@@ -99,7 +108,7 @@ fn main() {
     match result {
         Ok(()) => std::process::exit(exit::OK),
         Err(e) => {
-            eprintln!("twice: {e:#}");
+            harness::cli::logs::say_error(&format!("{e:#}"));
             std::process::exit(exit::HARNESS_ERROR);
         }
     }
@@ -111,7 +120,7 @@ fn finish(ran: anyhow::Result<i32>) -> ! {
         Ok(code) => harness::workdir::exit(code),
         Err(e) => {
             harness::workdir::hold_if_interrupted();
-            eprintln!("twice: {e:#}");
+            harness::cli::logs::say_error(&format!("{e:#}"));
             harness::workdir::exit(exit::HARNESS_ERROR);
         }
     }

@@ -320,7 +320,9 @@ pub fn replay(
     let driver = executor.driver()?;
     let case = load(name_or_file)?;
     let work = WorkDir::create("twice-replay-")?;
+    let started = std::time::Instant::now();
     let result = run::run_case(&case, seed, &driver, work.path(), &executor.replay_prefix());
+    run::log_finished(&result, started.elapsed());
     drop(work);
     let results = run::results(seed, &driver, None, vec![result.clone()]);
     Ok((results, result))

@@ -200,11 +200,13 @@ fn run_each<'c>(
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
                 while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    let started = std::time::Instant::now();
                     let mut result = match case_at(i) {
                         Ok(case) => run_case(&case, run_seed, driver, work_dir, replay_prefix),
                         Err((source, e)) => unmade(i, source, &e, run_seed, replay_prefix),
                     };
                     result.position = i as u64;
+                    log_finished(&result, started.elapsed());
                     progress.finished(&result);
                     // Here, not at the end: a passed case's observation is dropped at once.
                     result.compact();
@@ -215,6 +217,36 @@ fn run_each<'c>(
     });
     progress.done();
     results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().flatten().collect()
+}
+
+/// The `twice::scenario` line (info) of a case a run or a replay ran: one per case, none per
+/// shrinking candidate. `duration` is wall time, making the case included.
+pub fn log_finished(result: &ScenarioResult, duration: std::time::Duration) {
+    // The count below reads every verdict: only for a line that is written.
+    if !tracing::enabled!(target: "twice::scenario", tracing::Level::INFO) {
+        return;
+    }
+    let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    let (name, outcome, seed) = (result.name.as_str(), result.outcome.as_str(), result.seed);
+    let violated = result.verdicts.iter().filter(|v| v.status == reports::model::Status::Violated).count();
+    let hazards = result.hazards.len();
+    match &result.source {
+        Source::Catalog => tracing::info!(
+            target: "twice::scenario",
+            name, source = "catalog", outcome, duration_ms, seed, violated, hazards,
+            "scenario"
+        ),
+        Source::File { path } => tracing::info!(
+            target: "twice::scenario",
+            name, source = "file", file = path.as_str(), outcome, duration_ms, seed, violated, hazards,
+            "scenario"
+        ),
+        Source::Generated { index } => tracing::info!(
+            target: "twice::scenario",
+            name, source = "generated", case = index, outcome, duration_ms, seed, violated, hazards,
+            "scenario"
+        ),
+    }
 }
 
 /// The result of a case that could not even be made (a generator failure): an error, so that

@@ -129,6 +129,28 @@ impl FaultSpec {
         }
     }
 
+    /// Where in a request's processing the fault acts, as docs/faults.md names the points:
+    /// `arrival`, `key`, `before_commit`, `commit`, `after_commit` (a latency on both sides
+    /// of the commit: `before_commit+after_commit`). Logs say it with each fault fired.
+    pub fn point(&self) -> &'static str {
+        match self {
+            FaultSpec::Refuse | FaultSpec::Reject { .. } => "arrival",
+            FaultSpec::ForgetKeys { .. } | FaultSpec::IgnoreKeys => "key",
+            FaultSpec::Latency { before_ms, after_ms } => match (*before_ms > 0, *after_ms > 0) {
+                (true, true) => "before_commit+after_commit",
+                (false, true) => "after_commit",
+                _ => "before_commit",
+            },
+            FaultSpec::CommitAfterTimeout { .. }
+            | FaultSpec::SilentNoop
+            | FaultSpec::StaleRead { .. }
+            | FaultSpec::ErrorAfterCommit { .. }
+            | FaultSpec::DeliverLate { .. }
+            | FaultSpec::Redeliver { .. } => "commit",
+            FaultSpec::DropAfterCommit | FaultSpec::TimeoutAfterCommit { .. } => "after_commit",
+        }
+    }
+
     /// The services this fault can act on; `None`: every service.
     pub fn services(&self) -> Option<&'static [&'static str]> {
         match self {

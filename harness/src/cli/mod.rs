@@ -2,6 +2,7 @@
 //! shell over the library: [`crate::pipeline`] runs, [`crate::conformance`] checks an
 //! executor, [`reports`] writes and merges reports.
 
+pub mod logs;
 mod progress;
 
 use std::path::{Path, PathBuf};
@@ -175,9 +176,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         Some(dir) => {
             let baseline = reports::baseline::read(dir)?;
             if baseline.meta.driver != run.driver || baseline.meta.executor != run.executor {
-                eprintln!(
-                    "twice: note: the baseline was recorded with {} ({}), this run is {} ({})",
-                    baseline.meta.executor, baseline.meta.driver, run.executor, run.driver
+                tracing::warn!(
+                    target: "twice",
+                    "the baseline was recorded with {} ({}), this run is {} ({})",
+                    baseline.meta.executor,
+                    baseline.meta.driver,
+                    run.executor,
+                    run.driver
                 );
             }
             let comparison = reports::baseline::compare(&baseline, &run)?;

@@ -1,5 +1,6 @@
-//! Progress on the terminal: a bar where stderr is one, plain lines in CI and pipes; what
-//! shrinking found as it goes, and a heartbeat while it is quiet.
+//! Progress on the terminal: a bar where stderr is one, plain lines in CI and pipes, nothing
+//! under `-q`; what shrinking found as it goes, and a heartbeat while it is quiet. Log lines
+//! are written above the bar ([`super::logs::draw_logs_above`]).
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -9,9 +10,11 @@ use std::time::Instant;
 use crate::run::{Outcome, Progress, ScenarioResult};
 use crate::shrink::ShrinkProgress;
 
-/// Plain lines in CI and pipes, a bar on a terminal.
+/// Plain lines in CI and pipes, a bar on a terminal, nothing under `-q`.
 pub struct Reporter {
     bar: Option<indicatif::ProgressBar>,
+    /// `-q` or `--log-format json`: no plain progress lines (under `-q`, no bar either).
+    quiet: bool,
     done: Mutex<(usize, usize)>,
     total: Mutex<usize>,
     /// While shrinking: its deadline, and when the reporter last said something.
@@ -26,8 +29,9 @@ impl Default for Reporter {
 
 impl Reporter {
     pub fn new() -> Reporter {
+        let quiet = !super::logs::plain_progress();
         let terminal = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
-        let bar = terminal.then(|| {
+        let bar = (terminal && !super::logs::quiet()).then(|| {
             let bar = indicatif::ProgressBar::new(0);
             bar.set_style(
                 indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} scenarios  {msg}  [{elapsed}]")
@@ -35,7 +39,8 @@ impl Reporter {
             );
             bar
         });
-        Reporter { bar, done: Mutex::new((0, 0)), total: Mutex::new(0), shrinking: Mutex::new(None) }
+        super::logs::draw_logs_above(bar.clone());
+        Reporter { bar, quiet, done: Mutex::new((0, 0)), total: Mutex::new(0), shrinking: Mutex::new(None) }
     }
 }
 
@@ -43,7 +48,12 @@ impl Progress for Reporter {
     fn started(&self, total: usize) {
         *self.total.lock().unwrap_or_else(|p| p.into_inner()) = total;
         match &self.bar {
-            Some(bar) => bar.set_length(total as u64),
+            Some(bar) => {
+                bar.set_length(total as u64);
+                // Again: a reporter may run a second list after `done` let go of the bar.
+                super::logs::draw_logs_above(Some(bar.clone()));
+            }
+            None if self.quiet => {}
             None => eprintln!("twice: running {total} scenarios"),
         }
     }
@@ -63,6 +73,7 @@ impl Progress for Reporter {
                     bar.println(format!("  FAIL {} ({:?})", result.name, result.outcome));
                 }
             }
+            None if self.quiet => {}
             None => {
                 if result.outcome != Outcome::Passed {
                     eprintln!("  FAIL {} ({:?})", result.name, result.outcome);
@@ -78,6 +89,7 @@ impl Progress for Reporter {
     fn done(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+            super::logs::draw_logs_above(None);
         }
     }
 }
@@ -126,6 +138,7 @@ impl Reporter {
     fn say(&self, line: String) {
         match &self.bar {
             Some(bar) => bar.println(line),
+            None if self.quiet => {}
             None => eprintln!("{line}"),
         }
         if let Some((_, last)) = self.shrinking.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {

@@ -271,7 +271,9 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
     pipeline::select(&plan.selection, plan.seed, true)?;
     let work = crate::workdir::WorkDir::create("twice-check-")?;
     let work_dir = work.path().to_path_buf();
-    eprintln!("twice: checking {} protocol rules against {command}", RULES.len());
+    if crate::cli::logs::plain_progress() {
+        eprintln!("twice: checking {} protocol rules against {command}", RULES.len());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -26,9 +26,9 @@ pub(super) struct Session {
 
 impl Session {
     pub(super) fn start(command: &ExecutorCommand) -> Result<Session, String> {
-        let (process, stdout) = Process::spawn(command)?;
+        let (process, stdout) = Process::spawn(command, "check")?;
         let (tx, out) = mpsc::channel(QUEUED_LINES_MAX);
-        tokio::spawn(process::read_lines(stdout, move |line| {
+        tokio::spawn(process::read_lines(stdout, process.tag(), move |line| {
             let tx = tx.clone();
             // A closed receiver: the session is over.
             async move { tx.send(line).await.is_ok() }

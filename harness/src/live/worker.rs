@@ -153,9 +153,10 @@ impl LiveWorker {
         lane: Lane,
         incarnation: u32,
     ) -> Result<LiveWorker, String> {
-        let (process, stdout) = Process::spawn(command)?;
+        let (process, stdout) = Process::spawn(command, &format!("{}#{incarnation}", lane.worker))?;
         let link = Arc::clone(&lane.link);
-        tokio::spawn(process::read_lines(stdout, move |out| std::future::ready(lane.take(out))));
+        let tag = process.tag();
+        tokio::spawn(process::read_lines(stdout, tag, move |out| std::future::ready(lane.take(out))));
         Ok(LiveWorker {
             incarnation,
             process,

@@ -42,6 +42,10 @@ pub const STDERR_FLUSH_MS_MAX: u64 = 200;
 /// How long [`Process::stopped`] waits for a SIGSTOP to take hold.
 const STOP_MS_MAX: u64 = 200;
 
+/// How much of a line exchanged with an executor a `twice::executor` log line quotes; the
+/// line's whole length is said beside it.
+pub const LOG_LINE_BYTES_MAX: usize = 1024;
+
 /// Every stdout line is one JSON object: the rule an error message quotes.
 const LINE_RULE: &str = "every stdout line must be one JSON object; logs belong on stderr";
 
@@ -112,11 +116,43 @@ pub fn kill_every_group() -> usize {
     groups.len()
 }
 
+/// Who a line exchanged with an executor came from or went to, for its log line: the
+/// worker life (`w1#2`) or the conformance kit's session, and the process id.
+#[derive(Debug, Clone)]
+pub struct Tag {
+    pub worker: Arc<str>,
+    pub pid: u32,
+}
+
+impl Tag {
+    /// Logs one line exchanged with the executor (`twice::executor` at debug): `direction`
+    /// is `out` (to its stdin) or `in` (from its stdout). Nothing is cut or copied unless
+    /// the line is logged.
+    pub fn log(&self, direction: &'static str, line: &str) {
+        if !tracing::enabled!(target: "twice::executor", tracing::Level::DEBUG) {
+            return;
+        }
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        let shown = &line[..line.floor_char_boundary(LOG_LINE_BYTES_MAX)];
+        tracing::debug!(
+            target: "twice::executor",
+            direction,
+            worker = %self.worker,
+            pid = self.pid,
+            bytes = line.len(),
+            truncated = shown.len() < line.len(),
+            line = shown,
+            "line"
+        );
+    }
+}
+
 /// One executor process: its group, its stdin, its stderr's tail.
 pub struct Process {
     child: Child,
     /// The process group it leads.
     pgid: u32,
+    tag: Tag,
     stdin: ChildStdin,
     stderr: Arc<Mutex<Tail>>,
     stderr_task: JoinHandle<()>,
@@ -124,8 +160,8 @@ pub struct Process {
 
 impl Process {
     /// Starts `command` in a process group of its own; its stdout is the caller's to read
-    /// (see [`read_lines`]).
-    pub fn spawn(command: &ExecutorCommand) -> Result<(Process, ChildStdout), String> {
+    /// (see [`read_lines`]). `worker` names it in log lines.
+    pub fn spawn(command: &ExecutorCommand, worker: &str) -> Result<(Process, ChildStdout), String> {
         // Spawned and registered under the lock an interrupt kills the groups under: a process
         // is either registered before the interrupt's kill, or never started.
         let mut groups = running_groups();
@@ -153,11 +189,19 @@ impl Process {
         drop(groups);
         let tail = Arc::new(Mutex::new(Tail::default()));
         let stderr_task = tokio::spawn(read_stderr(stderr, Arc::clone(&tail)));
-        Ok((Process { child, pgid, stdin, stderr: tail, stderr_task }, stdout))
+        let tag = Tag { worker: Arc::from(worker), pid: pgid };
+        tracing::debug!(target: "twice::executor", worker, pid = pgid, command = %command, "executor started");
+        Ok((Process { child, pgid, tag, stdin, stderr: tail, stderr_task }, stdout))
+    }
+
+    /// Who it is in log lines; [`read_lines`] takes it too.
+    pub fn tag(&self) -> Tag {
+        self.tag.clone()
     }
 
     /// Writes `line` (which ends in `\n`), within [`WRITE_MS_MAX`].
     pub async fn write(&mut self, line: &str) -> Result<(), WriteError> {
+        self.tag.log("out", line);
         let write = async {
             self.stdin.write_all(line.as_bytes()).await?;
             self.stdin.flush().await
@@ -275,7 +319,7 @@ pub enum Out {
 /// Reads `stdout` line by line into `sink` until it ends, a line breaks the framing
 /// ([`Out::Partial`], [`Out::TooLong`]), or `sink` says to stop (its future answers whether
 /// to go on; it may wait, which holds the reader and so, once the pipe is full, the writer).
-pub async fn read_lines<F>(stdout: ChildStdout, mut sink: impl FnMut(Out) -> F)
+pub async fn read_lines<F>(stdout: ChildStdout, tag: Tag, mut sink: impl FnMut(Out) -> F)
 where
     F: std::future::Future<Output = bool>,
 {
@@ -293,6 +337,17 @@ where
         } else {
             Out::Partial(String::from_utf8_lossy(&line).into_owned())
         };
+        match &out {
+            Out::Line(text) | Out::Partial(text) => tag.log("in", text),
+            Out::TooLong => tracing::debug!(
+                target: "twice::executor",
+                direction = "in", worker = %tag.worker, pid = tag.pid, bytes_more_than = LINE_BYTES_MAX,
+                "line too long"
+            ),
+            Out::End => tracing::debug!(
+                target: "twice::executor", worker = %tag.worker, pid = tag.pid, "stdout closed"
+            ),
+        }
         let last = !matches!(out, Out::Line(_));
         if !sink(out).await || last {
             return;

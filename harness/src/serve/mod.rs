@@ -135,15 +135,12 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Served> {
     Ok(Served { world, servers, control })
 }
 
-/// The log filter when `RUST_LOG` says nothing: every fault fired and every step, from
-/// serve and the fakes.
-pub const LOG_DEFAULT: &str = "info";
+/// Serve's log level when neither `-v`/`-q` nor `RUST_LOG` says one (`crate::cli::logs`):
+/// info, every fault fired and every step, from serve and the fakes.
+pub const LOG_DEFAULT: tracing::level_filters::LevelFilter = tracing::level_filters::LevelFilter::INFO;
 
+/// Serves until Ctrl-C or SIGTERM; its log lines go where the command line set them up.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    // Log lines go to stderr, filtered as RUST_LOG says (`twice::fault=info,twice::serve=warn`).
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(LOG_DEFAULT));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     let served = start(&args).await?;
     println!("twice serve: fakes listening (seed {}); Ctrl-C to stop", args.seed);
     for (name, url) in served.urls() {
@@ -160,9 +157,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     if !args.bind.is_loopback() {
-        eprintln!(
-            "warning: listening on {} — anyone who can reach it can add faults and read ledgers",
-            args.bind
+        tracing::warn!(
+            target: "twice::serve",
+            bind = %args.bind,
+            "listening beyond loopback: anyone who can reach it can add faults and read ledgers"
         );
     }
     wait_for_stop().await?;

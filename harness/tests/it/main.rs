@@ -3,6 +3,7 @@
 mod catalog;
 mod conformance;
 mod live;
+mod logs;
 mod reports;
 mod serve;
 mod sim;

@@ -348,8 +348,8 @@ fn the_openapi_document_lists_exactly_the_routes_serve_answers() {
     assert_eq!(route("GET", "/__twice/steps/x"), None);
 }
 
-/// Every fault fired is a line in serve's log, with the rule, the request id and the
-/// service; RUST_LOG filters the lines as it does for any tracing program.
+/// Every fault fired is a line in serve's log, with the rule, the point, the request id and
+/// the service; RUST_LOG filters the lines as it does for any tracing program.
 #[test]
 fn each_fault_fired_is_a_log_line_and_rust_log_filters_them() {
     for (filter, logged) in [("twice::fault=info", true), ("info,twice::fault=off", false)] {
@@ -385,6 +385,7 @@ fn each_fault_fired_is_a_log_line_and_rust_log_filters_them() {
                 "service=\"payments\"",
                 "rule=rule-1",
                 "fault=drop_after_commit",
+                "point=\"after_commit\"",
                 "request_id=req_",
                 "path=/v1/refunds",
             ] {
