@@ -29,12 +29,12 @@ pub fn fault_name_or_table(generator: &mut SchemaGenerator) -> Schema {
 
 /// The parameters an effect was made with (or a refused write asked for): an object whose
 /// keys depend on the effect's kind (a refund's `payment_intent` and `amount`, an object's
-/// `bucket`, `key` and `body`, ...); its values are plain JSON scalars.
+/// `bucket`, `key` and `body`, ...), with the service's own values (a refund's `metadata` is
+/// an object).
 pub fn effect_params(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
-        "description": "The parameters, named as in the effect the action makes (a refund's `payment_intent` and `amount`, a workspace's `external_id` and `name`, an object's `bucket`, `key` and `body`, a transfer's `to` and `value`, a message's `to`, `subject` and `body`); `provider_redelivery = true` marks a delivery the provider made again by itself.",
-        "additionalProperties": { "type": ["string", "integer", "number", "boolean", "null"] }
+        "description": "The parameters, named as in the effect the action makes (a refund's `payment_intent`, `amount` and `metadata`, a workspace's `external_id` and `name`, an object's `bucket`, `key` and `body`, a transfer's `to` and `value`, a message's `to`, `subject` and `body`); `provider_redelivery = true` marks a delivery the provider made again by itself."
     })
 }
 
