@@ -87,7 +87,9 @@ impl Outcome {
 }
 
 /// How one invariant came out on one run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     /// The run gave the checker something to judge, and nothing broke the invariant.

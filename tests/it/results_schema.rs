@@ -57,7 +57,10 @@ fn results_of_a_twice_run_validate() {
     );
     let results = read_results(&dir);
     assert_eq!(results["schema"], json!(reports::model::RESULTS_SCHEMA));
-    assert!(results["verdict_sets"].as_array().is_some_and(|s| !s.is_empty()), "passed cases share verdict sets");
+    assert!(
+        results["verdict_sets"].as_array().is_some_and(|s| !s.is_empty()),
+        "passed cases share verdict sets"
+    );
     assert_valid(&validator(), &results, "twice run --cases 5");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -107,7 +110,11 @@ fn results_with_failures_validate_and_a_broken_file_does_not() {
         ("a seed as a string", |v| v["seed"] = json!("20")),
         ("an unknown source kind", |v| v["results"][0]["source"] = json!({"kind": "corpus"})),
         ("a verdict without invariant", |v| {
-            let verdicts = if v["verdict_sets"].is_array() { &mut v["verdict_sets"][0] } else { &mut v["results"][0]["verdicts"] };
+            let verdicts = if v["verdict_sets"].is_array() {
+                &mut v["verdict_sets"][0]
+            } else {
+                &mut v["results"][0]["verdicts"]
+            };
             verdicts[0].as_object_mut().map(|r| r.remove("invariant"));
         }),
         ("totals without passed", |v| {

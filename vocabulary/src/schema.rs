@@ -99,8 +99,11 @@ pub fn action_params(spec: &ActionSpec) -> Value {
         .iter()
         .map(|param| {
             let value = param_kind(param.kind);
-            let schema =
-                if spec.param_takes_reference(param.name) { json!({ "anyOf": [value, param_ref()] }) } else { value };
+            let schema = if spec.param_takes_reference(param.name) {
+                json!({ "anyOf": [value, param_ref()] })
+            } else {
+                value
+            };
             (param.name.to_string(), schema)
         })
         .collect();

@@ -12,7 +12,8 @@ fn schema_path() -> PathBuf {
 }
 
 fn validator() -> jsonschema::Validator {
-    jsonschema::draft202012::new(&scenarios::schema::scenario_schema()).expect("the schema is a valid 2020-12 schema")
+    jsonschema::draft202012::new(&scenarios::schema::scenario_schema())
+        .expect("the schema is a valid 2020-12 schema")
 }
 
 /// A scenario's TOML as the JSON value the schema describes.
@@ -115,8 +116,12 @@ fn the_schema_refuses_what_the_parser_refuses() {
         ("an unknown key in an event", |v| v["events"][0]["for_ms"] = json!(5)),
         ("an unknown key in a point", |v| v["events"][0]["at"]["nht"] = json!(2)),
         ("an unknown contract term", |v| v["services"]["payments"]["ack"] = json!("reliable")),
-        ("a parameter of a fault that takes none", |v| v["faults"][0]["fault"] = json!({"kind": "refuse", "status": 1})),
-        ("a misspelt fault parameter", |v| v["faults"][0]["fault"] = json!({"kind": "latency", "befor_ms": 3})),
+        ("a parameter of a fault that takes none", |v| {
+            v["faults"][0]["fault"] = json!({"kind": "refuse", "status": 1})
+        }),
+        ("a misspelt fault parameter", |v| {
+            v["faults"][0]["fault"] = json!({"kind": "latency", "befor_ms": 3})
+        }),
         ("a parameter the action does not take", |v| v["intents"][0]["params"]["amont"] = json!(5)),
         ("a missing parameter", |v| v["intents"][1]["params"] = json!({"bucket": "reports", "key": "a.csv"})),
         ("a wrong type: name", |v| v["name"] = json!(3)),
