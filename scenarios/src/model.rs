@@ -33,6 +33,7 @@ pub const CHAIN_ACCOUNT_BALANCE_WEI: u128 = 1_000 * ETHER_WEI;
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Unique within a catalog; also the file name without `.toml`.
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = crate::validate::ID_MAX))]
     pub name: String,
     /// What the scenario rehearses, for people.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -40,6 +41,7 @@ pub struct Scenario {
     /// The failure mode this scenario rehearses: a short stable slug, listed per catalog
     /// scenario in `docs/scenarios.md`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = crate::validate::ID_MAX))]
     pub failure_mode: Option<String>,
     /// Limits the driver announces to the executor in `init`, where the scenario's timing
     /// depends on them (a pause past the lease, a hold past the request timeout).
@@ -57,6 +59,7 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub objects: Vec<ObjectSeed>,
     /// What the agent proposes, in order.
+    #[schemars(length(min = 1, max = crate::validate::INTENTS_MAX))]
     pub intents: Vec<IntentSpec>,
     /// Fault rules armed on the fakes before the act phase.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -194,7 +197,8 @@ impl LimitOverrides {
 #[serde(deny_unknown_fields)]
 #[schemars(transform = crate::schema::params_by_action)]
 pub struct IntentSpec {
-    /// Unique within the scenario.
+    /// Unique within the scenario: 1 to 64 characters, no white space.
+    #[schemars(regex(pattern = r"^\S+$"), length(min = 1, max = crate::validate::ID_MAX))]
     pub id: String,
     /// e.g. `payments.refund`.
     #[schemars(schema_with = "crate::schema::action_name")]

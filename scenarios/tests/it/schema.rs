@@ -144,6 +144,9 @@ fn the_schema_refuses_what_the_parser_refuses() {
         ("a status that is no error", |v| v["faults"][0]["fault"] = json!({"kind": "reject", "status": 200})),
         ("a probability above 1", |v| v["faults"][0]["probability"] = json!(1.5)),
         ("nth 0", |v| v["faults"][0]["nth"] = json!(0)),
+        ("a name that is no slug", |v| v["name"] = json!("Refund Lost")),
+        ("an intent id with a space", |v| v["intents"][0]["id"] = json!("r 1")),
+        ("no intents", |v| v["intents"] = json!([])),
         ("no name", |v| {
             v.as_object_mut().map(|o| o.remove("name"));
         }),
