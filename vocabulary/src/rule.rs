@@ -318,7 +318,8 @@ pub struct FaultRule {
     #[schemars(range(min = 0.0, max = 1.0))]
     pub probability: Option<f64>,
     /// The fault: a bare name, for a fault whose parameters all have defaults, or a table
-    /// with `kind` and the fault's parameters.
+    /// with `kind` and the fault's parameters (`reject`, `stale_read`, `latency` and
+    /// `deliver_late` need one: `vocabulary::schema::bare_fault_names` lists the others).
     #[serde(deserialize_with = "fault_spec")]
     #[schemars(schema_with = "crate::schema::fault_name_or_table")]
     pub fault: FaultSpec,

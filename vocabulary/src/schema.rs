@@ -15,11 +15,11 @@ pub fn bare_fault_names() -> Vec<&'static str> {
 }
 
 /// A rule's `fault`: a bare name (only of a fault whose parameters all have defaults), or a
-/// table with `kind` and the fault's parameters ([`FaultSpec`]).
+/// table with `kind` and the fault's parameters ([`FaultSpec`]). The field's own doc comment
+/// describes it.
 pub fn fault_name_or_table(generator: &mut SchemaGenerator) -> Schema {
     let table = generator.subschema_for::<FaultSpec>();
     json_schema!({
-        "description": "The fault: a bare name (a fault whose parameters all have defaults), or a table with `kind` and the fault's parameters. `reject`, `stale_read`, `latency` and `deliver_late` need the table.",
         "anyOf": [
             { "type": "string", "enum": bare_fault_names() },
             table
@@ -143,4 +143,25 @@ pub fn render(schema: &Value) -> String {
     let mut text = serde_json::to_string_pretty(&sorted(schema)).unwrap_or_default();
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_faults_that_need_a_table_are_the_ones_the_rule_docs_name() {
+        let need_table: Vec<&str> =
+            FAULT_KINDS.iter().copied().filter(|k| !bare_fault_names().contains(k)).collect();
+        assert_eq!(need_table, ["reject", "stale_read", "latency", "deliver_late"]);
+    }
+
+    #[test]
+    fn rendering_sorts_keys_and_ends_with_a_newline() {
+        let text = render(&json!({ "b": 1, "a": { "d": [ { "f": 1, "e": 2 } ], "c": 3 } }));
+        assert_eq!(
+            text,
+            "{\n  \"a\": {\n    \"c\": 3,\n    \"d\": [\n      {\n        \"e\": 2,\n        \"f\": 1\n      }\n    ]\n  },\n  \"b\": 1\n}\n"
+        );
+    }
 }
