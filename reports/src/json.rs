@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ReportError;
@@ -52,21 +53,33 @@ pub fn render(run: &RunResults) -> Result<String, ReportError> {
     Ok(json)
 }
 
-/// [`RunResults`] as the file holds it, borrowed.
-#[derive(Serialize)]
-struct RunFile<'a> {
+/// [`RunResults`] as the file holds it, borrowed. `schemas/results.schema.json` is derived
+/// from this type ([`crate::schema::results_schema`]).
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct RunFile<'a> {
+    #[schemars(schema_with = "crate::schema::schema_name")]
     schema: &'a str,
+    /// The `twice` version that ran.
     tool_version: &'a str,
+    /// The run's seed: every case's seed derives from it.
     seed: u64,
+    /// `sim` or `live`.
     driver: &'a str,
+    /// What ran: `reference executor (sim)`, or the `--executor` command line.
     executor: &'a str,
+    /// `--shard K/N`: the run took every case whose position modulo N is K-1.
     #[serde(skip_serializing_if = "Option::is_none")]
     shard: Option<Shard>,
+    /// `--strict`: hazards fail the run as violations do.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     strict: bool,
+    /// Counts of outcomes.
     totals: Totals,
+    /// The distinct verdict lists of the passed cases; a passed case names its entry in
+    /// `verdict_set` (from 0).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     verdict_sets: Vec<&'a [Verdict]>,
+    /// One per case, in the run's order.
     results: Vec<Cow<'a, ScenarioResult>>,
 }
 

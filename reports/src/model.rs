@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use vocabulary::{Effect, JournalEntry};
 
@@ -12,18 +13,31 @@ use vocabulary::{Effect, JournalEntry};
 pub const RESULTS_SCHEMA: &str = "twice.results/2";
 
 /// Where a scenario came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Source {
+    /// A scenario of the built-in catalog.
     Catalog,
-    File { path: String },
-    Generated { index: u64 },
+    /// A scenario file.
+    File {
+        /// The file's path, as given.
+        path: String,
+    },
+    /// A generated case.
+    Generated {
+        /// The case's index: with the run's seed, it makes the case again.
+        index: u64,
+    },
 }
 
 /// `--shard K/N`: this run takes every case whose position modulo N is K-1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Shard {
+    /// K, from 1.
+    #[schemars(range(min = 1))]
     pub index: u32,
+    /// N.
+    #[schemars(range(min = 1))]
     pub count: u32,
 }
 
@@ -54,7 +68,7 @@ impl Shard {
 }
 
 /// The verdict of one scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     Passed,
@@ -73,7 +87,9 @@ impl Outcome {
 }
 
 /// How one invariant came out on one run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     /// The run gave the checker something to judge, and nothing broke the invariant.
@@ -97,7 +113,7 @@ impl Status {
 }
 
 /// The outcome of one invariant on one run.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(from = "VerdictFields")]
 pub struct Verdict {
     /// A stable slug, e.g. `no-duplicate-effect`, `expected-states` or `executor-error`.
@@ -115,7 +131,7 @@ pub struct Verdict {
 }
 
 /// A verdict as files hold it, `status` perhaps missing (files older than the field).
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct VerdictFields {
     invariant: String,
     #[serde(default)]
@@ -169,7 +185,7 @@ impl Verdict {
 /// A safeguard the service's contract offered and the executor did not use, in a run where
 /// nothing exploited it: no harm happened, so it is no violation, but the catalog scenario
 /// named here would turn it into one.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 pub struct Hazard {
     /// A stable slug: `no-fencing-token`, `no-precondition` or `key-past-retention`.
     pub kind: String,
@@ -186,19 +202,22 @@ pub struct Hazard {
 }
 
 /// One intent as the executor finally described it (`status`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Claim {
+    /// The intent's id.
     pub id: String,
     /// `recorded`, `blocked`, `submitted`, `confirmed`, `failed`, `unknown` or `escalated`.
     pub state: String,
+    /// Write requests the executor sent for it.
     pub attempts: u64,
     /// Whatever the executor sent as evidence (key, external id, last error, ...).
     #[serde(default)]
+    #[schemars(schema_with = "crate::schema::claim_evidence")]
     pub evidence: serde_json::Value,
 }
 
 /// Something that happened during the run, for the timeline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Moment {
     /// Service time (ms since the Unix epoch) on the run's base clock.
     pub at_ms: u64,
@@ -216,7 +235,7 @@ pub const INTENT_MOMENTS: [&str; 2] = ["proposed", "state"];
 /// Everything a run observed. A passed case's result keeps only the small parts
 /// ([`ScenarioResult::compact`]): what was not acknowledged or not supported, and the
 /// reconcile rounds; every field is left out of the file when empty.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Observed {
     /// Intents the executor acknowledged as recorded (`propose_ok`), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -254,11 +273,13 @@ pub struct Observed {
 }
 
 /// An effect in a ledger, by reference.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 pub struct EffectRef {
+    /// The service whose ledger holds it.
     pub service: String,
     /// Its position in the service's ledger, from 1.
     pub seq: u64,
+    /// The id of the object the effect created or changed.
     pub object_id: String,
     /// Service time of the commit.
     pub at_ms: u64,
@@ -266,9 +287,11 @@ pub struct EffectRef {
 
 /// One intent of the scenario at the end of the run: what the executor claims, and what the
 /// checker attributed to it from the ledgers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IntentResult {
+    /// The intent's id.
     pub id: String,
+    /// Its action, e.g. `payments.refund`.
     pub action: String,
     /// The executor's final state; `None` when it never reported the intent.
     pub state: Option<String>,
@@ -285,28 +308,37 @@ pub struct IntentResult {
 }
 
 /// A fault that fired on a request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FaultApplied {
+    /// The service the fault fired on.
     pub service: String,
     /// The request's position in the service's journal.
     pub request_seq: u64,
+    /// Service time at which the request arrived.
     pub at_ms: u64,
+    /// The request's method.
     pub method: String,
+    /// The request's path.
     pub path: String,
-    /// The rule's id and the fault's kind.
+    /// The rule's id.
     pub rule: String,
+    /// The fault's kind.
     pub fault: String,
 }
 
 /// One scenario's result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ScenarioResult {
+    /// The scenario's name.
     pub name: String,
     /// Position in the unsharded run's list of cases: shards and merges keep it.
     #[serde(default)]
     pub position: u64,
+    /// Where the scenario came from.
     pub source: Source,
+    /// The case's own seed, from the run's seed and the case's identity.
     pub seed: u64,
+    /// Passed, violated or executor-error.
     pub outcome: Outcome,
     /// One per invariant, then the scenario's expected states (or a single executor-error).
     /// In `results.json` a passed case names an entry of the run's table of verdict lists
@@ -409,7 +441,7 @@ impl ScenarioResult {
 pub const NOT_REPORTED: &str = "not reported";
 
 /// A passed case in counts (see [`ScenarioResult::compact`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
     /// FNV-1a (64 bits, hex) of the full observation's JSON before it was dropped: the same
     /// behaviour gives the same digest, so a digest of `results.json` still changes when
@@ -440,6 +472,8 @@ impl Summary {
 }
 
 /// One intent of a passed case, written as an array `[id, state, attempts, effects]`.
+// Its schema is written by hand (`crate::schema`): the derive would describe the row tuple
+// without saying which item is which.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "IntentBriefRow", into = "IntentBriefRow")]
 pub struct IntentBrief {
@@ -499,7 +533,7 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// How far shrinking one failing generated case got.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Shrink {
     /// Steps (intents, faults and events) of the case as generated.
     pub steps_before: usize,
@@ -543,11 +577,15 @@ pub const SHRINK_RUNS: &str = "runs";
 pub const SHRINK_BUDGET: &str = "budget";
 
 /// Counts of outcomes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Totals {
+    /// Cases run.
     pub scenarios: usize,
+    /// Cases that passed.
     pub passed: usize,
+    /// Cases with a violation.
     pub violated: usize,
+    /// Cases the executor's own failure kept from being checked.
     pub executor_errors: usize,
     /// Hazards over every scenario (see [`Hazard`]).
     #[serde(default)]
@@ -570,7 +608,7 @@ impl Totals {
 }
 
 /// What a run produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunResults {
     pub schema: String,
     pub tool_version: String,

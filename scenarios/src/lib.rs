@@ -5,6 +5,8 @@
 //! - [`validate`]: the rules a scenario obeys, fairness included ([`Scenario::validate`]).
 //! - [`mod@write`]: writing a scenario back as TOML ([`to_toml`]), for shrunk failures.
 //! - [`mod@catalog`]: the hand-written scenarios, embedded in the binary ([`catalog()`]).
+//! - [`schema`]: the format's JSON Schema, generated from the model
+//!   (`schemas/scenario.schema.json`).
 //! - [`generate`]: property-based generation of fair scenarios, and shrinking.
 //! - [`coverage`]: what a set of scenarios exercises (service × fault or event, and named
 //!   checks), and its holes; `docs/failure-modes.md` holds its rendering of the catalog.
@@ -16,6 +18,7 @@ pub mod coverage;
 pub mod generate;
 pub mod model;
 pub mod parse;
+pub mod schema;
 pub mod validate;
 pub mod write;
 

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use vocabulary::{Contract, ContractPatch, FaultRule};
 
@@ -28,16 +29,19 @@ pub const ETHER_WEI: u128 = 1_000_000_000_000_000_000;
 pub const CHAIN_ACCOUNT_BALANCE_WEI: u128 = 1_000 * ETHER_WEI;
 
 /// One scenario.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Unique within a catalog; also the file name without `.toml`.
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = crate::validate::ID_MAX))]
     pub name: String,
+    /// What the scenario rehearses, for people.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
     /// The failure mode this scenario rehearses: a short stable slug, listed per catalog
     /// scenario in `docs/scenarios.md`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = crate::validate::ID_MAX))]
     pub failure_mode: Option<String>,
     /// Limits the driver announces to the executor in `init`, where the scenario's timing
     /// depends on them (a pause past the lease, a hold past the request timeout).
@@ -45,6 +49,7 @@ pub struct Scenario {
     pub limits: LimitOverrides,
     /// The contract each service announces, as changes to its defaults (see `docs/faults.md`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::schema::services")]
     pub services: BTreeMap<String, ContractPatch>,
     /// Payment intents to create before anything runs: id to refundable amount. Payment
     /// intents that intents mention but that are not listed here get 10 000.
@@ -54,6 +59,7 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub objects: Vec<ObjectSeed>,
     /// What the agent proposes, in order.
+    #[schemars(length(min = 1, max = crate::validate::INTENTS_MAX))]
     pub intents: Vec<IntentSpec>,
     /// Fault rules armed on the fakes before the act phase.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -63,6 +69,7 @@ pub struct Scenario {
     pub events: Vec<Event>,
     /// Final states the scenario expects (intent id to state), beyond the invariants.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::schema::expect")]
     pub expect: BTreeMap<String, String>,
 }
 
@@ -154,17 +161,20 @@ pub fn default_contract(service: &str) -> Option<Contract> {
 }
 
 /// An object the files service holds before the run: `[[objects]]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ObjectSeed {
+    /// The bucket, created before the run.
     pub bucket: String,
+    /// The object's key.
     pub key: String,
+    /// The object's content, as text.
     pub body: String,
 }
 
 /// Limits a scenario sets for the executor; absent ones take the driver's defaults
 /// ([`DEFAULT_REQUEST_TIMEOUT_MS`], [`DEFAULT_LEASE_MS`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitOverrides {
     /// Each HTTP request the executor makes, connect to last byte.
@@ -183,12 +193,19 @@ impl LimitOverrides {
 }
 
 /// One intent, as the model proposes it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = crate::schema::params_by_action)]
 pub struct IntentSpec {
+    /// Unique within the scenario: 1 to 64 characters, no white space.
+    #[schemars(regex(pattern = r"^\S+$"), length(min = 1, max = crate::validate::ID_MAX))]
     pub id: String,
     /// e.g. `payments.refund`.
+    #[schemars(schema_with = "crate::schema::action_name")]
     pub action: String,
+    /// The action's parameters, each of its kind; text parameters and object keys other than
+    /// the business key may instead be a reference to an earlier intent's result.
+    #[schemars(schema_with = "crate::schema::params")]
     pub params: serde_json::Value,
     /// The intent this one replaces (lineage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -214,32 +231,49 @@ impl IntentSpec {
 }
 
 /// A fault rule and the service it is armed on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+// The parser refuses an unknown key here; serde's `flatten` alone would not.
+#[schemars(deny_unknown_fields)]
 pub struct ServiceFault {
+    /// The service the rule is armed on.
+    #[schemars(schema_with = "crate::schema::service_name")]
     pub service: String,
     #[serde(flatten)]
     pub rule: FaultRule,
 }
 
 /// Where in a run an event fires.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(deny_unknown_fields)]
 pub enum Point {
     /// When `service` has received the `nth` request matching `method` and `path`, and
     /// before it answers.
     Request {
+        /// The service the request reaches.
+        #[schemars(schema_with = "crate::schema::service_name")]
         service: String,
+        /// The HTTP method to count (any when absent).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         method: Option<String>,
+        /// The path to count: exact, or a prefix when it ends with `*` (any when absent).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
+        /// Which matching request, from 1 (default 1).
         #[serde(default = "one")]
+        #[schemars(range(min = 1))]
         nth: u64,
     },
     /// Right after the executor acknowledged this intent as recorded.
-    AfterPropose { after_propose: String },
+    AfterPropose {
+        /// The intent's id.
+        after_propose: String,
+    },
     /// At the end of a phase: `act` or `drain`.
-    Phase { after_phase: PhaseName },
+    Phase {
+        /// The phase.
+        after_phase: PhaseName,
+    },
 }
 
 fn one() -> u64 {
@@ -247,7 +281,7 @@ fn one() -> u64 {
 }
 
 /// Phases a point can follow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PhaseName {
     Act,
@@ -265,29 +299,42 @@ impl PhaseName {
 }
 
 /// What the harness does at a point.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "do", rename_all = "snake_case", deny_unknown_fields)]
 pub enum EventAction {
     /// SIGKILL the worker (sim: drop it mid-flight); it restarts on the same state directory
     /// when the reconcile phase begins.
     Crash {
+        /// The worker (default `w1`).
         #[serde(default = "first_worker")]
         worker: String,
     },
     /// SIGSTOP the worker for `for_ms`, then SIGCONT.
     Pause {
+        /// The worker (default `w1`).
         #[serde(default = "first_worker")]
         worker: String,
+        /// How long the worker stays stopped.
         for_ms: u64,
     },
     /// Start another worker on the same state directory; it drains and reconciles.
-    StartWorker { worker: String },
+    StartWorker {
+        /// The new worker's name.
+        worker: String,
+    },
     /// Move a service's clock forward.
-    ClockJump { service: String, by_ms: u64 },
+    ClockJump {
+        /// The service whose clock jumps.
+        #[schemars(schema_with = "crate::schema::service_name")]
+        service: String,
+        /// How far forward.
+        by_ms: u64,
+    },
     /// Disarm every fault on every service.
     Heal,
     /// Ask the worker for a reconciliation pass now.
     Reconcile {
+        /// The worker (default `w1`).
         #[serde(default = "first_worker")]
         worker: String,
     },
@@ -323,8 +370,11 @@ impl EventAction {
 }
 
 /// An event: a point and what happens there.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+// The parser refuses an unknown key here; serde's `flatten` alone would not.
+#[schemars(deny_unknown_fields)]
 pub struct Event {
+    /// Where in the run the event fires.
     pub at: Point,
     #[serde(flatten)]
     pub action: EventAction,

@@ -27,6 +27,7 @@ mod python;
 mod python_executor;
 mod report_files;
 mod report_html;
+mod results_schema;
 mod sdk_chain;
 mod sdk_files;
 mod sdk_messages;

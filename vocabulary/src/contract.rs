@@ -9,12 +9,13 @@
 //! [`Contract::admits`] says whether a fault stays inside the promise, so that a harness can
 //! inject only faults for which a correct executor exists.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::rule::FaultSpec;
 
 /// Whether a service honours `Idempotency-Key`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyPolicy {
     Honored,
@@ -22,7 +23,7 @@ pub enum KeyPolicy {
 }
 
 /// How fresh reads are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reads {
     Strong,
@@ -30,7 +31,7 @@ pub enum Reads {
 }
 
 /// Whether a success reply can be trusted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Acks {
     Reliable,
@@ -247,17 +248,27 @@ impl Contract {
 
 /// A partial contract, for the control API and a scenario's `[services.NAME]`: absent fields
 /// stay as they are.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContractPatch {
+    /// Whether the service honours `Idempotency-Key`.
     pub idempotency_keys: Option<KeyPolicy>,
+    /// Keys at least this old may be pruned; a reuse after that is a new request.
     pub key_retention_ms: Option<u64>,
+    /// How fresh reads are.
     pub reads: Option<Reads>,
+    /// With eventual reads, a write is visible to every read at most this long after it.
     pub read_lag_ms_max: Option<u64>,
+    /// Whether a success reply can be trusted (`may_lie`: a success may have committed
+    /// nothing).
     pub acks: Option<Acks>,
+    /// A request still in flight commits or dies within this bound.
     pub settle_ms_max: Option<u64>,
+    /// A second create for the same business id is refused.
     pub unique_business_key: Option<bool>,
+    /// The service accepts a fencing token and refuses a lower one.
     pub fencing: Option<bool>,
+    /// The service offers conditional writes (compare-and-set).
     pub conditional_writes: Option<bool>,
 }
 

@@ -3,10 +3,11 @@
 //! harness read them, and `results.json` carries them (`observed.ledgers`,
 //! `observed.journals`), so their field names, order and defaults are public.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One effect that really happened: the ground truth a checker reads.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Effect {
     /// Position in this service's ledger, from 1.
     pub seq: u64,
@@ -17,9 +18,12 @@ pub struct Effect {
     /// The id of the object the effect created or changed.
     pub object_id: String,
     /// The parameters the effect was executed with.
+    #[schemars(schema_with = "crate::schema::effect_params")]
     pub params: serde_json::Value,
+    /// The `Idempotency-Key` of the request that made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The fencing token the request carried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fencing_token: Option<u64>,
     /// The request that caused it.
@@ -39,21 +43,29 @@ impl Effect {
 }
 
 /// A fault that fired on a request, as journals name it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Applied {
+    /// The rule's id (`rule-N` when the rule had none).
     pub rule: String,
+    /// The fault's kind, e.g. `drop_after_commit`.
     pub fault: String,
 }
 
 /// One request as the service saw it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JournalEntry {
+    /// Position in this service's journal, from 1.
     pub seq: u64,
+    /// Service time at which the request arrived.
     pub at_ms: u64,
+    /// The HTTP method.
     pub method: String,
+    /// The request's path, without the query.
     pub path: String,
+    /// The `Idempotency-Key` the request carried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The id the service gave the request.
     pub request_id: String,
     /// Who sent it: the worker life whose connection carried it (`w1#2`), when the transport
     /// labels requests. The harness sets it from the connection, never from the request, so
@@ -64,6 +76,7 @@ pub struct JournalEntry {
     pub faults: Vec<Applied>,
     /// `pending` until the request ends, then `answered`, `reset`, `closed` or `held`.
     pub outcome: String,
+    /// The HTTP status answered, when there was an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// The answer was a stored idempotent result.
@@ -78,6 +91,7 @@ pub struct JournalEntry {
     /// read them. What tells a checker which intent the service refused; absent on every
     /// other request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::effect_params")]
     pub params: Option<serde_json::Value>,
 }
 

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
@@ -42,41 +43,55 @@ pub const DELIVERY_SERVICES: &[&str] = &["messages"];
 pub const HOLD_MS_MAX: u64 = 600_000;
 
 /// What a fake does to a request that a rule selected.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FaultSpec {
     /// Reset the connection before reading the request.
     Refuse,
     /// Answer `status` (and `body`, or the service's own error shape) without executing.
     Reject {
+        /// The HTTP status, 400 to 599.
+        #[schemars(range(min = 400, max = 599))]
         status: u16,
+        /// The body to answer with, any JSON; the service's own error shape when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         body: Option<serde_json::Value>,
     },
     /// Commit, then answer `status` (500 unless given) in the service's error shape.
     ErrorAfterCommit {
+        /// The HTTP status, 400 to 599.
         #[serde(default = "default_error_status")]
+        #[schemars(range(min = 400, max = 599))]
         status: u16,
     },
     /// Commit, then close the connection without sending a byte.
     DropAfterCommit,
     /// Commit, then hold the reply for `hold_ms` (past any sane client timeout) and close.
     TimeoutAfterCommit {
+        /// How long the reply is held, at most 600 000.
         #[serde(default = "default_hold_ms")]
+        #[schemars(range(max = HOLD_MS_MAX))]
         hold_ms: u64,
     },
     /// Hold the request for `delay_ms` (default: the contract's `settle_ms_max`), then commit;
     /// the commit happens even when the caller has gone.
     CommitAfterTimeout {
+        /// How long the request is held before the commit, at most 600 000.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(max = HOLD_MS_MAX))]
         delay_ms: Option<u64>,
     },
     /// Answer success with a plausible body and commit nothing.
     SilentNoop,
     /// Serve reads from the state as it was `lag_ms` of service time ago.
-    StaleRead { lag_ms: u64 },
+    StaleRead {
+        /// How far behind reads are, at most 600 000.
+        #[schemars(range(max = HOLD_MS_MAX))]
+        lag_ms: u64,
+    },
     /// Forget idempotency keys at least `older_than_ms` old (all of them when absent).
     ForgetKeys {
+        /// Only keys at least this old are forgotten.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         older_than_ms: Option<u64>,
     },
@@ -84,19 +99,29 @@ pub enum FaultSpec {
     IgnoreKeys,
     /// Delay before the commit (after the key is reserved) and after it.
     Latency {
+        /// Delay before the commit, at most 600 000.
         #[serde(default)]
+        #[schemars(range(max = HOLD_MS_MAX))]
         before_ms: u64,
+        /// Delay after the commit, before the answer, at most 600 000.
         #[serde(default)]
+        #[schemars(range(max = HOLD_MS_MAX))]
         after_ms: u64,
     },
     /// Answer at once, and deliver `delay_ms` after the request arrived (or at the commit, if
     /// that is later): the message lands in the inbox late. Messages only.
-    DeliverLate { delay_ms: u64 },
+    DeliverLate {
+        /// How long after the request the message lands, at most 600 000.
+        #[schemars(range(max = HOLD_MS_MAX))]
+        delay_ms: u64,
+    },
     /// Deliver, then deliver the same message again by the provider's own retry, `after_ms`
     /// after the request arrived (or right after the first delivery, if that is later); the
     /// second delivery's effect carries `params.provider_redelivery = true`. Messages only.
     Redeliver {
+        /// When the second delivery comes, after the request arrived; at most 600 000.
         #[serde(default)]
+        #[schemars(range(max = HOLD_MS_MAX))]
         after_ms: u64,
     },
 }
@@ -287,7 +312,7 @@ fn fault_spec<'de, D: Deserializer<'de>>(deserializer: D) -> Result<FaultSpec, D
 }
 
 /// A fault and the requests it applies to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultRule {
     /// A name for journals and reports; the engine assigns `rule-N` when absent.
@@ -305,14 +330,20 @@ pub struct FaultRule {
     pub fields: BTreeMap<String, String>,
     /// Fire first on the n-th request that matches (1-based; default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub nth: Option<u64>,
     /// Fire on at most this many matching requests (default: no limit, or 1 with `nth`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub times: Option<u64>,
     /// Fire on each eligible request with this probability, drawn from the service's seeded RNG.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub probability: Option<f64>,
+    /// The fault: a bare name, for a fault whose parameters all have defaults, or a table
+    /// with `kind` and the fault's parameters (`reject`, `stale_read`, `latency` and
+    /// `deliver_late` need one: `vocabulary::schema::bare_fault_names` lists the others).
     #[serde(deserialize_with = "fault_spec")]
+    #[schemars(schema_with = "crate::schema::fault_name_or_table")]
     pub fault: FaultSpec,
 }
 

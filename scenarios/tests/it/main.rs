@@ -6,3 +6,4 @@ mod docs;
 mod errors;
 mod fidelity;
 mod roundtrip;
+mod schema;
