@@ -29,4 +29,6 @@ mod report_html;
 mod sdk_chain;
 mod sdk_files;
 mod sdk_messages;
+mod sdk_node;
 mod sdk_payments;
+mod typescript_executor;
