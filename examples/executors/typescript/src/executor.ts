@@ -348,7 +348,14 @@ class Executor {
     for (const intent of active) {
       if (intent.state === "blocked") await this.turnUnlessLocked(intent, tally);
     }
-    await Promise.all(active.filter((i) => i.state !== "blocked").map((i) => this.turnUnlessLocked(i, tally)));
+    // Every turn ends before the reply (allSettled: no turn is still running, or emitting
+    // events, once a failed one is reported); then what a turn threw (a log failure) is thrown here.
+    const turns = await Promise.allSettled(
+      active.filter((i) => i.state !== "blocked").map((i) => this.turnUnlessLocked(i, tally)),
+    );
+    for (const turn of turns) {
+      if (turn.status === "rejected") throw turn.reason;
+    }
     return tally;
   }
 
