@@ -58,10 +58,7 @@ async fn probe(service: &str, fake: &Fake, args: &[&str]) -> (Vec<Value>, Vec<Jo
 }
 
 fn step<'a>(steps: &'a [Value], name: &str) -> &'a Value {
-    steps
-        .iter()
-        .find(|s| s["step"] == name)
-        .unwrap_or_else(|| panic!("no step {name} in {steps:#?}"))
+    steps.iter().find(|s| s["step"] == name).unwrap_or_else(|| panic!("no step {name} in {steps:#?}"))
 }
 
 fn ok<'a>(steps: &'a [Value], name: &str) -> &'a Value {
@@ -103,7 +100,10 @@ async fn aws_sdk_s3_puts_under_if_none_match_and_if_match_and_reads_412() {
     let fake = Fake::Files(fakes.files.clone());
     let (steps, journal) = probe("files", &fake, &["reports", "q3/summary.csv"]).await;
     let missing = step(&steps, "head missing");
-    assert_eq!((missing["ok"].as_bool(), missing["error"]["httpStatusCode"].as_u64()), (Some(false), Some(404)));
+    assert_eq!(
+        (missing["ok"].as_bool(), missing["error"]["httpStatusCode"].as_u64()),
+        (Some(false), Some(404))
+    );
     // ETags are the quoted MD5 of the body: md5("first"), md5("second").
     assert_eq!(ok(&steps, "put if-none-match"), "\"8b04d5e3775d298e78455efc5ca404d5\"");
     assert_eq!(ok(&steps, "head"), "\"8b04d5e3775d298e78455efc5ca404d5\"");
@@ -163,7 +163,10 @@ async fn resend_node_sends_with_its_key_and_header_and_the_inbox_shows_it() {
     let messages = inbox["messages"].as_array().expect("messages");
     assert_eq!(messages.len(), 1, "{inbox:#}");
     assert_eq!(messages[0]["headers"]["X-Twice-Intent"], "i-1", "{inbox:#}");
-    assert_eq!((messages[0]["subject"].as_str(), messages[0]["text"].as_str()), (Some("hello"), Some("body")));
+    assert_eq!(
+        (messages[0]["subject"].as_str(), messages[0]["text"].as_str()),
+        (Some("hello"), Some("body"))
+    );
     let posts: Vec<_> = journal.iter().filter(|e| e.method == "POST").collect();
     assert!(posts.iter().all(|e| e.idempotency_key.as_deref() == Some("key-1")), "{posts:#?}");
     assert!(posts[1].replayed, "{posts:#?}");

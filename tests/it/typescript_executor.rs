@@ -13,8 +13,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use harness::check::{
-    self, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES, LINEAGE, NO_DUPLICATE_EFFECT,
-    NOTHING_LOST, REFUSAL_RESPECTED,
+    self, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES, LINEAGE,
+    NO_DUPLICATE_EFFECT, NOTHING_LOST, REFUSAL_RESPECTED,
 };
 use harness::live::ExecutorCommand;
 use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
@@ -180,7 +180,9 @@ fn every_typescript_bug_is_caught_by_its_scenarios_naming_its_invariant() {
     std::thread::scope(|scope| {
         for _ in 0..JOBS {
             scope.spawn(|| {
-                while let Some((bug, scenario, expected, hazard)) = all.get(next.fetch_add(1, Ordering::SeqCst)) {
+                while let Some((bug, scenario, expected, hazard)) =
+                    all.get(next.fetch_add(1, Ordering::SeqCst))
+                {
                     let driver = Driver::Live(node_executor(&["--bug", bug]));
                     let result = run::run_case(&catalog_case(scenario), SEED, &driver, &dir, "twice run");
                     let caught = if *hazard {

@@ -28,13 +28,17 @@ pub(crate) fn prepare_node_executor(root: &Path) -> Result<PathBuf> {
             );
         }
     }
-    let read = |name: &str| fs::read(dir.join(name)).with_context(|| format!("could not read {EXAMPLE}/{name}"));
-    let hash = format!("fnv1a64:{:016x}\n", fnv1a64(&[read("package.json")?, read("package-lock.json")?].concat()));
+    let read =
+        |name: &str| fs::read(dir.join(name)).with_context(|| format!("could not read {EXAMPLE}/{name}"));
+    let hash =
+        format!("fnv1a64:{:016x}\n", fnv1a64(&[read("package.json")?, read("package-lock.json")?].concat()));
     let stamp = dir.join("node_modules").join(STAMP);
     if fs::read_to_string(&stamp).is_ok_and(|s| s == hash) {
         println!("xtask: {EXAMPLE}/node_modules is up to date with its package-lock.json");
     } else {
-        println!("xtask: installing the TypeScript example's SDKs (npm ci in {EXAMPLE}; a few minutes the first time)");
+        println!(
+            "xtask: installing the TypeScript example's SDKs (npm ci in {EXAMPLE}; a few minutes the first time)"
+        );
         npm(&dir, &["ci", "--no-audit", "--no-fund"])?;
         fs::write(&stamp, &hash).with_context(|| format!("could not write {}", stamp.display()))?;
     }
@@ -55,7 +59,10 @@ fn npm(dir: &Path, args: &[&str]) -> Result<()> {
         .status()
         .with_context(|| format!("could not run npm {}", args.join(" ")))?;
     if !status.success() {
-        bail!("`npm {}` in {EXAMPLE} failed ({status}); fix the cause above and run `cargo xtask test` again", args.join(" "));
+        bail!(
+            "`npm {}` in {EXAMPLE} failed ({status}); fix the cause above and run `cargo xtask test` again",
+            args.join(" ")
+        );
     }
     Ok(())
 }
