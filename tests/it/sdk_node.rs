@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use fake_services::chain::address_of;
-use fake_services::{Fake, Fakes, JournalEntry, Server, TokioClock};
+use fake_services::{Fake, Fakes, FaultRule, FaultSpec, JournalEntry, Server, TokioClock};
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -91,6 +91,28 @@ async fn stripe_node_refunds_with_its_key_replays_and_lists_the_metadata() {
     assert_eq!(posts.len(), 2);
     assert!(posts.iter().all(|e| e.idempotency_key.as_deref() == Some("key-1")), "{posts:#?}");
     assert!(posts[1].replayed, "{posts:#?}");
+}
+
+/// stripe-node resends a request once when its connection was closed, even with
+/// `maxNetworkRetries: 0`. Where keys are not honoured (here: ignored), a close after the
+/// commit then makes two refunds out of one call; the executor's HTTP client
+/// (`NoResendOnClose`) turns the close into a plain connection error, one request, one refund.
+#[tokio::test]
+async fn stripe_node_resends_after_a_closed_connection_unless_the_executor_s_client_stops_it() {
+    for (client, posts, refunds, ok) in [("sdk", 2, 2, true), ("executor", 1, 1, false)] {
+        let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
+        fakes.payments.seed_payment_intent(Some("pi_1"), 5000, "usd").unwrap();
+        let fake = Fake::Payments(fakes.payments.clone());
+        fake.add_rule(FaultRule::always(FaultSpec::IgnoreKeys).method("POST")).unwrap();
+        fake.add_rule(FaultRule::always(FaultSpec::DropAfterCommit).method("POST").nth(1)).unwrap();
+        let (steps, journal) = probe("payments-closed", &fake, &["pi_1", client]).await;
+        let created = step(&steps, "create");
+        assert_eq!(created["ok"], ok, "{client}: {created:#}");
+        let sent = journal.iter().filter(|e| e.method == "POST").count();
+        assert_eq!(sent, posts, "{client}: {journal:#?}");
+        let made = fake.ledger().into_iter().filter(|e| e.kind == "refund.created").count();
+        assert_eq!(made, refunds, "{client}");
+    }
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 //
 // Usage: node sdk_probe.js SERVICE URL [ARGS...]
 //   payments URL PAYMENT_INTENT   refunds.create with an idempotency key, then refunds.list
+//   payments-closed URL PAYMENT_INTENT sdk|executor   one refunds.create on a connection closed after the commit
 //   files URL BUCKET KEY          HEAD (404), PUT If-None-Match: *, HEAD, PUT If-Match, PUT If-Match stale (412)
 //   chain URL PRIVATE_KEY TO WEI  chain id, nonce, fees; sign EIP-1559 locally; send raw; receipt
 //   messages URL TO               emails.send with an idempotency key and a header, then the inbox
@@ -58,6 +59,32 @@ async function payments(url, paymentIntent) {
     const list = await stripe.refunds.list({ payment_intent: paymentIntent, limit: 100 });
     return { has_more: list.has_more, ids: list.data.map((r) => r.id), metadata: list.data.map((r) => r.metadata) };
   });
+  return steps;
+}
+
+// One refunds.create whose connection the fake closes after committing, with stripe-node's own
+// Node client ("sdk") or with the executor's (`NoResendOnClose`, from the compiled example):
+// how many requests one call sends, and what the caller is told.
+async function paymentsClosed(url, paymentIntent, client) {
+  const Stripe = example("stripe");
+  const u = new URL(url);
+  let httpClient = Stripe.createNodeHttpClient(new http.Agent({ keepAlive: false }));
+  if (client === "executor") {
+    const { NoResendOnClose } = require(path.join(__dirname, "../../examples/executors/typescript/dist/services.js"));
+    httpClient = new NoResendOnClose(httpClient);
+  }
+  const stripe = new Stripe("sk_test_twice", {
+    host: u.hostname,
+    port: u.port,
+    protocol: "http",
+    maxNetworkRetries: 0,
+    timeout: TIMEOUT_MS,
+    telemetry: false,
+    httpClient,
+  });
+  const steps = [];
+  const params = { payment_intent: paymentIntent, amount: 1200, metadata: { twice_intent: "i-1" } };
+  await step(steps, "create", async () => (await stripe.refunds.create(params, { idempotencyKey: "key-1" })).id);
   return steps;
 }
 
@@ -140,7 +167,7 @@ async function messages(url, to) {
   return steps;
 }
 
-const probes = { payments, files, chain, messages };
+const probes = { payments, "payments-closed": paymentsClosed, files, chain, messages };
 
 async function main() {
   const [service, url, ...args] = process.argv.slice(2);

@@ -290,7 +290,7 @@ export abstract class Service {
  * twice. This client hands every request to the SDK's own Node client and renames those two
  * codes, so the SDK sees a plain connection error, does not retry, and the executor decides.
  */
-class NoResendOnClose extends Stripe.HttpClient {
+export class NoResendOnClose extends Stripe.HttpClient {
   constructor(private readonly inner: InstanceType<typeof Stripe.HttpClient>) {
     super();
   }
