@@ -245,3 +245,53 @@ fn the_typescript_action_tables_are_the_vocabularys() {
     assert_eq!(tables["business_key"], serde_json::Value::Object(want_keys));
     assert_eq!(tables["takes_reference"], serde_json::Value::Object(want_refs));
 }
+
+/// Steps that build on steps, through the protocol: the tests the reference executor and the
+/// Python example pass (`executor_workflow.rs`), on the TypeScript executor.
+mod workflows {
+    use crate::executor_workflow::{self as flow, Under};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_put_takes_the_id_of_the_workspace_its_create_made() {
+        flow::a_put_takes_the_id_of_the_workspace_its_create_made(Under::Node).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_chain_of_three_steps_each_reads_the_step_before() {
+        flow::a_chain_of_three_steps_each_reads_the_step_before(Under::Node).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_after_a_failed_intent_is_cancelled_and_never_sent() {
+        flow::a_step_after_a_failed_intent_is_cancelled_and_never_sent(Under::Node).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_after_an_escalated_intent_is_escalated_and_never_sent() {
+        flow::a_step_after_an_escalated_intent_is_escalated_and_never_sent(Under::Node).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn malformed_steps_are_refused_with_code_12_naming_the_problem() {
+        flow::malformed_steps_are_refused_with_code_12_naming_the_problem(Under::Node).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_proposed_again_with_other_after_is_another_payload() {
+        flow::a_step_proposed_again_with_other_after_is_another_payload(Under::Node).await;
+    }
+
+    /// The value recorded before the first send is the one every send carries.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_resend_carries_the_recorded_value() {
+        let report = flow::a_resend_after_the_predecessor_changed(Under::Node).await;
+        assert_eq!(report.sent, report.recorded, "{report:?}");
+    }
+
+    /// A restart before a workflow's last step leaves its completed steps alone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restart_leaves_completed_steps_alone() {
+        let report = flow::a_restart_before_the_last_step(Under::Node).await;
+        assert_eq!((report.first_step_effects, report.last_step_effects), (1, 1), "{report:?}");
+    }
+}
