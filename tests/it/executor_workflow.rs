@@ -131,12 +131,13 @@ pub fn put(id: &str, key: &str, body: Value, after: &[&str]) -> Value {
            "params": {"bucket": BUCKET, "key": key, "body": body}})
 }
 
-/// The executor a workflow test runs: the reference binary, or the Python example (with one
-/// of its bugs switched on, or none).
+/// The executor a workflow test runs: the reference binary, the Python example (with one of
+/// its bugs switched on, or none), or the TypeScript example (`TWICE_NODE_EXECUTOR`).
 #[derive(Debug, Clone, Copy)]
 pub enum Under<'a> {
     Reference,
     Python { bug: Option<&'a str> },
+    Node,
 }
 
 impl Under<'_> {
@@ -166,6 +167,12 @@ impl Under<'_> {
                 }
                 ExecutorProcess::spawn_program(label, Path::new(&python), &args, &[])
             }
+            Under::Node => {
+                assert!(kill_at.is_none(), "the TypeScript executor has no kill points");
+                let script = crate::typescript_executor::node_executor_script();
+                let script = script.to_str().expect("a UTF-8 path");
+                ExecutorProcess::spawn_program(label, Path::new("node"), &[script], &[])
+            }
         };
         match ex.request(init_request, REPLY_WAIT).await {
             Ok(r) if r["type"] == "init_ok" => (ex, r),
@@ -182,6 +189,7 @@ impl Under<'_> {
             Under::Reference => format!("reference_{test}"),
             Under::Python { bug: None } => format!("python_{test}"),
             Under::Python { bug: Some(bug) } => format!("python_{bug}_{test}"),
+            Under::Node => format!("node_{test}"),
         }
     }
 }

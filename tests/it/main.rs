@@ -31,4 +31,6 @@ mod results_schema;
 mod sdk_chain;
 mod sdk_files;
 mod sdk_messages;
+mod sdk_node;
 mod sdk_payments;
+mod typescript_executor;

@@ -18,6 +18,7 @@
 mod bench;
 mod headlines;
 mod machine;
+mod node;
 mod records;
 mod render;
 mod test;

@@ -1,6 +1,6 @@
 //! `cargo xtask test`: the venv and the binaries that the end-to-end tests need, Chromium for
-//! the HTML report test, then `cargo test` with `TWICE_PYTHON`, `TWICE_BIN_DIR` and
-//! `TWICE_CHROMIUM` set.
+//! the HTML report test, the TypeScript example executor, then `cargo test` with `TWICE_PYTHON`,
+//! `TWICE_NODE_EXECUTOR`, `TWICE_BIN_DIR` and `TWICE_CHROMIUM` set.
 
 use std::env;
 use std::path::PathBuf;
@@ -8,12 +8,15 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 
+use crate::node::prepare_node_executor;
 use crate::venv::prepare_venv;
 use crate::{cargo, exit_code, output_of, root, target_dir};
 
 pub(crate) fn test(args: &[String]) -> Result<i32> {
     let root = root();
     let python = prepare_venv(&root)?;
+    // The TypeScript example runs on the Node SDKs of its lockfile, compiled to dist/.
+    let node_executor = prepare_node_executor(&root)?;
     // End-to-end tests run the project's binaries (`twice`, `twice-executor`) as real child
     // processes; cargo builds a package's binaries only for that package's own tests, so
     // build them all first and tell the tests where they are.
@@ -43,6 +46,8 @@ pub(crate) fn test(args: &[String]) -> Result<i32> {
     }
     command.args(args).current_dir(&root).env("TWICE_PYTHON", &python);
     println!("xtask: TWICE_PYTHON={}", python.display());
+    command.env("TWICE_NODE_EXECUTOR", &node_executor);
+    println!("xtask: TWICE_NODE_EXECUTOR={}", node_executor.display());
     println!("xtask: running cargo test{}", if selects_package(args) { "" } else { " --workspace" });
     let status = command.status().context("could not start cargo test")?;
     Ok(exit_code(status))

@@ -108,7 +108,7 @@ pub(crate) fn prepare_venv(root: &Path) -> Result<PathBuf> {
 }
 
 /// FNV-1a, 64 bits: stable across Rust versions, enough to notice an edited file.
-fn fnv1a64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes
         .iter()
         .fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))

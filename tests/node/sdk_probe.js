@@ -1,0 +1,183 @@
+// One happy path of an official Node SDK against a fake, over loopback HTTP, the way the
+// TypeScript executor (examples/executors/typescript) calls it: its retries off, our timeout.
+// Prints one JSON line: what the client observed. Any error the SDK raises is printed too
+// (never thrown), so the Rust test can say which request a fake answered wrongly.
+//
+// Usage: node sdk_probe.js SERVICE URL [ARGS...]
+//   payments URL PAYMENT_INTENT   refunds.create with an idempotency key, then refunds.list
+//   payments-closed URL PAYMENT_INTENT sdk|executor   one refunds.create on a connection closed after the commit
+//   files URL BUCKET KEY          HEAD (404), PUT If-None-Match: *, HEAD, PUT If-Match, PUT If-Match stale (412)
+//   chain URL PRIVATE_KEY TO WEI  chain id, nonce, fees; sign EIP-1559 locally; send raw; receipt
+//   messages URL TO               emails.send with an idempotency key and a header, then the inbox
+"use strict";
+
+const path = require("node:path");
+const http = require("node:http");
+const { createRequire } = require("node:module");
+
+// The SDKs are the example's, pinned in its package-lock.json.
+const example = createRequire(path.join(__dirname, "../../examples/executors/typescript/package.json"));
+const TIMEOUT_MS = 5000;
+
+function failure(error) {
+  const out = { name: error && error.name, message: error && error.message };
+  for (const field of ["code", "statusCode", "type", "rawType", "status", "details"]) {
+    if (error && error[field] !== undefined) out[field] = String(error[field]);
+  }
+  if (error && error.$metadata) out.httpStatusCode = error.$metadata.httpStatusCode;
+  return out;
+}
+
+async function step(steps, name, call) {
+  try {
+    steps.push({ step: name, ok: true, value: await call() });
+  } catch (error) {
+    steps.push({ step: name, ok: false, error: failure(error) });
+  }
+}
+
+async function payments(url, paymentIntent) {
+  const Stripe = example("stripe");
+  const u = new URL(url);
+  const stripe = new Stripe("sk_test_twice", {
+    host: u.hostname,
+    port: u.port,
+    protocol: "http",
+    maxNetworkRetries: 0,
+    timeout: TIMEOUT_MS,
+    telemetry: false,
+    httpClient: Stripe.createNodeHttpClient(new http.Agent({ keepAlive: false })),
+  });
+  const steps = [];
+  const params = { payment_intent: paymentIntent, amount: 1200, metadata: { twice_intent: "i-1" } };
+  await step(steps, "create", async () => {
+    const r = await stripe.refunds.create(params, { idempotencyKey: "key-1" });
+    return { id: r.id, amount: r.amount, payment_intent: r.payment_intent, metadata: r.metadata };
+  });
+  await step(steps, "replay", async () => (await stripe.refunds.create(params, { idempotencyKey: "key-1" })).id);
+  await step(steps, "list", async () => {
+    const list = await stripe.refunds.list({ payment_intent: paymentIntent, limit: 100 });
+    return { has_more: list.has_more, ids: list.data.map((r) => r.id), metadata: list.data.map((r) => r.metadata) };
+  });
+  return steps;
+}
+
+// One refunds.create whose connection the fake closes after committing, with stripe-node's own
+// Node client ("sdk") or with the executor's (`NoResendOnClose`, from the compiled example):
+// how many requests one call sends, and what the caller is told.
+async function paymentsClosed(url, paymentIntent, client) {
+  const Stripe = example("stripe");
+  const u = new URL(url);
+  let httpClient = Stripe.createNodeHttpClient(new http.Agent({ keepAlive: false }));
+  if (client === "executor") {
+    const { NoResendOnClose } = require(path.join(__dirname, "../../examples/executors/typescript/dist/services.js"));
+    httpClient = new NoResendOnClose(httpClient);
+  }
+  const stripe = new Stripe("sk_test_twice", {
+    host: u.hostname,
+    port: u.port,
+    protocol: "http",
+    maxNetworkRetries: 0,
+    timeout: TIMEOUT_MS,
+    telemetry: false,
+    httpClient,
+  });
+  const steps = [];
+  const params = { payment_intent: paymentIntent, amount: 1200, metadata: { twice_intent: "i-1" } };
+  await step(steps, "create", async () => (await stripe.refunds.create(params, { idempotencyKey: "key-1" })).id);
+  return steps;
+}
+
+async function files(url, bucket, key) {
+  const { S3Client, HeadObjectCommand, PutObjectCommand } = example("@aws-sdk/client-s3");
+  const s3 = new S3Client({
+    endpoint: url,
+    forcePathStyle: true,
+    region: "us-east-1",
+    credentials: { accessKeyId: "twice", secretAccessKey: "twice" },
+    maxAttempts: 1,
+    requestHandler: { connectionTimeout: TIMEOUT_MS, requestTimeout: TIMEOUT_MS, httpAgent: new http.Agent({ keepAlive: false }) },
+  });
+  const steps = [];
+  const head = async () => (await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))).ETag;
+  const put = async (body, condition) =>
+    (await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: Buffer.from(body), ...condition }))).ETag;
+  await step(steps, "head missing", head);
+  await step(steps, "put if-none-match", () => put("first", { IfNoneMatch: "*" }));
+  await step(steps, "head", head);
+  const etag = steps[2].value;
+  await step(steps, "put if-match", () => put("second", { IfMatch: etag }));
+  await step(steps, "put if-match stale", () => put("third", { IfMatch: etag }));
+  return steps;
+}
+
+async function chain(url, privateKey, to, wei) {
+  const { createPublicClient, http: transport, hexToBigInt, keccak256 } = example("viem");
+  const { privateKeyToAccount } = example("viem/accounts");
+  const client = createPublicClient({ transport: transport(url, { retryCount: 0, timeout: TIMEOUT_MS, batch: false }) });
+  const account = privateKeyToAccount(privateKey);
+  const steps = [];
+  const chainId = await client.getChainId();
+  const nonce = await client.getTransactionCount({ address: account.address, blockTag: "pending" });
+  const gasPrice = await client.getGasPrice();
+  const tip = hexToBigInt(await client.request({ method: "eth_maxPriorityFeePerGas" }));
+  steps.push({ step: "read", ok: true, value: { chainId, nonce, gasPrice: String(gasPrice), tip: String(tip) } });
+  const raw = await account.signTransaction({
+    type: "eip1559",
+    chainId,
+    nonce,
+    to,
+    value: BigInt(wei),
+    gas: 21000n,
+    maxFeePerGas: 2n * gasPrice + tip,
+    maxPriorityFeePerGas: tip,
+  });
+  const hash = keccak256(raw);
+  await step(steps, "send", async () => ({ answered: await client.sendRawTransaction({ serializedTransaction: raw }), hash }));
+  await step(steps, "send again", () => client.sendRawTransaction({ serializedTransaction: raw }));
+  await step(steps, "receipt", async () => {
+    for (let i = 0; i < 100; i++) {
+      const receipt = await client.request({ method: "eth_getTransactionReceipt", params: [hash] });
+      if (receipt !== null) return { status: receipt.status, blockNumber: receipt.blockNumber };
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return null;
+  });
+  await step(steps, "nonce after", () => client.getTransactionCount({ address: account.address, blockTag: "latest" }));
+  return steps;
+}
+
+async function messages(url, to) {
+  const { Resend } = example("resend");
+  const resend = new Resend("re_test_twice", { baseUrl: url });
+  const steps = [];
+  const email = { from: "twice executor <executor@twice.invalid>", to, subject: "hello", text: "body", headers: { "X-Twice-Intent": "i-1" } };
+  for (const name of ["send", "replay"]) {
+    await step(steps, name, async () => {
+      const { data, error } = await resend.emails.send(email, { idempotencyKey: "key-1", signal: AbortSignal.timeout(TIMEOUT_MS) });
+      if (error) throw Object.assign(new Error(error.message), { name: error.name, statusCode: error.statusCode });
+      return data;
+    });
+  }
+  await step(steps, "inbox", async () => {
+    const response = await fetch(`${url}/mailboxes/${to}/messages?limit=100`, { signal: AbortSignal.timeout(TIMEOUT_MS) });
+    const body = await response.json();
+    return { status: response.status, messages: (body.data || []).map((m) => ({ headers: m.headers, subject: m.subject, text: m.text })) };
+  });
+  return steps;
+}
+
+const probes = { payments, "payments-closed": paymentsClosed, files, chain, messages };
+
+async function main() {
+  const [service, url, ...args] = process.argv.slice(2);
+  const probe = probes[service];
+  if (!probe) throw new Error(`no probe for ${service}; one of ${Object.keys(probes).join(", ")}`);
+  const steps = await probe(url, ...args);
+  process.stdout.write(`${JSON.stringify({ steps })}\n`);
+}
+
+main().catch((error) => {
+  process.stderr.write(`${error.stack || error}\n`);
+  process.exit(1);
+});
