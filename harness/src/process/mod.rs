@@ -603,6 +603,24 @@ pub fn signal_group(pgid: u32, signal: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// An executor that never reads its stdin: a line longer than the pipe holds cannot be
+    /// written, and the write gives up after its bound instead of blocking the harness; the
+    /// kill that follows ends the process.
+    #[test]
+    fn a_write_to_a_process_that_does_not_read_is_bounded() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let command = ExecutorCommand::parse("sleep 1000").unwrap();
+            let (mut process, _stdout) = Process::spawn(&command, "deaf").unwrap();
+            let line = format!("{}\n", "a".repeat(LINE_BYTES_MAX));
+            let started = std::time::Instant::now();
+            assert_eq!(process.write(&line).await, Err(WriteError::Stuck));
+            assert!(started.elapsed() >= Duration::from_millis(WRITE_MS_MAX));
+            process.kill().await;
+            assert!(process.exited());
+        });
+    }
+
     #[test]
     fn lines_are_framed_by_the_protocol_rules() {
         assert_eq!(frame("  \n"), Ok(None));

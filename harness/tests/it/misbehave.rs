@@ -56,7 +56,6 @@ fn executor(mode: &str) -> String {
 /// What one run of `twice` left.
 struct Ran {
     code: Option<i32>,
-    took: Duration,
     stdout: String,
     stderr: String,
     /// The most memory the `twice` process held while it ran (VmHWM), in kB.
@@ -126,7 +125,6 @@ fn twice(name: &str, args: &[&str]) -> Ran {
     let took = started.elapsed();
     let ran = Ran {
         code,
-        took,
         stdout: std::fs::read_to_string(&stdout_path).unwrap_or_default(),
         stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
         peak_rss_kb: peak,
