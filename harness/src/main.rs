@@ -76,11 +76,16 @@ fn main() {
         _ => tracing::level_filters::LevelFilter::WARN,
     };
     harness::cli::logs::init(&cli.logs, level);
-    if matches!(cli.command, Command::Run(_) | Command::Replay(_) | Command::CheckExecutor(_))
-        && let Err(e) = harness::workdir::on_interrupt()
-    {
-        // The run still runs; only an interrupt would leave executors and directories behind.
-        tracing::warn!(target: "twice", "{e:#}");
+    if matches!(cli.command, Command::Run(_) | Command::Replay(_) | Command::CheckExecutor(_)) {
+        if let Err(e) = harness::workdir::on_interrupt() {
+            // The run still runs; only an interrupt would leave executors and directories behind.
+            tracing::warn!(target: "twice", "{e:#}");
+        }
+        // Orphans of the executors (daemons that left their process group) are adopted by
+        // twice and killed when it exits (`workdir::exit`), not left to init.
+        if !harness::process::become_subreaper() {
+            tracing::debug!(target: "twice", "not a child subreaper: an executor's orphans go to init");
+        }
     }
     // Runs drive their own runtimes (one per scenario in sim); only `serve` needs one here.
     let serve_args = match cli.command {

@@ -39,9 +39,12 @@ pub fn hold_if_interrupted() {
 }
 
 /// Exits with `code`, unless an interrupt has come: then the signal watcher's code wins.
+/// Every executor has been killed by now; the orphans they left, adopted by `twice` as their
+/// subreaper ([`process::become_subreaper`]), are killed first.
 pub fn exit(code: i32) -> ! {
     hold_if_interrupted();
     let _held = process::lock(&EXIT);
+    process::kill_orphans();
     std::process::exit(code)
 }
 
@@ -101,6 +104,7 @@ pub fn on_interrupt() -> anyhow::Result<()> {
             let _held = process::lock(&EXIT);
             INTERRUPTED.store(true, Ordering::SeqCst);
             let groups = process::kill_every_group();
+            process::kill_orphans();
             let dirs: Vec<PathBuf> = std::mem::take(&mut *process::lock(&LIVE_DIRS)).into_iter().collect();
             // A file the run was writing as the signal came may land just after the first
             // removal (the run stops at its next spawn, case or report): look again briefly.

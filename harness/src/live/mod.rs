@@ -364,8 +364,9 @@ impl Backend for LiveBackend<'_> {
     }
 
     /// `shutdown` and a bounded wait for each worker of a healthy run, SIGKILL otherwise or
-    /// after the bound; then the held answers go (their gates open as the channel closes) and
-    /// the listeners stop.
+    /// after the bound; either way what the worker leaves running (children in its group,
+    /// daemons that left it) is killed too. Then the held answers go (their gates open as the
+    /// channel closes) and the listeners stop.
     async fn shut_down(&mut self, graceful: bool) {
         let names: Vec<String> = self.workers.keys().cloned().collect();
         for name in names {
@@ -378,10 +379,10 @@ impl Backend for LiveBackend<'_> {
                 let msg_id = w.next_msg_id;
                 w.next_msg_id += 1;
                 let line = format!("{}\n", json!({"type": "shutdown", "msg_id": msg_id}));
-                if w.process.write(&line).await.is_ok()
-                    && w.process.exit_within(SHUTDOWN_MS_MAX).await.is_some()
-                {
-                    continue;
+                // Exited or not within the bound, the kill below follows: after an exit it
+                // ends only what the worker left behind.
+                if w.process.write(&line).await.is_ok() {
+                    let _ = w.process.exit_within(SHUTDOWN_MS_MAX).await;
                 }
             }
             w.process.kill().await;

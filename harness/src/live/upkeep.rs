@@ -205,12 +205,15 @@ impl LiveBackend<'_> {
         }
         let (violation, closed, interrupted) = {
             let link = lock(&w.link);
-            (link.violation.is_some(), link.closed, link.interrupted)
+            let in_flight = link.pending.values().next().map(|p| p.kind);
+            (link.violation.is_some(), link.closed, link.interrupted.or(in_flight))
         };
-        if !violation && !closed {
+        // A worker can exit while its stdout stays open: a child it left holds the pipe, so
+        // no end of stdout ever comes. Its exit is noticed by itself.
+        let exited = w.process.exited();
+        if !violation && !closed && !exited {
             return;
         }
-        let exited = w.process.exited();
         let since = *w.closed_since.get_or_insert_with(Instant::now);
         if violation || exited || since.elapsed() >= Duration::from_millis(EXIT_MS_MAX) {
             let when = match interrupted {

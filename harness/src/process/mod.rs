@@ -91,6 +91,109 @@ fn running_groups() -> MutexGuard<'static, BTreeSet<u32>> {
 /// How long [`kill_every_group`] waits for the groups it killed to be gone.
 const GROUPS_GONE_MS_MAX: u64 = 2_000;
 
+/// The variable every executor process is started with, valued `{twice's pid}.{n}`, one value
+/// per process: its children inherit it, also those that leave its process group
+/// (`setsid()`, a double-forked daemon), so [`kill_marked`] finds them in the process table.
+pub const MARKER_VARIABLE: &str = "TWICE_EXECUTOR_PROCESS";
+/// How long [`Process::kill`] keeps killing an executor's marked processes until none is left
+/// (a process may fork while it is being killed).
+const MARKED_GONE_MS_MAX: u64 = 2_000;
+/// How long [`kill_orphans`] keeps killing the orphans adopted by `twice`.
+const ORPHANS_GONE_MS_MAX: u64 = 2_000;
+
+/// The pids of the processes (other than this one) whose environment holds `marker`
+/// (`NAME=VALUE`) and which are not zombies (a zombie's environment reads empty).
+fn marked(marker: &[u8]) -> Vec<i32> {
+    let own = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| *pid != own)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|environ| environ.split(|b| *b == 0).any(|v| v == marker))
+        })
+        .filter_map(|pid| i32::try_from(pid).ok())
+        .collect()
+}
+
+/// The parent of `pid`, from `/proc/PID/stat` (`pid (comm) S ppid ...`).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Reaps `pid` if it is a child of this process that has ended (an adopted orphan; see
+/// [`become_subreaper`]). Never called on a pid tokio waits for.
+fn reap(pid: i32) {
+    // SAFETY: waitpid takes integers and a null status pointer; it touches no memory of ours.
+    unsafe {
+        libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+    }
+}
+
+/// SIGKILLs, once, every live process that carries `marker` except `spared` (the process
+/// tokio reaps), and reaps those that are this process's children; returns how many it
+/// signalled.
+pub fn kill_marked(marker: &[u8], spared: Option<i32>) -> usize {
+    let own = i32::try_from(std::process::id()).ok();
+    let pids = marked(marker);
+    for &pid in &pids {
+        // SAFETY: kill(2) takes two integers and touches no memory of ours.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    for &pid in &pids {
+        if Some(pid) != spared && parent_of(pid) == own {
+            reap(pid);
+        }
+    }
+    pids.len()
+}
+
+/// Linux only: makes this process the child subreaper of everything it starts, so that a
+/// process an executor orphans (a daemon that double-forked and called `setsid()`) is
+/// adopted by `twice` rather than by init, and [`kill_orphans`] can end it even when it
+/// cleared its environment of [`MARKER_VARIABLE`]. Returns whether it took.
+pub fn become_subreaper() -> bool {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes integers only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+}
+
+/// SIGKILLs and reaps every child of this process that is not an executor it still runs:
+/// the orphans it adopted as a subreaper. Called when no executor runs any more (the end of
+/// the command, or an interrupt after [`kill_every_group`]); waits (at most
+/// [`ORPHANS_GONE_MS_MAX`]) until none is left. Returns how many it killed.
+pub fn kill_orphans() -> usize {
+    let Ok(own) = i32::try_from(std::process::id()) else { return 0 };
+    let running: BTreeSet<i32> = running_groups().iter().filter_map(|g| i32::try_from(*g).ok()).collect();
+    let deadline = std::time::Instant::now() + Duration::from_millis(ORPHANS_GONE_MS_MAX);
+    let mut killed = BTreeSet::new();
+    loop {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return killed.len() };
+        let orphans: Vec<i32> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+            .filter(|pid| !running.contains(pid) && parent_of(*pid) == Some(own))
+            .collect();
+        if orphans.is_empty() || std::time::Instant::now() >= deadline {
+            return killed.len();
+        }
+        for pid in orphans {
+            // SAFETY: kill(2) takes two integers and touches no memory of ours.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+            reap(pid);
+            killed.insert(pid);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// SIGKILLs every executor process group still running and waits (at most
 /// [`GROUPS_GONE_MS_MAX`]) until no process of them is left, reaping the ones that are this
 /// process's children; returns how many groups there were.
@@ -156,6 +259,10 @@ pub struct Process {
     stdin: ChildStdin,
     stderr: Arc<Mutex<Tail>>,
     stderr_task: JoinHandle<()>,
+    /// `MARKER_VARIABLE=VALUE`, as it reads in `/proc/PID/environ` of its processes.
+    marker: Vec<u8>,
+    /// [`Process::kill`] ran: nothing of it is left to end when it is dropped.
+    killed: bool,
 }
 
 impl Process {
@@ -170,8 +277,12 @@ impl Process {
             crate::workdir::hold_if_interrupted();
             return Err(format!("`{command}` not started: the run was interrupted"));
         }
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let marker_value = format!("{}.{n}", std::process::id());
         let mut child = Command::new(&command.program)
             .args(&command.args)
+            .env(MARKER_VARIABLE, &marker_value)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -191,7 +302,8 @@ impl Process {
         let stderr_task = tokio::spawn(read_stderr(stderr, Arc::clone(&tail)));
         let tag = Tag { worker: Arc::from(worker), pid: pgid };
         tracing::debug!(target: "twice::executor", worker, pid = pgid, command = %command, "executor started");
-        Ok((Process { child, pgid, tag, stdin, stderr: tail, stderr_task }, stdout))
+        let marker = format!("{MARKER_VARIABLE}={marker_value}").into_bytes();
+        Ok((Process { child, pgid, tag, stdin, stderr: tail, stderr_task, marker, killed: false }, stdout))
     }
 
     /// Who it is in log lines; [`read_lines`] takes it too.
@@ -250,12 +362,22 @@ impl Process {
         let _ = self.child.start_kill();
     }
 
-    /// SIGKILL to the whole group (a wrapper's children too), then reaps the leader, within
-    /// bounds.
+    /// SIGKILL to the whole group (a wrapper's children too), reaps the leader, then kills
+    /// every process that still carries its marker (children that left the group, daemons
+    /// that called `setsid()`), within bounds. Also after the process exited by itself: what
+    /// it left running is ended too.
     pub async fn kill(&mut self) {
-        let _ = self.signal("KILL").await;
+        // The group even when the leader has exited: its children keep the group (and so its
+        // id) alive, and the id cannot be reused while any member lives.
+        let _ = signal_group(self.pgid, "KILL");
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(Duration::from_millis(EXIT_MS_MAX), self.child.wait()).await;
+        let spared = i32::try_from(self.pgid).ok();
+        let deadline = Instant::now() + Duration::from_millis(MARKED_GONE_MS_MAX);
+        while kill_marked(&self.marker, spared) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.killed = true;
     }
 
     /// Waits up to `ms` for the process to exit by itself.
@@ -294,7 +416,8 @@ pub enum Ending {
 }
 
 async fn read_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
-    let mut buffer = vec![0u8; 4096];
+    // Large reads: an executor flooding stderr is drained at pipe speed, into a bounded tail.
+    let mut buffer = vec![0u8; 64 * 1024];
     while let Ok(n) = stderr.read(&mut buffer).await {
         if n == 0 {
             return;
@@ -443,8 +566,14 @@ pub fn describe(status: ExitStatus) -> String {
 }
 
 impl Drop for Process {
+    /// A process dropped without [`Process::kill`] (an early return) takes its group and its
+    /// marked processes with it, in one pass: kill_on_drop alone would end the leader only.
     fn drop(&mut self) {
         running_groups().remove(&self.pgid);
+        if !self.killed {
+            let _ = signal_group(self.pgid, "KILL");
+            kill_marked(&self.marker, i32::try_from(self.pgid).ok());
+        }
     }
 }
 
@@ -473,6 +602,24 @@ pub fn signal_group(pgid: u32, signal: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An executor that never reads its stdin: a line longer than the pipe holds cannot be
+    /// written, and the write gives up after its bound instead of blocking the harness; the
+    /// kill that follows ends the process.
+    #[test]
+    fn a_write_to_a_process_that_does_not_read_is_bounded() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let command = ExecutorCommand::parse("sleep 1000").unwrap();
+            let (mut process, _stdout) = Process::spawn(&command, "deaf").unwrap();
+            let line = format!("{}\n", "a".repeat(LINE_BYTES_MAX));
+            let started = std::time::Instant::now();
+            assert_eq!(process.write(&line).await, Err(WriteError::Stuck));
+            assert!(started.elapsed() >= Duration::from_millis(WRITE_MS_MAX));
+            process.kill().await;
+            assert!(process.exited());
+        });
+    }
 
     #[test]
     fn lines_are_framed_by_the_protocol_rules() {
