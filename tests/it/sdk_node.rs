@@ -96,7 +96,7 @@ async fn stripe_node_refunds_with_its_key_replays_and_lists_the_metadata() {
 /// stripe-node resends a request once when its connection was closed, even with
 /// `maxNetworkRetries: 0`. Where keys are not honoured (here: ignored), a close after the
 /// commit then makes two refunds out of one call; the executor's HTTP client
-/// (`NoResendOnClose`) turns the close into a plain connection error, one request, one refund.
+/// (`noResendOnClose`) turns the close into a plain connection error, one request, one refund.
 #[tokio::test]
 async fn stripe_node_resends_after_a_closed_connection_unless_the_executor_s_client_stops_it() {
     for (client, posts, refunds, ok) in [("sdk", 2, 2, true), ("executor", 1, 1, false)] {

@@ -63,15 +63,15 @@ async function payments(url, paymentIntent) {
 }
 
 // One refunds.create whose connection the fake closes after committing, with stripe-node's own
-// Node client ("sdk") or with the executor's (`NoResendOnClose`, from the compiled example):
+// Node client ("sdk") or with the executor's (`noResendOnClose`, from the compiled example):
 // how many requests one call sends, and what the caller is told.
 async function paymentsClosed(url, paymentIntent, client) {
   const Stripe = example("stripe");
   const u = new URL(url);
   let httpClient = Stripe.createNodeHttpClient(new http.Agent({ keepAlive: false }));
   if (client === "executor") {
-    const { NoResendOnClose } = require(path.join(__dirname, "../../examples/executors/typescript/dist/services.js"));
-    httpClient = new NoResendOnClose(httpClient);
+    const { noResendOnClose } = require(path.join(__dirname, "../../examples/executors/typescript/dist/services.js"));
+    httpClient = noResendOnClose(httpClient);
   }
   const stripe = new Stripe("sk_test_twice", {
     host: u.hostname,

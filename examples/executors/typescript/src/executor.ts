@@ -32,6 +32,7 @@ import * as path from "node:path";
 import * as readline from "node:readline";
 import * as actions from "./actions";
 import * as bugs from "./bugs";
+import * as sdks from "./sdks";
 import { copyIntent, IntentLog, isLocked, newIntent, view, type Intent } from "./intentLog";
 import {
   ABSENT,
@@ -1108,6 +1109,8 @@ class Server {
     } catch (e) {
       throw new ProtocolError(CRASH, `cannot open the state in ${stateDir}: ${(e as Error).message}`);
     }
+    // `init_ok` goes out before the SDKs load (`sdks.ts` says why).
+    sdks.preloadAfterAnswer(Object.keys(serviceConfig));
     return { executor: EXECUTOR, actions: [...this.announced], features: [FEATURE_WORKFLOWS] };
   }
 }

@@ -25,20 +25,15 @@
 
 import { createHash } from "node:crypto";
 import * as http from "node:http";
-import { HeadObjectCommand, PutObjectCommand, S3Client, type PutObjectCommandInput } from "@aws-sdk/client-s3";
-import { Resend } from "resend";
-import Stripe from "stripe";
-import {
-  createPublicClient,
-  http as viemHttp,
-  hexToBigInt,
-  keccak256,
-  type Hex,
-  type PublicClient,
-} from "viem";
-import { privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
+// Types only: the SDKs themselves are loaded on first use (`./sdks`, which says why).
+import type { PutObjectCommandInput, S3Client } from "@aws-sdk/client-s3";
+import type { Resend } from "resend";
+import type Stripe from "stripe";
+import type { Hex, PublicClient } from "viem";
+import type { PrivateKeyAccount } from "viem/accounts";
 import { isObject, type Params } from "./actions";
 import * as bugs from "./bugs";
+import * as sdks from "./sdks";
 import type { Evidence, Intent, IntentLog } from "./intentLog";
 
 // What a write attempt established.
@@ -290,33 +285,36 @@ export abstract class Service {
  * twice. This client hands every request to the SDK's own Node client and renames those two
  * codes, so the SDK sees a plain connection error, does not retry, and the executor decides.
  */
-export class NoResendOnClose extends Stripe.HttpClient {
-  constructor(private readonly inner: InstanceType<typeof Stripe.HttpClient>) {
-    super();
-  }
+export function noResendOnClose(
+  inner: InstanceType<typeof Stripe.HttpClient>,
+): InstanceType<typeof Stripe.HttpClient> {
+  // The class extends the SDK's, which is loaded on first use, so it is made here.
+  class NoResendOnClose extends sdks.stripe().HttpClient {
+    getClientName(): string {
+      return inner.getClientName();
+    }
 
-  getClientName(): string {
-    return this.inner.getClientName();
+    // The signature is the SDK's HttpClient.makeRequest.
+    makeRequest(...args: Parameters<InstanceType<typeof Stripe.HttpClient>["makeRequest"]>) {
+      return inner.makeRequest(...args).catch((error: unknown) => {
+        const code = codeOf(error);
+        if (code === "ECONNRESET" || code === "EPIPE") {
+          const closed = new Error(`connection closed (${code})`, { cause: error }) as Error & { code: string };
+          closed.code = `CLOSED_${code}`;
+          throw closed;
+        }
+        throw error;
+      });
+    }
   }
-
-  // The signature is the SDK's HttpClient.makeRequest.
-  makeRequest(...args: Parameters<InstanceType<typeof Stripe.HttpClient>["makeRequest"]>) {
-    return this.inner.makeRequest(...args).catch((error: unknown) => {
-      const code = codeOf(error);
-      if (code === "ECONNRESET" || code === "EPIPE") {
-        const closed = new Error(`connection closed (${code})`, { cause: error }) as Error & { code: string };
-        closed.code = `CLOSED_${code}`;
-        throw closed;
-      }
-      throw error;
-    });
-  }
+  return new NoResendOnClose();
 }
 
 class Payments extends Service {
   private client(): Stripe {
     const url = new URL(this.url);
-    return new Stripe(this.secrets.payments_api_key ?? "sk_test_twice", {
+    const StripeClass = sdks.stripe();
+    return new StripeClass(this.secrets.payments_api_key ?? "sk_test_twice", {
       host: url.hostname,
       port: url.port || (url.protocol === "https:" ? "443" : "80"),
       protocol: url.protocol === "https:" ? "https" : "http",
@@ -325,7 +323,7 @@ class Payments extends Service {
       timeout: this.timeoutMs,
       telemetry: false,
       // A connection of its own per request: a connection a fault closed is never reused.
-      httpClient: new NoResendOnClose(Stripe.createNodeHttpClient(new http.Agent({ keepAlive: false }))),
+      httpClient: noResendOnClose(StripeClass.createNodeHttpClient(new http.Agent({ keepAlive: false }))),
     });
   }
 
@@ -341,11 +339,11 @@ class Payments extends Service {
   }
 
   protected outcomeOfError(_intent: Intent, error: unknown): Outcome {
-    if (error instanceof Stripe.errors.StripeConnectionError) {
+    if (error instanceof sdks.stripe().errors.StripeConnectionError) {
       // The SDK wraps the Node error in `detail`; that one tells whether anything was sent.
       return transportOutcome(error.detail ?? error, this.timeoutMs);
     }
-    if (error instanceof Stripe.errors.StripeError && error.statusCode) {
+    if (error instanceof sdks.stripe().errors.StripeError && error.statusCode) {
       return httpOutcome(error.statusCode, error.code, error.rawType ?? error.type, error.message);
     }
     return transportOutcome(error, this.timeoutMs);
@@ -490,7 +488,7 @@ class Files extends Service {
    */
   private s3(): S3Client {
     if (this.s3Client === null) {
-      this.s3Client = new S3Client({
+      this.s3Client = new (sdks.s3().S3Client)({
         endpoint: this.url,
         forcePathStyle: true,
         region: "us-east-1",
@@ -523,7 +521,7 @@ class Files extends Service {
    */
   async prepare(_intent: Intent, params: Params): Promise<Evidence> {
     try {
-      const head = await this.s3().send(new HeadObjectCommand({ Bucket: params.bucket as string, Key: params.key as string }));
+      const head = await this.s3().send(new (sdks.s3().HeadObjectCommand)({ Bucket: params.bucket as string, Key: params.key as string }));
       return { precondition: { if_match: head.ETag } };
     } catch (error) {
       if (s3Status(error) === 404) return { precondition: "if_none_match" };
@@ -550,7 +548,7 @@ class Files extends Service {
       else if (isObject(precondition) && typeof precondition.if_match === "string") call.IfMatch = precondition.if_match;
       else return Promise.reject(new NotPrepared("no precondition was recorded before the first send"));
     }
-    return this.s3().send(new PutObjectCommand(call));
+    return this.s3().send(new (sdks.s3().PutObjectCommand)(call));
   }
 
   protected outcomeOfError(_intent: Intent, error: unknown): Outcome {
@@ -589,7 +587,7 @@ class Files extends Service {
     const where = `${params.bucket}/${params.key}`;
     let etag: string | undefined;
     try {
-      const head = await this.s3().send(new HeadObjectCommand({ Bucket: params.bucket as string, Key: params.key as string }));
+      const head = await this.s3().send(new (sdks.s3().HeadObjectCommand)({ Bucket: params.bucket as string, Key: params.key as string }));
       etag = head.ETag;
     } catch (error) {
       if (s3Status(error) !== 404) return { kind: FAILED, detail: `HEAD ${where}: ${describe(error)}` };
@@ -636,11 +634,12 @@ class Chain extends Service {
    * eth_sendRawTransaction on its own), without batching, with our timeout.
    */
   private client(): PublicClient {
-    return createPublicClient({ transport: viemHttp(this.url, { retryCount: 0, timeout: this.timeoutMs, batch: false }) });
+    const viem = sdks.viem();
+    return viem.createPublicClient({ transport: viem.http(this.url, { retryCount: 0, timeout: this.timeoutMs, batch: false }) });
   }
 
   private account(): PrivateKeyAccount {
-    return privateKeyToAccount(this.secrets.chain_private_key as Hex);
+    return sdks.viemAccounts().privateKeyToAccount(this.secrets.chain_private_key as Hex);
   }
 
   needsPreparation(intent: Intent): boolean {
@@ -672,7 +671,7 @@ class Chain extends Service {
       pending = await client.getTransactionCount({ address: account.address, blockTag: "pending" });
       gasPrice = await client.getGasPrice();
       // The node's suggestion, asked for directly (viem's estimate would read a block first).
-      tip = hexToBigInt(await client.request({ method: "eth_maxPriorityFeePerGas" }));
+      tip = sdks.viem().hexToBigInt(await client.request({ method: "eth_maxPriorityFeePerGas" }));
     } catch (error) {
       throw new NotPrepared(`reading the chain: ${describe(error)}`);
     }
@@ -691,7 +690,7 @@ class Chain extends Service {
       maxFeePerGas: 2n * gasPrice + tip,
       maxPriorityFeePerGas: tip,
     });
-    return { raw_tx: raw, tx_hash: keccak256(raw), nonce, from: sender };
+    return { raw_tx: raw, tx_hash: sdks.viem().keccak256(raw), nonce, from: sender };
   }
 
   protected send(intent: Intent): Promise<unknown> {
@@ -802,7 +801,7 @@ class ResendAnswerError extends Error {
 
 class Messages extends Service {
   private resend(): Resend {
-    return new Resend(this.secrets.messages_api_key ?? "re_test_twice", { baseUrl: this.url });
+    return new (sdks.resend().Resend)(this.secrets.messages_api_key ?? "re_test_twice", { baseUrl: this.url });
   }
 
   successMayBeHollow(): boolean {
