@@ -104,6 +104,45 @@ pub struct Shape {
     pub stamp: fn(&mut FakeResponse, &str),
 }
 
+/// What one service holds at most (docs/faults.md, "Limits"). Reaching a bound refuses what
+/// would go past it, in the service's own error shape; nothing already held is let go, since
+/// a ledger effect or journal entry dropped could hide harm from the checker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Requests journaled; past it, every request to the service is refused with 503 (and
+    /// counted as `refused` in the journal) until a reset.
+    pub journal_entries_max: usize,
+    /// Effects made by requests; past it, every write is refused with 503 before it commits.
+    /// Effects the service makes by itself later (a delivery, a mined block) for writes it
+    /// accepted still enter the ledger.
+    pub ledger_effects_max: usize,
+    /// Idempotency keys held; a new key past it, once keys past retention are forgotten, is
+    /// refused with 503 (a key still held is never forgotten early: a retry would then
+    /// make a second effect).
+    pub keys_max: usize,
+    /// Objects seeded over the control API (every item of a seed's lists); past it, a seed is
+    /// refused with 400.
+    pub seeded_objects_max: usize,
+}
+
+/// Effects a service's ledger holds before it refuses writes.
+pub const LEDGER_EFFECTS_MAX: usize = 1_000_000;
+/// Idempotency keys a service holds before it refuses a new one.
+pub const KEYS_MAX: usize = 1_000_000;
+/// Objects seeded over the control API before a seed is refused.
+pub const SEEDED_OBJECTS_MAX: usize = 100_000;
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            journal_entries_max: crate::record::JOURNAL_ENTRIES_MAX,
+            ledger_effects_max: LEDGER_EFFECTS_MAX,
+            keys_max: KEYS_MAX,
+            seeded_objects_max: SEEDED_OBJECTS_MAX,
+        }
+    }
+}
+
 /// All mutable state of one service.
 pub struct Inner<S> {
     pub state: S,
@@ -113,6 +152,9 @@ pub struct Inner<S> {
     pub journal: Journal,
     pub keys: KeyStore,
     pub rng: ChaCha8Rng,
+    pub bounds: Bounds,
+    /// Objects seeded over the control API since the last reset.
+    pub seeded_objects: usize,
 }
 
 impl<S> Inner<S> {
@@ -136,6 +178,8 @@ pub struct Ctx {
     pub is_write: bool,
     /// Whether the journal entry has ended, so that the [`Abandon`] guard need not look.
     ended: AtomicBool,
+    /// The journal was full: the request has no entry and is refused at once.
+    journal_full: bool,
 }
 
 impl Clone for Ctx {
@@ -147,6 +191,7 @@ impl Clone for Ctx {
             key: self.key.clone(),
             is_write: self.is_write,
             ended: AtomicBool::new(self.ended.load(Ordering::Relaxed)),
+            journal_full: self.journal_full,
         }
     }
 }
@@ -222,6 +267,8 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             journal: Journal::default(),
             keys: KeyStore::default(),
             rng: ChaCha8Rng::seed_from_u64(seed ^ stream_of(name)),
+            bounds: Bounds::default(),
+            seeded_objects: 0,
         };
         ServiceCore {
             name,
@@ -265,17 +312,35 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
     }
 
     /// Forgets everything but the clock: state, rules, ledger, journal, keys, contract.
+    /// The bounds survive it.
     pub fn reset(&self) {
         let mut inner = self.lock();
+        let bounds = inner.bounds;
         *inner = Inner {
             state: S::default(),
             contract: self.default_contract.clone(),
             engine: FaultEngine::default(),
             ledger: Ledger::default(),
-            journal: Journal::default(),
+            journal: Journal::with_capacity(bounds.journal_entries_max),
             keys: KeyStore::default(),
             rng: ChaCha8Rng::seed_from_u64(self.seed ^ stream_of(self.name)),
+            bounds,
+            seeded_objects: 0,
         };
+    }
+
+    /// Sets what the service holds at most; takes effect for the next request (a journal
+    /// already fuller than its new bound keeps its entries and refuses new requests).
+    pub fn set_bounds(&self, bounds: Bounds) {
+        let mut inner = self.lock();
+        inner.bounds = bounds;
+        inner.journal.set_capacity(bounds.journal_entries_max);
+    }
+
+    /// The 503 of a bound reached, in the service's shape.
+    fn bound_reached(&self, message: String) -> FakeResponse {
+        tracing::warn!(target: "twice::request", service = self.name, "{message}");
+        self.error(&ApiError::new(503, "api_error", message))
     }
 
     pub fn error(&self, error: &ApiError) -> FakeResponse {
@@ -321,6 +386,21 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         };
         let mut inner = self.lock();
         let inner = &mut *inner;
+        if inner.journal.is_full() {
+            // Refused before any rule counts it: the journal keeps every request it answered,
+            // so that what the checker reads of it (refusals, senders) stays whole.
+            inner.journal.refuse();
+            let request_id = inner.new_id("req_", 14);
+            return Ctx {
+                seq: 0,
+                plan: Plan::default(),
+                request_id,
+                key,
+                is_write,
+                ended: AtomicBool::new(true),
+                journal_full: true,
+            };
+        }
         let fields = if inner.engine.matches_fields() { fields(req) } else { BTreeMap::new() };
         let view = RequestView { method: &req.method, path: &req.path, fields: &fields };
         let plan = inner.engine.plan(&view, &mut inner.rng);
@@ -344,13 +424,22 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         entry.request_id.clone_from(&request_id);
         entry.faults.clone_from(&plan.applied);
         let seq = inner.journal.begin(entry);
-        Ctx { seq, plan, request_id, key, is_write, ended: AtomicBool::new(false) }
+        Ctx { seq, plan, request_id, key, is_write, ended: AtomicBool::new(false), journal_full: false }
     }
 
     /// Point 1, continued: what `refuse` and `reject` make of the request, if they fired.
     /// `req` is the request `ctx` began with, read only if it is refused (see
     /// [`ServiceCore::reading_refusals`]).
     pub fn intercept(&self, ctx: &Ctx, req: &FakeRequest) -> Option<Disposition> {
+        if ctx.journal_full {
+            let capacity = self.lock().journal.capacity();
+            let mut response = self.bound_reached(format!(
+                "twice: the {} fake's journal holds {capacity} requests, its bound; this request was refused unseen. Reset the fake (POST /__twice/reset) to go on.",
+                self.name
+            ));
+            (self.shape.stamp)(&mut response, &ctx.request_id);
+            return Some(Disposition::Respond(response));
+        }
         if ctx.plan.refuse {
             self.end(ctx, req, "reset", None, false);
             return Some(Disposition::Reset);
@@ -395,14 +484,31 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             if let Some(Err(refused)) = check.map(|check| check(inner)) {
                 return Outcome::of(self.error(&refused));
             }
+            // Refused before the key is looked up: the key keeps nothing, and a retry after a
+            // reset is a new request.
+            if inner.ledger.effects().len() >= inner.bounds.ledger_effects_max {
+                let max = inner.bounds.ledger_effects_max;
+                return Outcome::of(self.bound_reached(format!(
+                    "twice: the {} fake's ledger holds {max} effects, its bound; this write was refused before it committed. Reset the fake (POST /__twice/reset) to go on.",
+                    self.name
+                )));
+            }
             if let Some(older) = plan.forget_keys_older_than_ms {
                 inner.keys.forget(now_ms, older);
             }
             let honored = inner.contract.idempotency_keys == KeyPolicy::Honored && !plan.ignore_keys;
             let key = ctx.key.as_deref().filter(|_| honored);
             if let Some(k) = key {
-                match inner.keys.lookup(k, fingerprint, now_ms, inner.contract.key_retention_ms) {
+                let retention_ms = inner.contract.key_retention_ms;
+                match inner.keys.lookup(k, fingerprint, now_ms, retention_ms, inner.bounds.keys_max) {
                     KeyLookup::New => {}
+                    KeyLookup::Full => {
+                        let max = inner.bounds.keys_max;
+                        return Outcome::of(self.bound_reached(format!(
+                            "twice: the {} fake holds {max} idempotency keys within their retention, its bound; this write was refused before it committed. Reset the fake (POST /__twice/reset) to go on.",
+                            self.name
+                        )));
+                    }
                     KeyLookup::Replay(response) => {
                         let response = response.with_header("Idempotent-Replayed", "true");
                         return Outcome { response, replayed: true };
@@ -666,9 +772,20 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 FakeResponse::json(200, &json!({"reset": true}))
             }
             Control::Seed => {
+                let count = seed_items(&req.body);
                 let mut inner = self.lock();
+                let max = inner.bounds.seeded_objects_max;
+                if inner.seeded_objects.saturating_add(count) > max {
+                    return bad(format!(
+                        "this seed has {count} objects and {} already holds {} seeded ones; at most {max} are held: reset first",
+                        self.name, inner.seeded_objects
+                    ));
+                }
                 match seed(&mut inner, &req.body) {
-                    Ok(seeded) => FakeResponse::json(201, &seeded),
+                    Ok(seeded) => {
+                        inner.seeded_objects += count;
+                        FakeResponse::json(201, &seeded)
+                    }
                     Err(e) => bad(e),
                 }
             }
@@ -681,10 +798,26 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 let entries: Vec<_> = inner.journal.entries().collect();
                 FakeResponse::json(
                     200,
-                    &json!({"service": self.name, "entries": entries, "dropped": inner.journal.dropped()}),
+                    &json!({
+                        "service": self.name,
+                        "entries": entries,
+                        "capacity": inner.journal.capacity(),
+                        "refused": inner.journal.refused(),
+                    }),
                 )
             }
         }
+    }
+}
+
+/// How many objects a seed body asks for: the items of its top-level lists (a body that is not
+/// a JSON object counts none; the seed itself refuses it).
+fn seed_items(body: &[u8]) -> usize {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(fields)) => {
+            fields.values().filter_map(serde_json::Value::as_array).map(Vec::len).sum()
+        }
+        _ => 0,
     }
 }
 

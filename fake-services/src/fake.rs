@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::chain::{self, Chain};
 use crate::clock::{Clock, ServiceClock};
 use crate::contract::{Contract, ContractPatch};
-use crate::core::ApiError;
+use crate::core::{ApiError, Bounds};
 use crate::engine::ArmedRule;
 use crate::files::{self, Files};
 use crate::messages::{self, Messages};
@@ -92,6 +92,12 @@ impl Fake {
     pub fn transport_error(&self, status: u16, message: &str) -> FakeResponse {
         let error = ApiError::new(status, "invalid_request_error", message);
         with_core!(self, core => core.stamped_error(&error))
+    }
+
+    /// Sets what this fake holds at most ([`Bounds`]; the defaults are docs/faults.md's
+    /// "Limits"). A reset keeps them.
+    pub fn set_bounds(&self, bounds: Bounds) {
+        with_core!(self, core => core.set_bounds(bounds))
     }
 
     /// Arms a rule; returns its id.

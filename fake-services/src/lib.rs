@@ -46,6 +46,7 @@ pub mod workspaces;
 
 pub use clock::{Clock, ManualClock, ServiceClock, TokioClock};
 pub use contract::{Acks, Contract, ContractPatch, KeyPolicy, Reads};
+pub use core::Bounds;
 pub use fake::{Fake, Fakes};
 pub use record::{Effect, JournalEntry};
 pub use rule::{FaultRule, FaultSpec};

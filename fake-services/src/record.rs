@@ -29,13 +29,14 @@ impl Ledger {
     }
 }
 
-/// A bounded journal: the newest `capacity` requests, and a count of those let go.
+/// A bounded journal: at most `capacity` requests, and a count of those refused because it
+/// was full (the service refuses them unseen, so that no entry is ever let go).
 #[derive(Debug)]
 pub struct Journal {
     entries: VecDeque<JournalEntry>,
     capacity: usize,
     next_seq: u64,
-    dropped: u64,
+    refused: u64,
     /// Entries still `pending`: requests the fake is working on.
     pending: usize,
 }
@@ -43,34 +44,43 @@ pub struct Journal {
 /// The outcome of a journal entry whose request has not ended.
 pub const PENDING: &str = "pending";
 
-/// Requests a journal keeps by default before it lets the oldest go.
+/// Requests a journal keeps by default; past it the service refuses requests until a reset.
 pub const JOURNAL_ENTRIES_MAX: usize = 100_000;
 
 impl Default for Journal {
     fn default() -> Self {
-        Journal {
-            entries: VecDeque::new(),
-            capacity: JOURNAL_ENTRIES_MAX,
-            next_seq: 0,
-            dropped: 0,
-            pending: 0,
-        }
+        Journal::with_capacity(JOURNAL_ENTRIES_MAX)
     }
 }
 
 impl Journal {
-    /// Starts an entry and returns its sequence number.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Journal { entries: VecDeque::new(), capacity, next_seq: 0, refused: 0, pending: 0 }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn set_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity;
+    }
+
+    /// Whether a new request would go past the capacity: the service refuses it unseen.
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.capacity
+    }
+
+    /// Counts a request refused because the journal was full.
+    pub fn refuse(&mut self) {
+        self.refused += 1;
+    }
+
+    /// Starts an entry and returns its sequence number. The caller checks
+    /// [`Journal::is_full`] first; an entry past the capacity is kept all the same.
     pub fn begin(&mut self, mut entry: JournalEntry) -> u64 {
         self.next_seq += 1;
         entry.seq = self.next_seq;
-        if self.entries.len() == self.capacity
-            && let Some(oldest) = self.entries.pop_front()
-        {
-            self.dropped += 1;
-            if oldest.outcome == PENDING {
-                self.pending -= 1;
-            }
-        }
         if entry.outcome == PENDING {
             self.pending += 1;
         }
@@ -126,9 +136,9 @@ impl Journal {
         self.entries.iter()
     }
 
-    /// How many of the oldest entries were let go to stay within capacity.
-    pub fn dropped(&self) -> u64 {
-        self.dropped
+    /// How many requests were refused because the journal was full.
+    pub fn refused(&self) -> u64 {
+        self.refused
     }
 }
 
@@ -220,6 +230,8 @@ pub enum KeyLookup {
     Replay(FakeResponse),
     /// The key was first used with other parameters.
     Mismatch,
+    /// A new key, and the store holds as many keys within retention as it may.
+    Full,
 }
 
 /// Idempotency keys, pruned by age against the service clock.
@@ -234,8 +246,15 @@ pub struct KeyStore {
 
 impl KeyStore {
     /// Looks `key` up, treating entries at least `retention_ms` old as pruned. A new key is
-    /// reserved as in flight.
-    pub fn lookup(&mut self, key: &str, fingerprint: String, now_ms: u64, retention_ms: u64) -> KeyLookup {
+    /// reserved as in flight, unless `keys_max` keys within retention are held already.
+    pub fn lookup(
+        &mut self,
+        key: &str,
+        fingerprint: String,
+        now_ms: u64,
+        retention_ms: u64,
+        keys_max: usize,
+    ) -> KeyLookup {
         if let Some(entry) = self.keys.get(key)
             && now_ms.saturating_sub(entry.created_ms) < retention_ms
         {
@@ -247,6 +266,13 @@ impl KeyStore {
                     KeyState::Done(response) => KeyLookup::Replay(response.clone()),
                 }
             };
+        }
+        if self.keys.len() >= keys_max && !self.keys.contains_key(key) {
+            // Only keys past retention may go; a key within it still answers a retry.
+            self.forget(now_ms, retention_ms);
+            if self.keys.len() >= keys_max {
+                return KeyLookup::Full;
+            }
         }
         self.keys
             .insert(key.to_string(), KeyEntry { created_ms: now_ms, fingerprint, state: KeyState::InFlight });
@@ -292,33 +318,33 @@ mod tests {
     #[test]
     fn keys_replay_until_retention_then_start_over() {
         let mut keys = KeyStore::default();
-        assert!(matches!(keys.lookup("k", "a".into(), 0, 100), KeyLookup::New));
-        assert!(matches!(keys.lookup("k", "a".into(), 10, 100), KeyLookup::InFlight));
+        assert!(matches!(keys.lookup("k", "a".into(), 0, 100, 10), KeyLookup::New));
+        assert!(matches!(keys.lookup("k", "a".into(), 10, 100, 10), KeyLookup::InFlight));
         keys.complete("k", ok());
-        assert!(matches!(keys.lookup("k", "a".into(), 99, 100), KeyLookup::Replay(r) if r == ok()));
-        assert!(matches!(keys.lookup("k", "b".into(), 99, 100), KeyLookup::Mismatch));
-        assert!(matches!(keys.lookup("k", "b".into(), 100, 100), KeyLookup::New), "pruned at retention");
+        assert!(matches!(keys.lookup("k", "a".into(), 99, 100, 10), KeyLookup::Replay(r) if r == ok()));
+        assert!(matches!(keys.lookup("k", "b".into(), 99, 100, 10), KeyLookup::Mismatch));
+        assert!(matches!(keys.lookup("k", "b".into(), 100, 100, 10), KeyLookup::New), "pruned at retention");
     }
 
     #[test]
     fn forget_and_release_drop_keys() {
         let mut keys = KeyStore::default();
-        keys.lookup("old", "a".into(), 0, 1_000);
+        keys.lookup("old", "a".into(), 0, 1_000, 10);
         keys.complete("old", ok());
-        keys.lookup("young", "a".into(), 90, 1_000);
+        keys.lookup("young", "a".into(), 90, 1_000, 10);
         keys.complete("young", ok());
         keys.forget(100, 50);
         assert_eq!(keys.len(), 1);
         keys.forget(100, 0);
         assert!(keys.is_empty());
-        keys.lookup("k", "a".into(), 0, 1_000);
+        keys.lookup("k", "a".into(), 0, 1_000, 10);
         keys.release("k");
         assert!(keys.is_empty());
     }
 
     #[test]
     fn the_journal_is_bounded_and_ends_entries_by_seq() {
-        let mut journal = Journal { capacity: 2, ..Journal::default() };
+        let mut journal = Journal::with_capacity(2);
         let entry = JournalEntry {
             seq: 0,
             at_ms: 0,
@@ -334,18 +360,37 @@ mod tests {
             ended_ms: None,
             params: None,
         };
-        for _ in 0..3 {
+        for _ in 0..2 {
+            assert!(!journal.is_full());
             journal.begin(entry.clone());
         }
-        assert_eq!(journal.pending(), 2, "the oldest went, pending");
+        assert!(journal.is_full(), "full at capacity: the service refuses the next request");
+        journal.refuse();
+        assert_eq!(journal.pending(), 2);
         journal.end(1, 5, "answered", Some(200), false, None);
-        journal.end(3, 5, "reset", None, false, None);
+        journal.end(0, 5, "reset", None, false, None);
         let outcomes: Vec<_> = journal.entries().map(|e| (e.seq, e.outcome.as_str())).collect();
-        assert_eq!(outcomes, vec![(2, "pending"), (3, "reset")]);
-        assert_eq!(journal.dropped(), 1);
+        assert_eq!(outcomes, vec![(1, "answered"), (2, "pending")], "no entry let go, seq 0 is none");
+        assert_eq!(journal.refused(), 1);
         assert_eq!(journal.pending(), 1);
         journal.abandon(2, 6);
         journal.abandon(2, 7);
         assert_eq!(journal.pending(), 0, "each ending counted once");
+    }
+
+    /// A new key past the bound is refused unless keys past retention can go; a key within
+    /// retention is never forgotten early.
+    #[test]
+    fn the_key_store_is_bounded_without_forgetting_live_keys() {
+        let mut keys = KeyStore::default();
+        assert!(matches!(keys.lookup("a", "f".into(), 0, 100, 2), KeyLookup::New));
+        assert!(matches!(keys.lookup("b", "f".into(), 50, 100, 2), KeyLookup::New));
+        assert!(matches!(keys.lookup("c", "f".into(), 60, 100, 2), KeyLookup::Full));
+        assert!(
+            matches!(keys.lookup("a", "f".into(), 60, 100, 2), KeyLookup::InFlight),
+            "a held key answers"
+        );
+        assert!(matches!(keys.lookup("c", "f".into(), 100, 100, 2), KeyLookup::New), "a past retention went");
+        assert_eq!(keys.len(), 2);
     }
 }

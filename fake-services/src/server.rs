@@ -3,7 +3,10 @@
 //! The transport only turns bytes into a [`FakeRequest`] and a [`Disposition`] back into
 //! bytes, or into a closed (FIN) or reset (RST) connection. Reading is bounded: headers
 //! within [`HEADER_READ_MS_MAX`], bodies within [`BODY_READ_MS_MAX`] and the fake's
-//! [`Fake::body_bytes_max`].
+//! [`Fake::body_bytes_max`]. The request line and headers are bounded too ([`URL_BYTES_MAX`],
+//! [`HEADER_BYTES_MAX`], [`HEADER_SECTION_BYTES_MAX`]), answered in the fake's own error shape;
+//! beyond hyper's own bounds ([`HEADER_SECTION_READ_BYTES_MAX`], [`HEADERS_MAX`] headers, a
+//! URL over 65 534 bytes) hyper answers 431 or 414 with no body before a fake sees anything.
 //!
 //! A program that embeds the fakes can start a listener with a [`Listener`]: an origin label
 //! put on every request it reads (so that journals say which caller sent what), and a
@@ -34,6 +37,19 @@ use crate::wire::{Disposition, FakeRequest, FakeResponse};
 pub const HEADER_READ_MS_MAX: u64 = 30_000;
 /// And this long to send its body.
 pub const BODY_READ_MS_MAX: u64 = 30_000;
+/// Longest path and query a fake reads; longer is 414 in the fake's shape.
+pub const URL_BYTES_MAX: usize = 16 * 1024;
+/// Longest single header (name and value) a fake reads; longer is 431 in the fake's shape.
+pub const HEADER_BYTES_MAX: usize = 16 * 1024;
+/// Largest header section (request line and every header) a fake reads; larger is 431 in the
+/// fake's shape.
+pub const HEADER_SECTION_BYTES_MAX: usize = 64 * 1024;
+/// What hyper buffers of a header section before it answers 431 itself (no body): twice the
+/// bound above, so that every section between the two gets the fake's own answer.
+pub const HEADER_SECTION_READ_BYTES_MAX: usize = 2 * HEADER_SECTION_BYTES_MAX;
+/// Most headers hyper parses in one request (its default, kept: more costs a heap allocation
+/// per request); more is hyper's own 431 with no body.
+pub const HEADERS_MAX: usize = 100;
 /// The longest a [`Tap`]'s gate holds an answer, as long as the longest fault may.
 pub const GATE_HOLD_MS_MAX: u64 = crate::rule::HOLD_MS_MAX;
 
@@ -159,6 +175,9 @@ async fn serve_connection(fake: Fake, stream: TcpStream, listener: Listener) {
         let twin = Arc::clone(&twin);
         let listener = listener.clone();
         async move {
+            if let Some((status, message)) = oversized_head(&req) {
+                return Ok(to_hyper(fake.transport_error(status, &message)));
+            }
             let body_bytes_max = fake.body_bytes_max();
             let mut request = match read_request(req, body_bytes_max).await {
                 Ok(request) => request,
@@ -200,9 +219,43 @@ async fn serve_connection(fake: Fake, stream: TcpStream, listener: Listener) {
     let _ = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(HEADER_READ_MS_MAX))
+        .max_header_size(HEADER_SECTION_READ_BYTES_MAX)
         .keep_alive(true)
         .serve_connection(TokioIo::new(stream), service)
         .await;
+}
+
+/// The status and words for a request line or header section over the bounds, if it is.
+fn oversized_head(req: &Request<Incoming>) -> Option<(u16, String)> {
+    let url_bytes = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if url_bytes > URL_BYTES_MAX {
+        return Some((
+            414,
+            format!("The request URL is {url_bytes} bytes long; at most {URL_BYTES_MAX} are read."),
+        ));
+    }
+    // As the bytes arrived: "NAME: VALUE\r\n" per header after the request line.
+    let mut section_bytes = req.method().as_str().len() + url_bytes + " HTTP/1.1\r\n".len() + 1;
+    for (name, value) in req.headers() {
+        let header_bytes = name.as_str().len() + value.len();
+        if header_bytes > HEADER_BYTES_MAX {
+            return Some((
+                431,
+                format!(
+                    "The header {name} is {header_bytes} bytes long; at most {HEADER_BYTES_MAX} are read."
+                ),
+            ));
+        }
+        section_bytes += header_bytes + 4;
+    }
+    (section_bytes > HEADER_SECTION_BYTES_MAX).then(|| {
+        (
+            431,
+            format!(
+                "The request's header section is {section_bytes} bytes long; at most {HEADER_SECTION_BYTES_MAX} are read."
+            ),
+        )
+    })
 }
 
 enum ReadError {

@@ -292,7 +292,10 @@ fn shrink_failures(
             .with_context(|| format!("cannot create {}", failures_dir.display()))?;
         // Named by position, not by a counter, so a shard writes the same file the unsharded
         // run would.
-        let path = failures_dir.join(format!("{:04}-{}.toml", result.position, smallest.name));
+        // The name made safe all the same: a shrunk case keeps its name, and names reach
+        // here from outside (a scenario file, a generator).
+        let name = reports::names::file_name_part(&smallest.name);
+        let path = failures_dir.join(format!("{:04}-{name}.toml", result.position));
         let header = format!(
             "A minimal scenario that made the executor break an invariant (shrunk from generated case {index},\nseed {}; {}). Replay it with:\n  {} --scenario {} --seed {}",
             plan.seed,

@@ -116,13 +116,10 @@ pub fn traces_text(run: &RunResults) -> String {
     run.results.iter().map(|r| Trace::of(r).to_text()).collect::<Vec<_>>().join("\n")
 }
 
-/// A file name for a scenario's trace.
+/// A file name for a scenario's trace: `crate::names::file_name_part`, so that a results
+/// file's names (which anyone may write) cannot reach outside the baseline directory.
 fn file_name(scenario: &str) -> String {
-    let safe: String = scenario
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
-        .collect();
-    format!("{}.json", safe.trim_start_matches('.'))
+    format!("{}.json", crate::names::file_name_part(scenario))
 }
 
 /// A saved baseline.

@@ -9,6 +9,7 @@ pub mod json;
 pub mod junit;
 pub mod merge;
 pub mod model;
+pub mod names;
 pub mod schema;
 pub mod summary;
 

@@ -149,6 +149,47 @@ fn a_baseline_flags_changes_and_knows_its_old_violations() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Scenario names from a results file become trace files inside the baseline directory:
+/// `../`, `/`, NUL, control characters, a leading dot, Windows' reserved names and characters
+/// and a 10,000-character name each give a bounded file of their own, read back under the
+/// name it had.
+#[test]
+fn hostile_scenario_names_stay_inside_the_baseline_directory() {
+    let long = "n".repeat(10_000);
+    let names = [
+        "../escaped",
+        "../../../tmp/twice-escaped",
+        "a/b",
+        "a_b",
+        "nul\0byte",
+        "bell\x07\ttab",
+        ".hidden",
+        "CON",
+        "aux.json",
+        "what?<>:\"|*",
+        long.as_str(),
+        &long[..9_999],
+    ];
+    let parent = std::env::temp_dir().join(format!("twice-baseline-names-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&parent);
+    let dir = parent.join("baseline");
+    let results = names.iter().enumerate().map(|(i, name)| result(i as u64, name, &[], 1)).collect();
+    assert_eq!(baseline::write(&dir, &run(results)).unwrap(), names.len());
+    let files: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(files.len(), names.len() + 1, "one trace per name and the meta file: {files:?}");
+    for file in &files {
+        assert!(file.len() <= 200 && !file.starts_with('.'), "{file}");
+    }
+    let parent_entries: Vec<_> = std::fs::read_dir(&parent).unwrap().collect();
+    assert_eq!(parent_entries.len(), 1, "nothing beside the baseline directory");
+    let saved = baseline::read(&dir).unwrap();
+    for name in names {
+        assert!(saved.traces.contains_key(name), "{name:?} read back");
+    }
+    std::fs::remove_dir_all(&parent).unwrap();
+}
+
 #[test]
 fn merging_refuses_mixed_runs_and_incomplete_shards() {
     let shard = |index, results| RunResults { shard: Some(Shard { index, count: 3 }), ..run(results) };

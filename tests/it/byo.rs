@@ -77,6 +77,7 @@ async fn settle(fakes: &fake_services::Fakes, bound_ms: u64) {
 async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
     let served = serve::start(&ServeArgs {
         bind: "127.0.0.1".parse().unwrap(),
+        allow_remote: false,
         payments_port: 0,
         workspaces_port: 0,
         files_port: 0,

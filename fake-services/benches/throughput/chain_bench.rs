@@ -50,7 +50,7 @@ fn sign_all(i: usize) -> Result<Vec<Bytes>> {
 
 pub async fn measure() -> Result<Vec<serde_json::Value>> {
     let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
-    let fake = Fake::Chain(fakes.chain.clone());
+    let fake = crate::servers::unbounded(Fake::Chain(fakes.chain.clone()));
     let server = Server::start(fake.clone(), "127.0.0.1:0".parse()?).await?;
     let addr = server.addr();
     let started = Instant::now();

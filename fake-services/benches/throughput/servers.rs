@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fake_services::{Fake, Fakes, Server, TokioClock};
+use fake_services::{Bounds, Fake, Fakes, Server, TokioClock};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
@@ -20,16 +20,28 @@ use tokio::task::JoinHandle;
 
 use crate::{BARE_BODY, Result, SEED};
 
+/// A fake without the bounds of what it holds: a measuring window sends more requests than a
+/// run ever does (hundreds of thousands), and the bounds would refuse them.
+pub(super) fn unbounded(fake: Fake) -> Fake {
+    fake.set_bounds(Bounds {
+        journal_entries_max: usize::MAX,
+        ledger_effects_max: usize::MAX,
+        keys_max: usize::MAX,
+        seeded_objects_max: usize::MAX,
+    });
+    fake
+}
+
 pub(super) async fn start_fake() -> Result<(Server, Fake)> {
     let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
-    let fake = Fake::Payments(fakes.payments);
+    let fake = unbounded(Fake::Payments(fakes.payments));
     let server = Server::start(fake.clone(), "127.0.0.1:0".parse()?).await?;
     Ok((server, fake))
 }
 
 pub(super) async fn start_files() -> Result<(Server, Fake)> {
     let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
-    let fake = Fake::Files(fakes.files);
+    let fake = unbounded(Fake::Files(fakes.files));
     let server = Server::start(fake.clone(), "127.0.0.1:0".parse()?).await?;
     Ok((server, fake))
 }
@@ -70,7 +82,7 @@ pub(super) struct OneThreadFake {
 impl OneThreadFake {
     pub(super) async fn start() -> Result<OneThreadFake> {
         let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
-        let fake = Fake::Payments(fakes.payments);
+        let fake = unbounded(Fake::Payments(fakes.payments));
         let served = fake.clone();
         let (started, addr) = tokio::sync::oneshot::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -65,7 +65,9 @@ impl S3Error {
     pub fn from_api(error: &ApiError) -> Self {
         let (code, standard) = standard_for(error.status);
         let code = error.code.unwrap_or(code);
-        let generic = error.standard || error.kind == "api_error";
+        // Only the pipeline's own words for a bare status give way; an error the fake words
+        // itself (a bound reached, say) keeps them.
+        let generic = error.standard;
         let message = if generic { standard.to_string() } else { error.message.clone() };
         S3Error::new(error.status, code, message)
     }
@@ -92,7 +94,11 @@ fn standard_for(status: u16) -> (&'static str, &'static str) {
         411 => ("MissingContentLength", "You must provide the Content-Length HTTP header."),
         412 => ("PreconditionFailed", "At least one of the pre-conditions you specified did not hold"),
         413 => ("EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size."),
+        414 => ("InvalidURI", "Couldn't parse the specified URI."),
         416 => ("InvalidRange", "The requested range is not satisfiable"),
+        431 => {
+            ("RequestHeaderSectionTooLarge", "Your request header section exceeds the maximum allowed size.")
+        }
         422 => ("UnprocessableEntity", "The request was well formed but could not be processed."),
         429 | 503 => ("SlowDown", "Please reduce your request rate."),
         501 => ("NotImplemented", "A header you provided implies functionality that is not implemented."),

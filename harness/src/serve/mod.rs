@@ -20,9 +20,14 @@ use world::{StepTap, World};
 /// Options of `twice serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Address to listen on. Loopback unless given: the control API has no authentication.
+    /// Address to listen on. Loopback unless given: the control API (`/__twice/*`) has no
+    /// authentication, so an address beyond loopback also needs `--allow-remote`.
     #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     pub bind: IpAddr,
+    /// Allow a `--bind` address beyond loopback: anyone who can reach it can then arm
+    /// faults, reset the fakes and read every ledger.
+    #[arg(long)]
+    pub allow_remote: bool,
     /// Port for the payments fake (0: any free port).
     #[arg(long, default_value_t = 0)]
     pub payments_port: u16,
@@ -54,7 +59,22 @@ pub struct ServeArgs {
     pub scenario: Option<String>,
 }
 
+/// What serve says on stderr when it listens beyond loopback.
+pub const REMOTE_WARNING: &str = "the control API (/__twice/*) has no authentication: anyone who can reach";
+
 impl ServeArgs {
+    /// Refuses a `--bind` address beyond loopback without `--allow-remote`.
+    pub fn check_bind(&self) -> anyhow::Result<()> {
+        if !self.bind.is_loopback() && !self.allow_remote {
+            anyhow::bail!(
+                "--bind {} is beyond loopback and the control API (/__twice/*) has no authentication; \
+                 add --allow-remote to listen there anyway, or bind 127.0.0.1",
+                self.bind
+            );
+        }
+        Ok(())
+    }
+
     /// The port asked for `service`.
     pub fn port(&self, service: &str) -> u16 {
         match service {
@@ -92,6 +112,7 @@ impl Served {
 /// Starts every fake and the control endpoint as `args` say, sets up `--scenario` if given,
 /// and writes `--urls-file`.
 pub async fn start(args: &ServeArgs) -> anyhow::Result<Served> {
+    args.check_bind()?;
     let scenario = match &args.scenario {
         Some(name) => Some(crate::pipeline::load(name)?),
         None => None,
@@ -157,10 +178,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     if !args.bind.is_loopback() {
-        tracing::warn!(
-            target: "twice::serve",
-            bind = %args.bind,
-            "listening beyond loopback: anyone who can reach it can add faults and read ledgers"
+        // On stderr whatever the log level: a log filter must not hide it.
+        eprintln!(
+            "twice serve: warning: listening on {}: {REMOTE_WARNING} it can arm faults, reset the fakes and read every ledger",
+            args.bind
         );
     }
     wait_for_stop().await?;

@@ -415,7 +415,7 @@ pub fn case_dir(work_dir: &Path, scenario: &Scenario, seed: u64) -> PathBuf {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     match tmpfs() {
         Some(root) => root.join(format!("twice-sim-{}-{n}", std::process::id())),
-        None => work_dir.join(format!("{}-{seed}-{n}", scenario.name)),
+        None => work_dir.join(format!("{}-{seed}-{n}", reports::names::file_name_part(&scenario.name))),
     }
 }
 

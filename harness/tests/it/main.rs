@@ -109,6 +109,73 @@ fn a_port_in_use_is_a_harness_error_with_a_hint() {
     assert!(stderr.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{stderr}");
 }
 
+/// Every listener serve opens by default (each fake and the control endpoint) is on loopback.
+#[test]
+fn every_default_listener_is_on_loopback() {
+    let dir = std::env::temp_dir().join(format!("twice-serve-loopback-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let urls_file = dir.join("urls.json");
+    let _ = std::fs::remove_file(&urls_file);
+    let mut child = twice()
+        .args(["serve", "--urls-file"])
+        .arg(&urls_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let urls = read_urls(&urls_file, &mut child);
+    let urls = urls.as_object().unwrap();
+    for name in ["payments", "workspaces", "files", "chain", "messages", "control"] {
+        let url = urls[name].as_str().unwrap();
+        assert!(url.starts_with("http://127.0.0.1:"), "{name} on loopback: {url}");
+    }
+    assert_eq!(urls.len(), 6, "no other listener: {urls:?}");
+    signal(&child, "TERM");
+    assert_eq!(wait_bounded(&mut child), Some(0));
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(!stderr.contains("no authentication"), "no warning on loopback: {stderr}");
+}
+
+/// An address beyond loopback needs `--allow-remote`: without it, a usage error (exit 2) that
+/// says why and what to add; with it, serve listens and warns on stderr that the control API
+/// has no authentication.
+#[test]
+fn binding_beyond_loopback_needs_allow_remote_and_warns() {
+    let out = twice().args(["serve", "--bind", "0.0.0.0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--bind 0.0.0.0 is beyond loopback")
+            && stderr.contains("no authentication")
+            && stderr.contains("--allow-remote"),
+        "{stderr}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("twice-serve-remote-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let urls_file = dir.join("urls.json");
+    let _ = std::fs::remove_file(&urls_file);
+    let mut child = twice()
+        .args(["serve", "--bind", "0.0.0.0", "--allow-remote", "--urls-file"])
+        .arg(&urls_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let urls = read_urls(&urls_file, &mut child);
+    assert!(urls["payments"].as_str().unwrap().starts_with("http://0.0.0.0:"), "{urls}");
+    signal(&child, "TERM");
+    assert_eq!(wait_bounded(&mut child), Some(0));
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(
+        stderr.contains("warning: listening on 0.0.0.0")
+            && stderr.contains("(/__twice/*) has no authentication"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn unknown_arguments_are_refused_with_usage() {
     let out = twice().args(["serve", "--bnd", "0.0.0.0"]).output().unwrap();

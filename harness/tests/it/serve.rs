@@ -23,6 +23,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn args() -> ServeArgs {
     ServeArgs {
         bind: "127.0.0.1".parse().unwrap(),
+        allow_remote: false,
         payments_port: 0,
         workspaces_port: 0,
         files_port: 0,

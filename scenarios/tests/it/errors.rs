@@ -509,3 +509,33 @@ fn loading_a_file_names_it() {
     assert!(err.starts_with(&format!("{}: cannot read: ", missing.display())), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A scenario's name becomes part of file names (failure files, baseline traces, work
+/// directories): the validator refuses every name that could reach outside a directory or
+/// trouble a file system, with the slug error, before any file is named after it.
+#[test]
+fn names_that_would_make_unsafe_file_names_are_refused() {
+    let long = "a".repeat(10_000);
+    for name in [
+        "../escape",
+        "a/b",
+        "a\\\\b",
+        "nul\\u0000byte",
+        "bell\\u0007",
+        ".hidden",
+        "what?<>:|*",
+        "CON.txt",
+        long.as_str(),
+    ] {
+        let text = BASE.replace("name = \"t\"", &format!("name = \"{name}\""));
+        let error = match parse_scenario(&text, "s.toml") {
+            Ok(_) => panic!("{name:?} accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            error.starts_with("s.toml:1:8: name \"")
+                && error.contains("\" is not a slug (use 1 to 64 lowercase"),
+            "{name:?}: {error}"
+        );
+    }
+}
