@@ -32,3 +32,4 @@ mod sdk_chain;
 mod sdk_files;
 mod sdk_messages;
 mod sdk_payments;
+mod soak;
