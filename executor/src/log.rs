@@ -754,7 +754,9 @@ mod tests {
         drop(IntentLog::open(&path, Durability::Normal).unwrap());
         let holder = Connection::open(&path).unwrap();
         holder
-            .execute_batch("BEGIN IMMEDIATE; INSERT INTO nonces (account, nonce, intent_id) VALUES ('0xa', 0, 'other')")
+            .execute_batch(
+                "BEGIN IMMEDIATE; INSERT INTO nonces (account, nonce, intent_id) VALUES ('0xa', 0, 'other')",
+            )
             .unwrap();
         let recorder = {
             let path = path.clone();
