@@ -629,13 +629,15 @@ async fn soak() {
     }))
     .expect("an observation");
     let mut observed = observed;
-    let mut journal_dropped = 0u64;
+    let mut journals_full = Vec::new();
     for service in SERVICES {
         let fake = world.fakes.get(service).expect("a known service");
         observed.ledgers.insert(service.to_string(), fake.ledger());
         let journal = fake.journal();
-        // A full journal may have let its oldest entries go (the checker would miss them).
-        journal_dropped += u64::from(journal.len() >= fake_services::record::JOURNAL_ENTRIES_MAX);
+        // A full journal may have let its oldest entries go.
+        if journal.len() >= fake_services::record::JOURNAL_ENTRIES_MAX {
+            journals_full.push(service);
+        }
         observed.journals.insert(service.to_string(), journal);
     }
     let check_started = Instant::now();
@@ -675,7 +677,7 @@ async fn soak() {
         "states": states,
         "effects": effects,
         "requests": requests,
-        "journals_full": journal_dropped,
+        "journals_full": journals_full,
         "faults_fired": fired,
         "faults": fault_rules(),
         "verdicts": verdicts.iter().map(|v| json!({
@@ -693,6 +695,10 @@ async fn soak() {
     }
     let violated: Vec<_> = harness::check::violations(&verdicts).collect();
     assert!(violated.is_empty(), "violated: {violated:#?}");
-    assert_eq!(journal_dropped, 0, "a journal is full: the checker may not have seen every request");
+    // The checker reads journals for stale writes (the guarded services, workspaces and files)
+    // and for refusals (the 422 rules, on every service but the chain); the chain's journal,
+    // which its receipt polls fill first, is read by no verdict here.
+    let read_by_verdicts: Vec<&&str> = journals_full.iter().filter(|s| **s != "chain").collect();
+    assert!(read_by_verdicts.is_empty(), "full journals the checker reads: {read_by_verdicts:?}");
     assert!(kills >= knobs.kills, "only {kills} kills of {}", knobs.kills);
 }

@@ -218,6 +218,17 @@ pub(crate) fn render(f: &Value, command: &str, env: &Env) -> String {
     line(&mut out, format!("- Effects (ledger entries): {}", map(&f["effects"])));
     line(&mut out, format!("- Requests (journal entries): {}", map(&f["requests"])));
     line(&mut out, format!("- Faults fired: {}", map(&f["faults_fired"])));
+    let full: Vec<&str> =
+        f["journals_full"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if !full.is_empty() {
+        line(
+            &mut out,
+            format!(
+                "- Journals that reached their bound (100,000 entries; the oldest let go): {} (no verdict reads the chain's: it offers no guard against stale writes and got no refusal)",
+                full.join(", ")
+            ),
+        );
+    }
     line(&mut out, String::new());
     line(
         &mut out,
