@@ -505,7 +505,7 @@ impl Progress {
         let done = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         self.last_ms
             .fetch_max(self.started.elapsed().as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
-        if done % 500 == 0 || done == self.total {
+        if done.is_multiple_of(500) || done == self.total {
             let s = self.started.elapsed().as_secs_f64();
             eprintln!("soak: {done}/{} kills, {s:.0} s, {:.0} kills/min", self.total, done as f64 * 60.0 / s);
         }
