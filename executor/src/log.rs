@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use crate::model::{Evidence, Intent, State};
 
@@ -226,7 +226,11 @@ impl IntentLog {
     pub fn record_many(&mut self, intents: &[Intent]) -> Result<Vec<Recorded>, LogError> {
         let path = self.path.clone();
         let err = |source| LogError::Sqlite { path: path.clone(), source };
-        let tx = self.conn.transaction().map_err(err)?;
+        // IMMEDIATE: the write lock first, waited for like any other write. A deferred
+        // transaction reads before it writes, and when another worker commits in between,
+        // SQLite refuses the upgrade at once (SQLITE_BUSY_SNAPSHOT, "database is locked")
+        // without waiting: a proposal refused for nothing but a neighbour's commit.
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
         let mut out = Vec::with_capacity(intents.len());
         let mut wrote = false;
         for intent in intents {
@@ -736,6 +740,39 @@ mod tests {
         second.conn.busy_timeout(Duration::from_millis(0)).unwrap();
         assert_eq!(second.count().unwrap(), 0, "reads go on beside the held write lock");
         holder.execute_batch("ROLLBACK").unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Recording waits for another worker's write to commit, then records: it never reads a
+    /// snapshot that the other's commit makes stale before it writes.
+    #[test]
+    fn recording_waits_for_another_workers_commit() {
+        let dir = std::env::temp_dir().join(format!("twice-log-record-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("intents.sqlite");
+        drop(IntentLog::open(&path, Durability::Normal).unwrap());
+        let holder = Connection::open(&path).unwrap();
+        holder
+            .execute_batch(
+                "BEGIN IMMEDIATE; INSERT INTO nonces (account, nonce, intent_id) VALUES ('0xa', 0, 'other')",
+            )
+            .unwrap();
+        let recorder = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut log = IntentLog::open(&path, Durability::Normal).unwrap();
+                let mut row = transfer("mine", 1);
+                row.evidence = Evidence::default();
+                log.record_many(&[row]).map(|r| r.len())
+            })
+        };
+        // Long enough for the recorder to be inside record_many, well within its busy timeout.
+        std::thread::sleep(Duration::from_millis(300));
+        holder.execute_batch("COMMIT").unwrap();
+        assert_eq!(recorder.join().unwrap().unwrap(), 1, "recorded after the other commit");
+        let log = IntentLog::open(&path, Durability::Normal).unwrap();
+        assert_eq!(log.count().unwrap(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

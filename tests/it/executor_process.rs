@@ -235,6 +235,16 @@ impl ExecutorProcess {
         self.wait_exit(EXIT_WAIT).await
     }
 
+    /// Whether the process has exited (reaping it if so), without waiting.
+    pub fn has_exited(&mut self) -> bool {
+        if self.exited.is_none()
+            && let Ok(Some(status)) = self.child.try_wait()
+        {
+            self.exited = Some(status);
+        }
+        self.exited.is_some()
+    }
+
     /// Closes stdin (end of input for the executor).
     pub fn close_stdin(&mut self) {
         self.stdin = None;

@@ -34,3 +34,4 @@ mod sdk_messages;
 mod sdk_node;
 mod sdk_payments;
 mod typescript_executor;
+mod soak;

@@ -9,18 +9,28 @@
 //!   a saved run's output, without measuring again.
 //!
 //!
-//! One module per concern: `test.rs` (the `test` command), `venv.rs` (the Python venv both
+//! - `cargo xtask soak [--kills N] [--seed S] [--workers W]`: the release `twice-executor` under
+//!   random SIGKILLs and SIGSTOP/SIGCONT pairs (`tests/it/soak.rs`, an ignored test), its
+//!   figures written into `docs/reliability.md`. Not part of CI.
+//! - `cargo xtask flake N [ARGS...]`: the suite built once and run N times; every test that
+//!   failed at least once, with its output.
+//!
+//! One module per concern: `test.rs` (the `test` command), `soak.rs` (the `soak` command and
+//! its section of `docs/reliability.md`), `flake.rs` (the `flake` command and its reading of
+//! libtest's output), `venv.rs` (the Python venv both
 //! commands prepare), `bench.rs` (the benchmark targets and the `bench` command that runs
 //! them), `records.rs` (the `BENCH` lines they print), `headlines.rs` (the headline sentences
 //! and README.md's block), `machine.rs` (what the figures were measured on) and `render.rs`
 //! (`docs/benchmarks.md`). This file parses the command line and dispatches.
 
 mod bench;
+mod flake;
 mod headlines;
 mod machine;
 mod node;
 mod records;
 mod render;
+mod soak;
 mod test;
 mod venv;
 
@@ -40,6 +50,13 @@ commands:
   test [ARGS...]  prepare the Python venv for the SDK tests (target/twice-venv, from
                   tests/requirements.txt), then run `cargo test --workspace ARGS...`
                   with TWICE_PYTHON set to its interpreter
+  soak [--kills N] [--seed S] [--workers W]
+                  the release executor under N random SIGKILLs (default 10,000) and
+                  SIGSTOP/SIGCONT pairs, W workers on one state directory, faults armed;
+                  then the checker; writes the figures into docs/reliability.md
+  flake N [ARGS...]
+                  build the suite once, run it N times (cargo test --no-fail-fast ARGS...),
+                  report every test that failed at least once; logs in target/flake/
   bench           run the benchmarks and rewrite docs/benchmarks.md
   bench --from-log FILE
                   rewrite docs/benchmarks.md from the output of a run saved in FILE
@@ -50,6 +67,8 @@ fn main() {
     let args: Vec<String> = env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
         Some("test") => run(|| test(&args[1..])),
+        Some("soak") => run(|| soak::soak(&args[1..])),
+        Some("flake") => run(|| flake::flake(&args[1..])),
         Some("bench") if args.len() == 1 => run(bench),
         Some("bench") if args.len() == 3 && args[1] == "--from-log" => {
             run(|| bench::bench_from_log(Path::new(&args[2])))

@@ -59,7 +59,7 @@ const CHROMIUM_NAMES: [&str; 3] = ["chromium", "chromium-browser", "google-chrom
 /// Chromium for the HTML report test: `TWICE_CHROMIUM`, or the first of [`CHROMIUM_NAMES`] on
 /// the `PATH`; when there is none and we are root on Linux with `apt-get`, installs Debian's
 /// `chromium` package first. A failed install is a warning: only that test needs it.
-fn prepare_chromium() -> Option<PathBuf> {
+pub(crate) fn prepare_chromium() -> Option<PathBuf> {
     if let Some(path) = env::var_os("TWICE_CHROMIUM").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(path));
     }
@@ -91,7 +91,7 @@ fn find_on_path(names: &[&str]) -> Option<PathBuf> {
 }
 
 /// Whether cargo arguments (before any `--`) choose packages themselves.
-fn selects_package(args: &[String]) -> bool {
+pub(crate) fn selects_package(args: &[String]) -> bool {
     args.iter().take_while(|a| *a != "--").any(|a| {
         a == "-p"
             || a == "--package"
