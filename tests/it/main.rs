@@ -33,5 +33,5 @@ mod sdk_files;
 mod sdk_messages;
 mod sdk_node;
 mod sdk_payments;
-mod typescript_executor;
 mod soak;
+mod typescript_executor;

@@ -224,7 +224,7 @@ pub(crate) fn render(f: &Value, command: &str, env: &Env) -> String {
         line(
             &mut out,
             format!(
-                "- Journals that reached their bound (100,000 entries; the oldest let go): {} (no verdict reads the chain's: it offers no guard against stale writes and got no refusal)",
+                "- Journals that reached the soak's bound (10,000,000 requests; the fake then refuses): {}",
                 full.join(", ")
             ),
         );
