@@ -16,6 +16,7 @@
 //! (`docs/benchmarks.md`). This file parses the command line and dispatches.
 
 mod bench;
+mod fuzz_http;
 mod headlines;
 mod machine;
 mod node;
@@ -54,8 +55,9 @@ fn main() {
         Some("bench") if args.len() == 3 && args[1] == "--from-log" => {
             run(|| bench::bench_from_log(Path::new(&args[2])))
         }
+        Some("fuzz-http") => run(|| fuzz_http::fuzz_http(&args[1..])),
         Some("help" | "-h" | "--help") => {
-            println!("{USAGE}");
+            println!("{USAGE}\n{}", fuzz_http::USAGE);
             0
         }
         Some("bench") => usage_error(&format!("`bench` takes no arguments, got `{}`", args[1..].join(" "))),
