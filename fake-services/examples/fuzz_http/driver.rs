@@ -115,7 +115,7 @@ impl Report {
     pub fn print(&self) {
         println!("fuzz-http: seed {}", self.seed);
         for s in &self.services {
-            let rate = if s.elapsed_ms == 0 { 0 } else { s.requests * 1000 / s.elapsed_ms };
+            let rate = (s.requests * 1000).checked_div(s.elapsed_ms).unwrap_or(0);
             println!(
                 "  {:<10} {:>9} requests ({} mutated) in {:.1} s: {} requests/s; 5xx injected by rules: {}",
                 s.service,
@@ -243,6 +243,14 @@ async fn drive(config: &Config) -> Result<Report, String> {
             report.rss_kib.push((format!("{service}/{phase}"), rss_kib()));
         }
         service_report.elapsed_ms = started.elapsed().as_millis() as u64;
+        // Progress on stderr: a long run says where it is.
+        eprintln!(
+            "fuzz-http: {service} done: {} requests in {} ms, {} failures so far, RSS {} KiB",
+            service_report.requests,
+            service_report.elapsed_ms,
+            report.failures.len(),
+            rss_kib()
+        );
         // Leave nothing behind for the next service's memory samples.
         control(addr, "POST", "/__twice/reset", Value::Null).await?;
         report.services.push(service_report);
@@ -400,7 +408,7 @@ fn judge(
             }
             // The HTTP parser refuses a mangled request line (505 for a bad version) before
             // any fake sees it: no body, no content type.
-            if req.mutated && a.from_parser() {
+            if req.mutated && a.refused_by_parser() {
                 return;
             }
             if req.control {
@@ -504,7 +512,7 @@ impl Answer {
     }
 
     /// hyper's own refusal of an unparsable request: no content type, no body.
-    fn from_parser(&self) -> bool {
+    fn refused_by_parser(&self) -> bool {
         self.header("content-type").is_none() && self.body.is_empty()
     }
 
