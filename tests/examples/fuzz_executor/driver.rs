@@ -9,7 +9,7 @@
 //! polled wait that kills a process past its bound.
 
 use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -415,9 +415,4 @@ fn judge(
         ));
     }
     Ok(())
-}
-
-/// Where session scratch directories go when the caller names none.
-pub fn default_scratch() -> PathBuf {
-    std::env::temp_dir().join(format!("twice-fuzz-executor-{}", std::process::id()))
 }

@@ -25,7 +25,8 @@ fn main() {
         }
     }
     let Some(executor) = executor else { usage("--executor PATH is required") };
-    let scratch = driver::default_scratch();
+    // Session state directories, removed after each session and at the end.
+    let scratch = std::env::temp_dir().join(format!("twice-fuzz-executor-{}", std::process::id()));
     let report = match only {
         Some(index) => {
             let input = driver::session(seed, index);
