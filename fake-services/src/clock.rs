@@ -11,6 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use vocabulary::clock::{Clock, ManualClock, SystemClock, TokioClock};
 
+/// The last millisecond of year 9999, where service time stops: HTTP dates (`Last-Modified`,
+/// `Date`) cannot say a later one.
+pub const SERVICE_TIME_MS_MAX: u64 = 253_402_300_799_999;
+
 /// One service's view of time: a base clock plus the jumps applied to this service.
 #[derive(Clone)]
 pub struct ServiceClock {
@@ -23,14 +27,18 @@ impl ServiceClock {
         ServiceClock { base, jumped_ms: Arc::new(AtomicU64::new(0)) }
     }
 
-    /// Milliseconds since the Unix epoch, as this service sees them.
+    /// Milliseconds since the Unix epoch, as this service sees them, at most
+    /// [`SERVICE_TIME_MS_MAX`].
     pub fn now_ms(&self) -> u64 {
-        self.base.now_ms() + self.jumped_ms.load(Ordering::SeqCst)
+        self.base.now_ms().saturating_add(self.jumped_ms.load(Ordering::SeqCst)).min(SERVICE_TIME_MS_MAX)
     }
 
-    /// Moves this service's time forward; time never moves back.
+    /// Moves this service's time forward; time never moves back, and stops at
+    /// [`SERVICE_TIME_MS_MAX`] however far a jump asks (a wrapped sum would move it back).
     pub fn jump_ms(&self, by_ms: u64) {
-        self.jumped_ms.fetch_add(by_ms, Ordering::SeqCst);
+        let _ = self.jumped_ms.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |jumped| {
+            Some(jumped.saturating_add(by_ms).min(SERVICE_TIME_MS_MAX))
+        });
     }
 
     /// The total of all jumps so far.

@@ -223,3 +223,20 @@ async fn protocol_proposals_written_together_get_every_reply_in_order() {
     let code = ex.wait_exit(EXIT_WAIT).await;
     assert_eq!(code.code(), Some(0), "exit after shutdown: {code}");
 }
+
+#[path = "../examples/fuzz_executor/driver.rs"]
+mod fuzz_driver;
+
+/// Fuzzed stdin (`cargo xtask fuzz-http --target executor`, short): random bytes, truncated
+/// JSON, lines at and over the 1 MiB limit, blank lines, valid requests and valid requests
+/// with fields of random types, interleaved, then the end of input. Every complete line gets
+/// one reply until an acknowledged `shutdown`, the process exits 0 within a bound, and
+/// nothing panics.
+#[test]
+fn protocol_fuzzed_stdin_gets_a_reply_per_line_and_a_clean_exit() {
+    let scratch = fresh_dir("protocol_fuzz");
+    let report = fuzz_driver::run(&crate::executor_process::bin("twice-executor"), &scratch, 11, 0..150);
+    report.print();
+    assert!(report.failures.is_empty(), "{} sessions failed, listed above", report.failures.len());
+    assert!(report.replies > 0);
+}

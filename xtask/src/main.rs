@@ -25,6 +25,7 @@
 
 mod bench;
 mod flake;
+mod fuzz_http;
 mod headlines;
 mod machine;
 mod node;
@@ -73,8 +74,9 @@ fn main() {
         Some("bench") if args.len() == 3 && args[1] == "--from-log" => {
             run(|| bench::bench_from_log(Path::new(&args[2])))
         }
+        Some("fuzz-http") => run(|| fuzz_http::fuzz_http(&args[1..])),
         Some("help" | "-h" | "--help") => {
-            println!("{USAGE}");
+            println!("{USAGE}\n{}", fuzz_http::USAGE);
             0
         }
         Some("bench") => usage_error(&format!("`bench` takes no arguments, got `{}`", args[1..].join(" "))),

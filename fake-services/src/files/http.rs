@@ -91,7 +91,9 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 }
 
 /// `Last-Modified` style (IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`, whole seconds.
+/// A time past year 9999 (which `httpdate` refuses with a panic) is written as its last second.
 pub fn http_date(ms: u64) -> String {
+    let ms = ms.min(crate::clock::SERVICE_TIME_MS_MAX);
     httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(ms / 1000))
 }
 

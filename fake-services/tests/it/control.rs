@@ -130,3 +130,36 @@ async fn the_same_seed_gives_the_same_bytes() {
     assert_ne!(first, workload(43).await, "the seed reaches ids and fault draws");
     assert!(first.contains("Close") && first.contains("Respond"), "the workload exercises the fault");
 }
+
+/// Found by `cargo xtask fuzz-http`: a clock jumped past year 9999 made every GET of an object
+/// panic (`Last-Modified` cannot be written), and jumps adding up past `u64::MAX` wrapped
+/// service time back. Time now stops at the end of year 9999, and everything still answers.
+#[tokio::test]
+async fn a_clock_jumped_past_year_9999_stops_there_and_objects_still_answer() {
+    use crate::client::{Req, Running, send};
+    let running = Running::start(5).await;
+    let files = running.addr("files");
+    let put = send(files, &Req::new("PUT", "/reports/q3.csv").body("x"), 5_000).await;
+    assert_eq!(put.status(), Some(404), "no bucket yet: {put:?}");
+    let seed = Req::new("POST", "/__twice/seed").body(json!({"buckets": ["reports"]}).to_string());
+    assert_eq!(send(files, &seed, 5_000).await.status(), Some(201));
+    assert_eq!(send(files, &Req::new("PUT", "/reports/q3.csv").body("x"), 5_000).await.status(), Some(200));
+    let mut last_now_ms = 0;
+    for _ in 0..3 {
+        let jump = Req::new("POST", "/__twice/clock/jump").body(json!({"by_ms": u64::MAX - 5}).to_string());
+        let seen = send(files, &jump, 5_000).await;
+        assert_eq!(seen.status(), Some(200), "{seen:?}");
+        let now_ms = seen.json()["now_ms"].as_u64().expect("now_ms");
+        assert!(now_ms >= last_now_ms, "time moved back: {now_ms} < {last_now_ms}");
+        assert_eq!(now_ms, fake_services::clock::SERVICE_TIME_MS_MAX);
+        last_now_ms = now_ms;
+    }
+    assert_eq!(send(files, &Req::new("PUT", "/reports/late.csv").body("y"), 5_000).await.status(), Some(200));
+    for key in ["q3.csv", "late.csv"] {
+        let get = send(files, &Req::new("GET", format!("/reports/{key}")), 5_000).await;
+        assert_eq!(get.status(), Some(200), "{get:?}");
+        assert!(get.header("last-modified").is_some(), "{get:?}");
+    }
+    let late = send(files, &Req::new("GET", "/reports/late.csv"), 5_000).await;
+    assert_eq!(late.header("last-modified"), Some("Fri, 31 Dec 9999 23:59:59 GMT"), "{late:?}");
+}
