@@ -121,6 +121,9 @@ fn one_install_brings_both_commands() {
     let package = metadata["packages"].as_array().unwrap().iter().find(|p| p["name"] == "twice").unwrap();
     let manifest = package["manifest_path"].as_str().unwrap();
     assert!(manifest.ends_with("harness/Cargo.toml"), "{manifest}");
+    // Two bins in one package: `cargo run --release -- run` (the README's first command) needs
+    // to know which one it means.
+    assert_eq!(package["default_run"], "twice", "the package names no default-run");
 }
 
 /// `twice completions SHELL` prints a script that knows the subcommands and their flags.
