@@ -10,14 +10,16 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::Write as _;
 use std::path::Path;
 use std::process::Stdio;
 
 use anyhow::{Context, Result, bail};
 
+use crate::node::prepare_node_executor;
 use crate::test::{prepare_chromium, selects_package};
 use crate::venv::prepare_venv;
-use crate::{cargo, exit_code, root, target_dir};
+use crate::{cargo, exit_code, output_of, root, target_dir};
 
 /// How much of one failure's output the summary prints.
 const OUTPUT_SHOWN_BYTES: usize = 4 * 1024;
@@ -140,26 +142,105 @@ pub(crate) fn table(table: &[(String, Vec<usize>)], runs: usize) -> String {
     out
 }
 
-pub(crate) fn flake(args: &[String]) -> Result<i32> {
-    let Some(runs) = args.first() else { bail!("usage: cargo xtask flake N [ARGS...]") };
-    let runs: usize = runs.parse().with_context(|| format!("N must be a count of runs, got `{runs}`"))?;
-    if runs == 0 {
-        bail!("N must be at least 1");
+/// What `cargo xtask flake` was asked: run N times (logging to `logs`), or only summarise.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Request {
+    /// Runs to make; 0 with `--summary`.
+    pub(crate) runs: usize,
+    /// Where the logs go; `None` is `target/flake`, cleared first.
+    pub(crate) logs: Option<String>,
+    /// The `cargo test` arguments.
+    pub(crate) args: Vec<String>,
+}
+
+const USAGE: &str =
+    "usage: cargo xtask flake N [--logs DIR] [CARGO TEST ARGS...] | cargo xtask flake --summary DIR";
+
+pub(crate) fn request(args: &[String]) -> Result<Request> {
+    match args.first().map(String::as_str) {
+        Some("--summary") => match args.get(1..) {
+            Some([dir]) => Ok(Request { runs: 0, logs: Some(dir.clone()), args: Vec::new() }),
+            _ => bail!("{USAGE}"),
+        },
+        Some(runs) => {
+            let runs: usize =
+                runs.parse().with_context(|| format!("N must be a count of runs, got `{runs}`\n{USAGE}"))?;
+            if runs == 0 {
+                bail!("N must be at least 1");
+            }
+            let mut rest = &args[1..];
+            let mut logs = None;
+            if rest.first().map(String::as_str) == Some("--logs") {
+                let Some(dir) = rest.get(1) else { bail!("--logs needs a directory\n{USAGE}") };
+                logs = Some(dir.clone());
+                rest = &rest[2..];
+            }
+            Ok(Request { runs, logs, args: rest.to_vec() })
+        }
+        None => bail!("{USAGE}"),
     }
-    let args = &args[1..];
+}
+
+/// The numbers of the `K.log` files in `dir`, sorted.
+fn logged_runs(dir: &Path) -> Vec<usize> {
+    let mut runs: Vec<usize> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".log")?.parse().ok())
+        .collect();
+    runs.sort_unstable();
+    runs
+}
+
+/// The header line a run's log starts with, and what it says (the commit).
+const HEADER: &str = "xtask flake: commit ";
+
+/// The line a run's log ends with: cargo test's exit code.
+const TRAILER: &str = "xtask flake: exit ";
+
+/// The exit code a log's trailer gives; `None` for a run cut short.
+fn trailer_exit(log: &str) -> Option<i32> {
+    log.lines().rev().find_map(|l| l.strip_prefix(TRAILER)?.split_whitespace().next()?.parse().ok())
+}
+
+fn header_commit(log: &str) -> Option<&str> {
+    log.lines().next()?.strip_prefix(HEADER)?.split_whitespace().next()
+}
+
+pub(crate) fn flake(args: &[String]) -> Result<i32> {
+    let request = request(args)?;
     let root = root();
-    let python = prepare_venv(&root)?;
+    let target = target_dir(&root);
+    let (logs, appending) = match &request.logs {
+        Some(dir) => (root.join(dir), true),
+        None => (target.join("flake"), false),
+    };
+    if request.runs > 0 {
+        run_many(&root, &target, &logs, appending, &request)?;
+    }
+    summarise(&root, &logs)
+}
+
+/// Builds once, then runs the suite `request.runs` times, each into the next `K.log` of `logs`.
+fn run_many(root: &Path, target: &Path, logs: &Path, appending: bool, request: &Request) -> Result<()> {
+    let args = &request.args;
+    let python = prepare_venv(root)?;
+    let node_executor = prepare_node_executor(root)?;
     println!("xtask: building the binaries (cargo build --workspace --bins)");
-    let built = cargo().args(["build", "--workspace", "--bins"]).current_dir(&root).status();
+    let built = cargo().args(["build", "--workspace", "--bins"]).current_dir(root).status();
     if !built.context("could not start cargo build")?.success() {
         bail!("cargo build --workspace --bins failed");
     }
-    let target = target_dir(&root);
     let chromium = prepare_chromium();
     // The same command line as `cargo xtask test`, plus --no-fail-fast (every binary runs).
     let command = |extra: &[&str]| {
         let mut command = cargo();
-        command.arg("test").env("TWICE_BIN_DIR", target.join("debug")).env("TWICE_PYTHON", &python);
+        command
+            .arg("test")
+            .env("TWICE_BIN_DIR", target.join("debug"))
+            .env("TWICE_PYTHON", &python)
+            .env("TWICE_NODE_EXECUTOR", &node_executor);
         if let Some(chromium) = &chromium {
             command.env("TWICE_CHROMIUM", chromium);
         }
@@ -169,23 +250,44 @@ pub(crate) fn flake(args: &[String]) -> Result<i32> {
         command.args(extra);
         let (cargo_args, test_args) = match args.iter().position(|a| a == "--") {
             Some(i) => (&args[..i], &args[i..]),
-            None => (args, &args[args.len()..]),
+            None => (&args[..], &args[args.len()..]),
         };
-        command.args(cargo_args).args(test_args).current_dir(&root);
+        command.args(cargo_args).args(test_args).current_dir(root);
         command
     };
     println!("xtask: building the tests once (cargo test --no-run)");
     let status = command(&["--no-run"]).status().context("could not start cargo test --no-run")?;
     if !status.success() {
-        return Ok(exit_code(status));
+        bail!("cargo test --no-run failed ({})", exit_code(status));
     }
-    let logs = target.join("flake");
-    fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
-    let mut outcomes = Vec::new();
-    let mut broken_runs = Vec::new();
-    for run in 1..=runs {
+    if !appending && logs.exists() {
+        // A fresh series: the logs of an earlier one would be counted with it.
+        fs::remove_dir_all(logs).with_context(|| format!("cannot clear {}", logs.display()))?;
+    }
+    fs::create_dir_all(logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let first = logged_runs(logs).last().map_or(1, |last| last + 1);
+    let commit = output_of("git", &["-C", &root.display().to_string(), "rev-parse", "--short=12", "HEAD"])
+        .unwrap_or_else(|| "unknown".into());
+    let dirty = output_of(
+        "git",
+        &["-C", &root.display().to_string(), "status", "--porcelain", "--untracked-files=no"],
+    )
+    .is_some();
+    for run in first..first + request.runs {
         let path = logs.join(format!("{run}.log"));
-        let file = fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        let started_at = output_of("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]).unwrap_or_default();
+        fs::write(
+            &path,
+            format!(
+                "{HEADER}{commit}{} started {started_at} args {args:?}\n",
+                if dirty { "+changes" } else { "" }
+            ),
+        )
+        .with_context(|| format!("cannot create {}", path.display()))?;
+        let file = fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
         let err = file.try_clone().context("cannot share the log file")?;
         let started = std::time::Instant::now();
         let status = command(&["--no-fail-fast"])
@@ -194,30 +296,75 @@ pub(crate) fn flake(args: &[String]) -> Result<i32> {
             .stderr(err)
             .status()
             .context("could not start cargo test")?;
-        let log = fs::read_to_string(&path).unwrap_or_default();
-        let outcome = parse(&log);
+        let mut file = fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        writeln!(file, "{TRAILER}{} after {:.0} s", exit_code(status), started.elapsed().as_secs_f64())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        let outcome = parse(&fs::read_to_string(&path).unwrap_or_default());
         println!(
-            "xtask: run {run}/{runs}: {} passed, {} failed, exit {} ({:.0} s; {})",
+            "xtask: run {run} ({} of {}): {} passed, {} failed, exit {} ({:.0} s; {})",
+            run - first + 1,
+            request.runs,
             outcome.passed,
             outcome.failures.len(),
             exit_code(status),
             started.elapsed().as_secs_f64(),
-            rel(&root, &path)
+            rel(root, &path)
         );
-        if !status.success() && outcome.failures.is_empty() {
-            broken_runs.push(run);
+    }
+    Ok(())
+}
+
+/// Reads every `K.log` in `logs` and prints the table; 1 if any test failed in any run.
+fn summarise(root: &Path, logs: &Path) -> Result<i32> {
+    let numbers = logged_runs(logs);
+    if numbers.is_empty() {
+        bail!("no run logs (N.log) in {}", logs.display());
+    }
+    let mut outcomes = Vec::new();
+    let mut broken_runs = Vec::new();
+    let mut commits: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for number in &numbers {
+        let path = logs.join(format!("{number}.log"));
+        let log = fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        commits.entry(header_commit(&log).unwrap_or("unknown").to_string()).or_default().push(*number);
+        let outcome = parse(&log);
+        // A run that failed without naming a test (a build error, a crashed test binary), or
+        // one cut short before its trailer.
+        if outcome.failures.is_empty() && trailer_exit(&log) != Some(0) {
+            broken_runs.push(*number);
         }
         outcomes.push(outcome);
     }
-    let tallied = tally(&outcomes);
-    println!("\nxtask: flake summary ({runs} runs; logs in {})\n", rel(&root, &logs));
+    let runs = numbers.len();
+    let mut tallied = tally(&outcomes);
+    // The tally counts positions; the logs are named by their numbers.
+    for (_, seen) in &mut tallied {
+        for position in seen.iter_mut() {
+            *position = numbers[*position - 1];
+        }
+    }
+    let passed: Vec<usize> = outcomes.iter().map(|o| o.passed).collect();
+    println!("\nxtask: flake summary ({runs} runs; logs in {})", rel(root, logs));
+    for (commit, runs) in &commits {
+        let list: Vec<String> = runs.iter().map(usize::to_string).collect();
+        println!("  commit {commit}: runs {}", list.join(", "));
+    }
+    println!(
+        "  tests passed per run: min {}, max {}\n",
+        passed.iter().min().unwrap_or(&0),
+        passed.iter().max().unwrap_or(&0)
+    );
     if tallied.is_empty() {
         println!("no test failed in any run");
     } else {
         print!("{}", table(&tallied, runs));
         for (test, seen) in &tallied {
             let Some(first) = seen.first() else { continue };
-            let output = outcomes[first - 1]
+            let Some(position) = numbers.iter().position(|n| n == first) else { continue };
+            let output = outcomes[position]
                 .failures
                 .iter()
                 .find(|f| &f.test == test)
@@ -228,8 +375,8 @@ pub(crate) fn flake(args: &[String]) -> Result<i32> {
     }
     for run in &broken_runs {
         println!(
-            "\nxtask: run {run}: cargo test failed but no failing test was named (a build error or a crash?): see {}",
-            rel(&root, &logs.join(format!("{run}.log")))
+            "\nxtask: run {run}: cargo test failed or was cut short, and no failing test was named (a build error, a crash?): see {}",
+            rel(root, &logs.join(format!("{run}.log")))
         );
     }
     Ok(i32::from(!tallied.is_empty() || !broken_runs.is_empty()))
@@ -361,5 +508,43 @@ test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
             table(&tallied, 3),
             "| test | failures | runs |\n|---|---|---|\n| `it a` | 2/3 | 1, 3 |\n| `it b` | 1/3 | 3 |\n"
         );
+    }
+
+    #[test]
+    fn requests_are_read() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            request(&args(&["3", "--logs", "/tmp/f", "-p", "scenarios"])).unwrap(),
+            Request { runs: 3, logs: Some("/tmp/f".into()), args: args(&["-p", "scenarios"]) }
+        );
+        assert_eq!(request(&args(&["2"])).unwrap(), Request { runs: 2, logs: None, args: vec![] });
+        assert_eq!(
+            request(&args(&["--summary", "d"])).unwrap(),
+            Request { runs: 0, logs: Some("d".into()), args: vec![] }
+        );
+        for bad in [&[][..], &["0"], &["x"], &["1", "--logs"], &["--summary"]] {
+            assert!(request(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_log_says_its_commit_and_exit() {
+        let log = format!(
+            "{HEADER}0123abcd+changes started 2026-12-02T01:00:00Z args []\nrunning 1 test\n{TRAILER}101 after 12 s\n"
+        );
+        assert_eq!(header_commit(&log), Some("0123abcd+changes"));
+        assert_eq!(trailer_exit(&log), Some(101));
+        assert_eq!(trailer_exit("running 1 test\n"), None);
+    }
+
+    #[test]
+    fn logs_are_numbered_and_a_series_continues() {
+        let dir = std::env::temp_dir().join(format!("twice-flake-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        for name in ["1.log", "10.log", "2.log", "notes.txt", "x.log"] {
+            fs::write(dir.join(name), "").unwrap();
+        }
+        assert_eq!(logged_runs(&dir), [1, 2, 10]);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }
