@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::server::conn::http1;
@@ -37,6 +37,9 @@ use crate::wire::{Disposition, FakeRequest, FakeResponse};
 pub const HEADER_READ_MS_MAX: u64 = 30_000;
 /// And this long to send its body.
 pub const BODY_READ_MS_MAX: u64 = 30_000;
+/// How much of a body over the fake's bound is still read (and let go) before the 413, so
+/// that the client, still sending, reads the answer rather than a reset.
+pub const BODY_DRAIN_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Longest path and query a fake reads; longer is 414 in the fake's shape.
 pub const URL_BYTES_MAX: usize = 16 * 1024;
 /// Longest single header (name and value) a fake reads; longer is 431 in the fake's shape.
@@ -265,19 +268,42 @@ enum ReadError {
 }
 
 async fn read_request(req: Request<Incoming>, body_bytes_max: usize) -> Result<FakeRequest, ReadError> {
-    let (parts, body) = req.into_parts();
-    let collected = tokio::time::timeout(
-        Duration::from_millis(BODY_READ_MS_MAX),
-        Limited::new(body, body_bytes_max).collect(),
-    )
-    .await
-    .map_err(|_| ReadError::Slow)?;
-    let body = match collected {
-        Ok(c) => c.to_bytes(),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+    let (parts, mut body) = req.into_parts();
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(BODY_READ_MS_MAX);
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut read_bytes = 0usize;
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) if read_bytes > body_bytes_max => return Err(ReadError::TooLarge),
+            Err(_) => return Err(ReadError::Slow),
+            Ok(None) => break,
+            Ok(Some(Err(_))) if read_bytes > body_bytes_max => return Err(ReadError::TooLarge),
+            Ok(Some(Err(_))) => return Err(ReadError::Broken),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        // Trailers carry no body bytes.
+        let Ok(data) = frame.into_data() else { continue };
+        read_bytes = read_bytes.saturating_add(data.len());
+        if read_bytes <= body_bytes_max {
+            chunks.push(data);
+        } else if read_bytes > body_bytes_max.saturating_add(BODY_DRAIN_BYTES_MAX) {
+            // Past what is worth reading to answer cleanly: answer now, and the client may
+            // see its connection reset while still sending.
             return Err(ReadError::TooLarge);
+        } else {
+            // Over the bound: read the rest and let it go, so that the answer is not lost to a
+            // reset (closing a socket with unread bytes resets it, and a client still sending
+            // may never read the 413).
+            chunks.clear();
         }
-        Err(_) => return Err(ReadError::Broken),
+    }
+    if read_bytes > body_bytes_max {
+        return Err(ReadError::TooLarge);
+    }
+    let body = match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.swap_remove(0),
+        _ => Bytes::from(chunks.concat()),
     };
     Ok(FakeRequest {
         method: parts.method.as_str().to_string(),

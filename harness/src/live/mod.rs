@@ -498,6 +498,12 @@ pub async fn run(
     Ok(engine::run(world, backend).await)
 }
 
+/// The directory of one run: a child of `work_dir`, whatever the scenario's name holds (it
+/// comes from a file: `../`, NUL, 10,000 bytes).
+fn run_dir(work_dir: &Path, name: &str, seed: u64, n: u64) -> PathBuf {
+    work_dir.join(format!("{}-{seed}-{n}", reports::names::file_name_part(name)))
+}
+
 /// Runs one scenario on a fresh current-thread runtime, in a fresh directory of its own under
 /// `work_dir` that is removed afterwards.
 pub fn run_blocking(
@@ -514,7 +520,7 @@ pub fn run_blocking(
     // executors, or a shrink beside the run), and must never share a state directory.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = work_dir.join(format!("{}-{seed}-{n}", scenario.name));
+    let dir = run_dir(work_dir, &scenario.name, seed, n);
     engine::fresh_dir(&dir)?;
     let observed = runtime.block_on(run(scenario, seed, executor, &dir)).map_err(RunError::Setup);
     drop(runtime);
@@ -536,6 +542,19 @@ mod tests {
 
     /// Steps go only to an executor whose `init_ok` lists the feature; anything else (no
     /// `features`, another shape, other words) means it has not.
+    /// A scenario named like a path still runs in a directory of its own under `work_dir`.
+    #[test]
+    fn a_scenario_named_like_a_path_runs_inside_the_work_dir() {
+        let work = Path::new("/tmp/work");
+        for name in ["../../etc/escape", "a/b", "x\u{0}y", "..", &"n".repeat(10_000)] {
+            let dir = run_dir(work, name, 7, 3);
+            assert_eq!(dir.parent(), Some(work), "{name:.40}");
+            let last = dir.file_name().unwrap().to_str().unwrap();
+            assert!(!last.starts_with('.') && !last.contains('\0') && last.len() <= 160, "{last:.40}");
+        }
+        assert_eq!(run_dir(work, "refund_once", 7, 3), work.join("refund_once-7-3"));
+    }
+
     #[test]
     fn workflows_are_what_init_ok_announces() {
         assert!(announces_workflows(&json!({"features": ["workflows"]})));
