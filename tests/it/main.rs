@@ -9,6 +9,7 @@ mod action;
 mod boundaries;
 mod byo;
 mod byo_python;
+mod examples;
 mod executor_crash;
 mod executor_decisions;
 mod executor_faults;

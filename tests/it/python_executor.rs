@@ -8,34 +8,23 @@
 //!
 //! The interpreter is the venv's, from `TWICE_PYTHON` (set by `cargo xtask test`). Every wait
 //! is bounded by the live driver itself (each request to a worker, each phase). The tests take
-//! turns on the machine ([`MACHINE`]): each runs [`JOBS`] cases at a time, as `twice run` does
+//! turns on the machine ([`machine`]): each runs [`JOBS`] cases at a time, as `twice run` does
 //! live by default, and a live case's timing is what it rehearses.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use harness::check::{
     self, HAZARD_KEY_PAST_RETENTION, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES,
     LINEAGE, NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST, REFUSAL_RESPECTED, WORKFLOW,
 };
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Outcome, Source};
 
-/// The run seed of every case here (`twice run`'s default).
-const SEED: u64 = 1;
-/// Cases run at the same time, as `twice run` runs live scenarios by default.
-const JOBS: usize = harness::pipeline::LIVE_JOBS_DEFAULT;
+pub(super) use crate::examples::machine;
+use crate::examples::{BugRow, JOBS, Quiet, SEED, bug_table, catalog_cases, clean, describe};
+
 /// Generated cases the single-worker variant must pass, after the catalog.
 const SINGLE_WORKER_CASES: u64 = 40;
-
-/// Live runs of these tests take turns: each already runs [`JOBS`] cases at a time.
-static MACHINE: Mutex<()> = Mutex::new(());
-
-pub(super) fn machine() -> MutexGuard<'static, ()> {
-    // A test that failed while holding it leaves nothing half-done behind.
-    MACHINE.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// `$TWICE_PYTHON examples/executors/python/executor.py ARGS...`.
 pub(super) fn python_executor(args: &[&str]) -> ExecutorCommand {
@@ -56,75 +45,12 @@ pub(super) fn python_executor(args: &[&str]) -> ExecutorCommand {
 
 /// A fresh directory for one test's runs, private to this process.
 pub(super) fn work_dir(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("python-executor-{}", std::process::id()))
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("the work directory can be created");
-    dir
-}
-
-fn clean(dir: &Path) {
-    let _ = std::fs::remove_dir_all(dir);
-    if let Some(parent) = dir.parent() {
-        // Gone once the last test of this process is done with it.
-        let _ = std::fs::remove_dir(parent);
-    }
-}
-
-fn catalog_case(name: &str) -> Case {
-    match scenarios::catalog::find(name) {
-        Some(Ok(scenario)) => Case { scenario, source: Source::Catalog },
-        Some(Err(e)) => panic!("catalog scenario {name} does not load: {e}"),
-        None => panic!("no catalog scenario {name}"),
-    }
-}
-
-/// What went wrong in a result, for a failure message: the outcome, the executor error and
-/// every broken invariant with its first line of evidence.
-fn describe(result: &ScenarioResult) -> String {
-    let broken: Vec<String> = check::violations(&result.verdicts)
-        .map(|v| format!("{}: {}", v.invariant, v.evidence.first().map(String::as_str).unwrap_or("")))
-        .collect();
-    let error = result.observed.executor_error.as_deref().unwrap_or("");
-    format!("{} ({:?}) {error} [{}]", result.name, result.outcome, broken.join("; "))
-}
-
-struct Quiet;
-
-impl Progress for Quiet {
-    fn started(&self, _: usize) {}
-    fn finished(&self, _: &ScenarioResult) {}
-    fn done(&self) {}
+    crate::examples::work_dir("python-executor", test)
 }
 
 #[test]
 fn the_python_executor_passes_the_whole_catalog_live() {
-    let _turn = machine();
-    let dir = work_dir("catalog");
-    let cases: Vec<Case> = scenarios::catalog()
-        .expect("the catalog loads")
-        .into_iter()
-        .map(|scenario| Case { scenario, source: Source::Catalog })
-        .collect();
-    let driver = Driver::Live(python_executor(&[]));
-    let results = run::run_cases(&cases, SEED, &driver, &dir, JOBS, &Quiet, "twice run");
-    clean(&dir);
-    assert_eq!(results.len(), cases.len());
-    let failed: Vec<String> = results.iter().filter(|r| r.outcome != Outcome::Passed).map(describe).collect();
-    assert!(
-        failed.is_empty(),
-        "the Python executor failed {} of {} catalog scenarios:\n{}",
-        failed.len(),
-        cases.len(),
-        failed.join("\n")
-    );
-    // It uses every safeguard the contracts offer, so it has no hazards either.
-    let hazards: Vec<String> = results
-        .iter()
-        .flat_map(|r| r.hazards.iter().map(move |h| format!("{}: {}", r.name, h.detail)))
-        .collect();
-    assert!(hazards.is_empty(), "hazards of the full executor:\n{}", hazards.join("\n"));
+    crate::examples::passes_the_whole_catalog("Python", "python-executor", python_executor(&[]));
 }
 
 /// An executor that only ever runs as one process needs no leases and no fencing tokens. Where
@@ -138,11 +64,7 @@ fn the_python_executor_passes_the_whole_catalog_live() {
 fn the_single_worker_variant_fails_only_where_a_second_worker_did_harm() {
     let _turn = machine();
     let dir = work_dir("single-worker");
-    let mut cases: Vec<Case> = scenarios::catalog()
-        .expect("the catalog loads")
-        .into_iter()
-        .map(|scenario| Case { scenario, source: Source::Catalog })
-        .collect();
+    let mut cases = catalog_cases();
     for index in 0..SINGLE_WORKER_CASES {
         let scenario = scenarios::generate::case(SEED, index).expect("the generator works");
         cases.push(Case { scenario, source: Source::Generated { index } });
@@ -193,7 +115,7 @@ fn the_single_worker_variant_fails_only_where_a_second_worker_did_harm() {
 /// Each classic bug of the Python executor (`--bug NAME`, one `if bugs.BUG == ...` each), the
 /// catalog scenario that catches it, and the invariant that scenario must report broken. The
 /// same table is in `examples/executors/python/README.md`.
-const VARIANTS: &[(&str, &str, &str)] = &[
+const VARIANTS: &[BugRow] = &[
     // The refund holds the whole payment, so the keyless resend is refused, and the refusal is
     // believed: failed beside the refund.
     ("naive-retry", "lost_refund_reply", HONEST_TERMINAL_STATES),
@@ -230,7 +152,7 @@ const VARIANTS: &[(&str, &str, &str)] = &[
 /// read-back before it believes a refusal of a resend, `resend-after-key-expiry` leaves no
 /// false claim where the resend is refused. Each scenario here must pass, list the hazard, and
 /// fail under `--strict`.
-const HAZARD_VARIANTS: &[(&str, &str, &str)] = &[
+const HAZARD_VARIANTS: &[BugRow] = &[
     ("no-fencing", "stale_worker_overwrite", HAZARD_NO_FENCING_TOKEN),
     ("no-fencing", "stale_worker_after_lookup", HAZARD_NO_FENCING_TOKEN),
     ("no-fencing", "files_stale_worker_overwrite", HAZARD_NO_PRECONDITION),
@@ -243,53 +165,7 @@ const HAZARD_VARIANTS: &[(&str, &str, &str)] = &[
 
 #[test]
 fn every_python_bug_is_caught_by_its_scenarios_naming_its_invariant() {
-    let _turn = machine();
-    let dir = work_dir("variants");
-    let next = AtomicUsize::new(0);
-    let problems = Mutex::new(Vec::new());
-    // Several cases at a time, each with its own variant's command line.
-    let all: Vec<(&str, &str, &str, bool)> = VARIANTS
-        .iter()
-        .map(|(b, s, i)| (*b, *s, *i, false))
-        .chain(HAZARD_VARIANTS.iter().map(|(b, s, h)| (*b, *s, *h, true)))
-        .collect();
-    std::thread::scope(|scope| {
-        for _ in 0..JOBS {
-            scope.spawn(|| {
-                while let Some((bug, scenario, expected, hazard)) =
-                    all.get(next.fetch_add(1, Ordering::SeqCst))
-                {
-                    let driver = Driver::Live(python_executor(&["--bug", bug]));
-                    let result = run::run_case(&catalog_case(scenario), SEED, &driver, &dir, "twice run");
-                    let caught = if *hazard {
-                        let strict = run::results(SEED, &driver, None, vec![result.clone()]);
-                        let strict = run::RunResults { strict: true, ..strict };
-                        result.outcome == Outcome::Passed
-                            && result.hazards.iter().any(|h| h.kind == *expected)
-                            && strict.failed()
-                    } else {
-                        result.outcome == Outcome::Violated
-                            && check::violations(&result.verdicts).any(|v| v.invariant == *expected)
-                    };
-                    if !caught {
-                        let hazards: Vec<&str> = result.hazards.iter().map(|h| h.kind.as_str()).collect();
-                        let problem = format!(
-                            "--bug {bug} in {scenario}: expected {expected}, got {} (hazards {hazards:?})",
-                            describe(&result)
-                        );
-                        problems.lock().unwrap_or_else(|p| p.into_inner()).push(problem);
-                    }
-                }
-            });
-        }
-    });
-    clean(&dir);
-    let problems = problems.into_inner().unwrap_or_else(|p| p.into_inner());
-    assert!(
-        problems.is_empty(),
-        "bugs the catalog does not catch as the table says:\n{}",
-        problems.join("\n")
-    );
+    bug_table("python-executor", VARIANTS, HAZARD_VARIANTS, |bug| python_executor(&["--bug", bug]));
 }
 
 /// A refund whose reply is lost, a workspace, an object and a transfer: the first two are
@@ -533,17 +409,5 @@ fn the_python_action_tables_are_the_vocabularys() {
         .expect("the venv's python runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let tables: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let mut want_fields = serde_json::Map::new();
-    let mut want_keys = serde_json::Map::new();
-    let mut want_refs = serde_json::Map::new();
-    for spec in vocabulary::ACTIONS {
-        want_fields.insert(spec.name.into(), spec.result_fields.iter().map(|f| f.name).collect());
-        want_keys.insert(spec.name.into(), spec.business_key.into());
-        let takes: Vec<&str> =
-            spec.params.iter().map(|p| p.name).filter(|p| spec.param_takes_reference(p)).collect();
-        want_refs.insert(spec.name.into(), takes.into());
-    }
-    assert_eq!(tables["result_fields"], serde_json::Value::Object(want_fields));
-    assert_eq!(tables["business_key"], serde_json::Value::Object(want_keys));
-    assert_eq!(tables["takes_reference"], serde_json::Value::Object(want_refs));
+    crate::examples::the_action_tables_are_the_vocabularys(&tables);
 }

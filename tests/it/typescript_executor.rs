@@ -6,25 +6,18 @@
 //!
 //! The compiled executor is `TWICE_NODE_EXECUTOR` (set by `cargo xtask test`, which runs `npm
 //! ci` and `npm run build` in the example first). These tests take turns on the machine with the
-//! Python executor's ([`machine`]): each runs [`JOBS`] cases at a time, as `twice run` does live.
+//! Python executor's ([`crate::examples::machine`]): each runs `JOBS` cases at a time, as
+//! `twice run` does live.
 
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::PathBuf;
 
 use harness::check::{
-    self, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES, LINEAGE,
-    NO_DUPLICATE_EFFECT, NOTHING_LOST, REFUSAL_RESPECTED,
+    HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES, LINEAGE, NO_DUPLICATE_EFFECT,
+    NOTHING_LOST, REFUSAL_RESPECTED,
 };
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
 
-use crate::python_executor::machine;
-
-/// The run seed of every case here (`twice run`'s default).
-const SEED: u64 = 1;
-/// Cases run at the same time, as `twice run` runs live scenarios by default.
-const JOBS: usize = harness::pipeline::LIVE_JOBS_DEFAULT;
+use crate::examples::{BugRow, bug_table};
 
 /// `$TWICE_NODE_EXECUTOR`: the compiled executor, `dist/executor.js` of the example. Unset is a
 /// failure, never a skip (under CI or not): a suite that skips what it cannot run says nothing.
@@ -50,83 +43,15 @@ fn node_executor(args: &[&str]) -> ExecutorCommand {
     ExecutorCommand { program: PathBuf::from("node"), args: words }
 }
 
-/// A fresh directory for one test's runs, private to this process.
-fn work_dir(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("typescript-executor-{}", std::process::id()))
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("the work directory can be created");
-    dir
-}
-
-fn clean(dir: &Path) {
-    let _ = std::fs::remove_dir_all(dir);
-    if let Some(parent) = dir.parent() {
-        // Gone once the last test of this process is done with it.
-        let _ = std::fs::remove_dir(parent);
-    }
-}
-
-fn catalog_case(name: &str) -> Case {
-    match scenarios::catalog::find(name) {
-        Some(Ok(scenario)) => Case { scenario, source: Source::Catalog },
-        Some(Err(e)) => panic!("catalog scenario {name} does not load: {e}"),
-        None => panic!("no catalog scenario {name}"),
-    }
-}
-
-/// What went wrong in a result: the outcome, the executor error and every broken invariant
-/// with its first line of evidence.
-fn describe(result: &ScenarioResult) -> String {
-    let broken: Vec<String> = check::violations(&result.verdicts)
-        .map(|v| format!("{}: {}", v.invariant, v.evidence.first().map(String::as_str).unwrap_or("")))
-        .collect();
-    let error = result.observed.executor_error.as_deref().unwrap_or("");
-    format!("{} ({:?}) {error} [{}]", result.name, result.outcome, broken.join("; "))
-}
-
-struct Quiet;
-
-impl Progress for Quiet {
-    fn started(&self, _: usize) {}
-    fn finished(&self, _: &ScenarioResult) {}
-    fn done(&self) {}
-}
-
 #[test]
 fn the_typescript_executor_passes_the_whole_catalog_live() {
-    let _turn = machine();
-    let dir = work_dir("catalog");
-    let cases: Vec<Case> = scenarios::catalog()
-        .expect("the catalog loads")
-        .into_iter()
-        .map(|scenario| Case { scenario, source: Source::Catalog })
-        .collect();
-    let driver = Driver::Live(node_executor(&[]));
-    let results = run::run_cases(&cases, SEED, &driver, &dir, JOBS, &Quiet, "twice run");
-    clean(&dir);
-    assert_eq!(results.len(), cases.len());
-    let failed: Vec<String> = results.iter().filter(|r| r.outcome != Outcome::Passed).map(describe).collect();
-    assert!(
-        failed.is_empty(),
-        "the TypeScript executor failed {} of {} catalog scenarios:\n{}",
-        failed.len(),
-        cases.len(),
-        failed.join("\n")
-    );
-    // It uses every safeguard the contracts offer, so it has no hazards either.
-    let hazards: Vec<String> = results
-        .iter()
-        .flat_map(|r| r.hazards.iter().map(move |h| format!("{}: {}", r.name, h.detail)))
-        .collect();
-    assert!(hazards.is_empty(), "hazards of the full executor:\n{}", hazards.join("\n"));
+    crate::examples::passes_the_whole_catalog("TypeScript", "typescript-executor", node_executor(&[]));
 }
 
 /// Each classic bug of the TypeScript executor (`--bug NAME`, one `if (bugs.BUG === ...)`
 /// each), the catalog scenario that catches it, and the invariant that scenario must report
 /// broken. The same table is in `examples/executors/typescript/README.md`.
-const VARIANTS: &[(&str, &str, &str)] = &[
+const VARIANTS: &[BugRow] = &[
     // The resend under the still-retained key goes out under a new one instead.
     ("key-per-attempt", "timeout_taken_as_no", NO_DUPLICATE_EFFECT),
     ("key-per-attempt", "workspace_created_twice", NO_DUPLICATE_EFFECT),
@@ -158,7 +83,7 @@ const VARIANTS: &[(&str, &str, &str)] = &[
 /// its leases checked right before every send and its row versions, `no-fencing` leaves no gap
 /// a stopped worker can use. Each scenario here must pass, list the hazard, and fail under
 /// `--strict`.
-const HAZARD_VARIANTS: &[(&str, &str, &str)] = &[
+const HAZARD_VARIANTS: &[BugRow] = &[
     ("no-fencing", "stale_worker_overwrite", HAZARD_NO_FENCING_TOKEN),
     ("no-fencing", "stale_worker_after_lookup", HAZARD_NO_FENCING_TOKEN),
     ("no-fencing", "files_stale_worker_overwrite", HAZARD_NO_PRECONDITION),
@@ -167,53 +92,7 @@ const HAZARD_VARIANTS: &[(&str, &str, &str)] = &[
 
 #[test]
 fn every_typescript_bug_is_caught_by_its_scenarios_naming_its_invariant() {
-    let _turn = machine();
-    let dir = work_dir("variants");
-    let next = AtomicUsize::new(0);
-    let problems = Mutex::new(Vec::new());
-    let all: Vec<(&str, &str, &str, bool)> = VARIANTS
-        .iter()
-        .map(|(b, s, i)| (*b, *s, *i, false))
-        .chain(HAZARD_VARIANTS.iter().map(|(b, s, h)| (*b, *s, *h, true)))
-        .collect();
-    // Several cases at a time, each with its own variant's command line.
-    std::thread::scope(|scope| {
-        for _ in 0..JOBS {
-            scope.spawn(|| {
-                while let Some((bug, scenario, expected, hazard)) =
-                    all.get(next.fetch_add(1, Ordering::SeqCst))
-                {
-                    let driver = Driver::Live(node_executor(&["--bug", bug]));
-                    let result = run::run_case(&catalog_case(scenario), SEED, &driver, &dir, "twice run");
-                    let caught = if *hazard {
-                        let strict = run::results(SEED, &driver, None, vec![result.clone()]);
-                        let strict = run::RunResults { strict: true, ..strict };
-                        result.outcome == Outcome::Passed
-                            && result.hazards.iter().any(|h| h.kind == *expected)
-                            && strict.failed()
-                    } else {
-                        result.outcome == Outcome::Violated
-                            && check::violations(&result.verdicts).any(|v| v.invariant == *expected)
-                    };
-                    if !caught {
-                        let hazards: Vec<&str> = result.hazards.iter().map(|h| h.kind.as_str()).collect();
-                        let problem = format!(
-                            "--bug {bug} in {scenario}: expected {expected}, got {} (hazards {hazards:?})",
-                            describe(&result)
-                        );
-                        problems.lock().unwrap_or_else(|p| p.into_inner()).push(problem);
-                    }
-                }
-            });
-        }
-    });
-    clean(&dir);
-    let problems = problems.into_inner().unwrap_or_else(|p| p.into_inner());
-    assert!(
-        problems.is_empty(),
-        "bugs the catalog does not catch as the table says:\n{}",
-        problems.join("\n")
-    );
+    bug_table("typescript-executor", VARIANTS, HAZARD_VARIANTS, |bug| node_executor(&["--bug", bug]));
 }
 
 /// The example keeps its own copy of the action table's workflow columns (which parameter is
@@ -231,19 +110,7 @@ fn the_typescript_action_tables_are_the_vocabularys() {
     let out = std::process::Command::new("node").args(["-e", &program]).output().expect("node runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let tables: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let mut want_fields = serde_json::Map::new();
-    let mut want_keys = serde_json::Map::new();
-    let mut want_refs = serde_json::Map::new();
-    for spec in vocabulary::ACTIONS {
-        want_fields.insert(spec.name.into(), spec.result_fields.iter().map(|f| f.name).collect());
-        want_keys.insert(spec.name.into(), spec.business_key.into());
-        let takes: Vec<&str> =
-            spec.params.iter().map(|p| p.name).filter(|p| spec.param_takes_reference(p)).collect();
-        want_refs.insert(spec.name.into(), takes.into());
-    }
-    assert_eq!(tables["result_fields"], serde_json::Value::Object(want_fields));
-    assert_eq!(tables["business_key"], serde_json::Value::Object(want_keys));
-    assert_eq!(tables["takes_reference"], serde_json::Value::Object(want_refs));
+    crate::examples::the_action_tables_are_the_vocabularys(&tables);
 }
 
 /// Steps that build on steps, through the protocol: the tests the reference executor and the
