@@ -14,7 +14,9 @@ use fake_services::{FaultRule, FaultSpec};
 use serde_json::{Value, json};
 
 use crate::executor_process::{Died, REPLY_WAIT, XorShift, fresh_dir};
-use crate::executor_world::{Services, Verdict, check, propose, refund, resolve, start_executor, workspace};
+use crate::executor_world::{
+    Services, Verdict, check, lines, propose, propose_in_batches, refund, resolve, start_executor, workspace,
+};
 
 const RESOLVE_WAIT: Duration = Duration::from_secs(30);
 
@@ -140,18 +142,6 @@ async fn crash_after_recording_a_batch_before_any_reply() {
 
     let verdict = restart_and_check(&services, &dir, prefix, &ids(&intents)).await;
     assert_eq!(verdict.states, all_confirmed(intents.len()));
-}
-
-/// Request lines with the given `msg_id`s, to be written at once.
-fn lines(requests: &[(u64, Value)]) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for (id, request) in requests {
-        let mut request = request.clone();
-        request["msg_id"] = json!(id);
-        bytes.extend_from_slice(request.to_string().as_bytes());
-        bytes.push(b'\n');
-    }
-    bytes
 }
 
 /// Killed by the hook at `point` (the first time it is reached) while draining.
@@ -324,31 +314,9 @@ async fn lane(services: Arc<Services>, lane: usize, kills_wanted: usize) -> Lane
         let label = format!("{prefix}round{round}[{}]", kill_at.as_deref().unwrap_or("timed"));
         let mut ex = start_executor(&label, &services, "w", &dir, kill_at.as_deref()).await;
 
-        // Everything at once, as a harness in a hurry: the proposals in one to three writes
-        // (each a batch, if the executor has not read the previous one yet), then a drain.
-        let mut sent: Vec<(u64, Value)> = Vec::new();
+        // Everything at once, as a harness in a hurry, then a drain.
+        let (sent, alive) = propose_in_batches(&mut ex, &proposals, FIRST_PROPOSAL_MSG_ID, &mut rng).await;
         let mut drain_id = None;
-        let mut alive = true;
-        let writes = rng.range(1, 3).min(n) as usize;
-        let mut cuts: Vec<usize> = (1..writes).map(|_| rng.range(1, n - 1) as usize).collect();
-        cuts.extend([0, proposals.len()]);
-        cuts.sort_unstable();
-        for pair in cuts.windows(2) {
-            let group: Vec<(u64, Value)> = proposals[pair[0]..pair[1]]
-                .iter()
-                .enumerate()
-                .map(|(i, intent)| (FIRST_PROPOSAL_MSG_ID + (pair[0] + i) as u64, intent.clone()))
-                .collect();
-            if group.is_empty() {
-                continue;
-            }
-            let requests: Vec<(u64, Value)> = group.iter().map(|(id, i)| (*id, propose(i))).collect();
-            if ex.write_raw(&lines(&requests)).await.is_err() {
-                alive = false;
-                break;
-            }
-            sent.extend(group);
-        }
         if alive {
             drain_id = ex.send(json!({"type": "drain", "timeout_ms": 5_000})).await.ok();
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use fake_services::{ContractPatch, Effect, Fake, Fakes, JournalEntry, Server, TokioClock};
 use serde_json::{Value, json};
 
-use crate::executor_process::{ExecutorProcess, REPLY_WAIT};
+use crate::executor_process::{ExecutorProcess, REPLY_WAIT, XorShift};
 
 /// Refundable amount of every seeded payment intent: far more than any test refunds.
 pub const PAYMENT_AMOUNT: u64 = 1_000_000_000_000;
@@ -135,6 +135,52 @@ pub fn workspace(id: &str, external_id: &str) -> Value {
 
 pub fn propose(intent: &Value) -> Value {
     json!({"type": "propose", "intent": intent})
+}
+
+/// Request lines with the given `msg_id`s, to be written at once.
+pub fn lines(requests: &[(u64, Value)]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for (id, request) in requests {
+        let mut request = request.clone();
+        request["msg_id"] = json!(id);
+        bytes.extend_from_slice(request.to_string().as_bytes());
+        bytes.push(b'\n');
+    }
+    bytes
+}
+
+/// Everything at once, as a harness in a hurry: `proposals` in one to three writes (each a
+/// batch, if the executor has not read the previous one yet; the cuts drawn from `rng`), with
+/// `msg_id`s from `first_msg_id` on. Returns the proposals written, with their ids, and
+/// whether the process still read its stdin after the last write.
+pub async fn propose_in_batches(
+    ex: &mut ExecutorProcess,
+    proposals: &[Value],
+    first_msg_id: u64,
+    rng: &mut XorShift,
+) -> (Vec<(u64, Value)>, bool) {
+    let n = proposals.len() as u64;
+    let mut sent: Vec<(u64, Value)> = Vec::new();
+    let writes = rng.range(1, 3).min(n) as usize;
+    let mut cuts: Vec<usize> = (1..writes).map(|_| rng.range(1, n - 1) as usize).collect();
+    cuts.extend([0, proposals.len()]);
+    cuts.sort_unstable();
+    for pair in cuts.windows(2) {
+        let group: Vec<(u64, Value)> = proposals[pair[0]..pair[1]]
+            .iter()
+            .enumerate()
+            .map(|(i, intent)| (first_msg_id + (pair[0] + i) as u64, intent.clone()))
+            .collect();
+        if group.is_empty() {
+            continue;
+        }
+        let requests: Vec<(u64, Value)> = group.iter().map(|(id, i)| (*id, propose(i))).collect();
+        if ex.write_raw(&lines(&requests)).await.is_err() {
+            return (sent, false);
+        }
+        sent.extend(group);
+    }
+    (sent, true)
 }
 
 /// Reconcile and drain rounds until no intent is recorded, blocked, submitted or unknown,

@@ -28,7 +28,7 @@ use scenarios::Scenario;
 use serde_json::{Value, json};
 
 use crate::executor_process::{ExecutorProcess, REPLY_WAIT, XorShift, fresh_dir};
-use crate::executor_world::propose;
+use crate::executor_world::{propose, propose_in_batches};
 
 /// Requests each fake journals in a soak (the default bound, 100,000, fits a scenario).
 const SOAK_JOURNAL_ENTRIES_MAX: usize = 10_000_000;
@@ -299,17 +299,6 @@ struct LaneReport {
     pending: Vec<Value>,
 }
 
-fn lines(requests: &[(u64, Value)]) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for (id, request) in requests {
-        let mut request = request.clone();
-        request["msg_id"] = json!(id);
-        bytes.extend_from_slice(request.to_string().as_bytes());
-        bytes.push(b'\n');
-    }
-    bytes
-}
-
 /// Where a life was when it died, from the protocol (replies it had written) and the last
 /// request of this life any fake saw.
 fn classify(all_answered: bool, drained: bool, last: Option<(&'static str, bool)>) -> String {
@@ -377,29 +366,8 @@ async fn lane(world: Arc<World>, lane: usize, kills_wanted: usize, progress: Arc
         };
         let (mut ex, servers) = world.start(&worker_id, &origin, kill_at.as_deref()).await;
 
-        let mut sent: Vec<(u64, Value)> = Vec::new();
+        let (sent, alive) = propose_in_batches(&mut ex, &proposals, FIRST_PROPOSAL_MSG_ID, &mut rng).await;
         let mut drain_id = None;
-        let writes = rng.range(1, 3).min(n) as usize;
-        let mut cuts: Vec<usize> = (1..writes).map(|_| rng.range(1, n - 1) as usize).collect();
-        cuts.extend([0, proposals.len()]);
-        cuts.sort_unstable();
-        let mut alive = true;
-        for pair in cuts.windows(2) {
-            let group: Vec<(u64, Value)> = proposals[pair[0]..pair[1]]
-                .iter()
-                .enumerate()
-                .map(|(i, intent)| (FIRST_PROPOSAL_MSG_ID + (pair[0] + i) as u64, intent.clone()))
-                .collect();
-            if group.is_empty() {
-                continue;
-            }
-            let requests: Vec<(u64, Value)> = group.iter().map(|(id, i)| (*id, propose(i))).collect();
-            if ex.write_raw(&lines(&requests)).await.is_err() {
-                alive = false;
-                break;
-            }
-            sent.extend(group);
-        }
         if alive {
             drain_id = ex.send(json!({"type": "drain", "timeout_ms": 2_000})).await.ok();
         }
