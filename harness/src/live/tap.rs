@@ -56,6 +56,10 @@ pub(super) struct Bounds {
     pub(super) reconcile_ms: u64,
     /// Every pause the scenario makes, added to every wait (a stopped worker answers late).
     pub(super) pauses_ms: u64,
+    /// One pass of the executor's: a lookup and a send per intent, side by side. A drain's
+    /// deadline is checked between passes (docs/protocol.md, `drain`), so the answer may come
+    /// this long after its `timeout_ms`.
+    pub(super) pass_ms: u64,
 }
 
 impl Bounds {
@@ -69,15 +73,34 @@ impl Bounds {
             .min(DRAIN_MS_MAX);
         let intents = scenario.intents.len() as u64 + 1;
         let reconcile_ms = intents * 2 * limits.request_timeout_ms + REPLY_MS_MAX;
-        Bounds { drain_ms, reconcile_ms, pauses_ms: scenario.pauses_ms() }
+        let pass_ms = 2 * limits.request_timeout_ms;
+        Bounds { drain_ms, reconcile_ms, pauses_ms: scenario.pauses_ms(), pass_ms }
     }
 
     pub(super) fn reply_ms(&self, kind: &str) -> u64 {
         match kind {
             "init" => INIT_MS_MAX,
-            "drain" => self.drain_ms + CALL_SLACK_MS,
+            "drain" => self.drain_ms + self.pass_ms + CALL_SLACK_MS,
             "reconcile" => self.reconcile_ms,
             _ => REPLY_MS_MAX,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The answer to a drain may come one pass after its deadline (a lookup and a send), and
+    /// the wait for it allows that pass on top of the slack.
+    #[test]
+    fn a_drain_is_awaited_one_pass_past_its_deadline() {
+        let scenario: Scenario = serde_json::from_value(serde_json::json!({"name": "x", "intents": []})).unwrap();
+        let limits = executor::Limits { request_timeout_ms: 1_000, lease_ms: 3_000, ..executor::Limits::default() };
+        let bounds = Bounds::of(&scenario, &limits, 500);
+        assert_eq!(bounds.drain_ms, 3_000 + 5 * 1_000 + 500 + DRAIN_SLACK_MS);
+        assert_eq!(bounds.reply_ms("drain"), bounds.drain_ms + 2 * 1_000 + CALL_SLACK_MS);
+        assert_eq!(bounds.reply_ms("propose"), REPLY_MS_MAX);
+        assert_eq!(bounds.reply_ms("init"), INIT_MS_MAX);
     }
 }
