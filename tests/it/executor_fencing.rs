@@ -42,13 +42,32 @@ fn fencing_only() -> Value {
     json!({"unique_business_key": false, "fencing": true, "idempotency_keys": "ignored"})
 }
 
+/// The limits of [`paused_before_send`]: the test must see A's connect under way and stop A
+/// within A's request timeout, or A times out first, records the failed attempt and tries
+/// again (or is stopped in the middle of that commit, holding the log's write lock), which is
+/// not the case under test. On a loaded machine (load average 10 on 2 cores) one second was
+/// not always enough; four leave room. The lease is longer, so that A, resumed after B took over, has passed its request timeout too.
+const PAUSED_REQUEST_TIMEOUT_MS: u64 = 4_000;
+const PAUSED_LEASE_MS: u64 = 4_500;
+
 fn limits() -> Value {
     json!({"lease_ms": LEASE_MS, "request_timeout_ms": REQUEST_TIMEOUT_MS})
 }
 
 /// `init` for `worker_id`, with `service` reached at `url` when given.
 fn init_at(services: &Services, worker_id: &str, dir: &Path, service: &str, url: Option<&str>) -> Value {
-    let mut request = init(services, worker_id, dir, limits());
+    init_with(services, worker_id, dir, service, url, limits())
+}
+
+fn init_with(
+    services: &Services,
+    worker_id: &str,
+    dir: &Path,
+    service: &str,
+    url: Option<&str>,
+    limits: Value,
+) -> Value {
+    let mut request = init(services, worker_id, dir, limits);
     if let Some(url) = url {
         request["services"][service]["url"] = json!(url);
     }
@@ -240,14 +259,15 @@ async fn paused_before_send(services: &Services, intent: Value, service: &str) -
     let mut gate = Gate::closed(target);
     let gate_url = gate.url();
 
-    let mut a = start_with("A", init_at(services, "a", &dir, service, Some(&gate_url)), &dir, None).await;
+    let limits = json!({"lease_ms": PAUSED_LEASE_MS, "request_timeout_ms": PAUSED_REQUEST_TIMEOUT_MS});
+    let init_for = |worker: &str| init_with(services, worker, &dir, service, Some(&gate_url), limits.clone());
+    let mut a = start_with("A", init_for("a"), &dir, None).await;
     let proposed = a.ok(propose(&intent)).await;
     let key_a = proposed["intent"]["evidence"]["key"].as_str().expect("a key").to_string();
     let drain_id = a.send(json!({"type": "drain", "timeout_ms": 20_000})).await.expect("alive");
     let sent_at = Instant::now();
     // A marks the intent submitted and connects; the SYN is dropped. Pause it as soon as its
-    // connect is under way (well within its request timeout, before the kernel retries the
-    // SYN a second later).
+    // connect is under way (well within its request timeout).
     let deadline = Instant::now() + Duration::from_secs(5);
     while !syn_sent_to(gate.port()) {
         assert!(Instant::now() < deadline, "A never connected to {gate_url}");
@@ -257,13 +277,20 @@ async fn paused_before_send(services: &Services, intent: Value, service: &str) -
     assert!(fake.journal().is_empty(), "nothing reached {service} yet: {:?}", fake.journal());
     let row = history(&dir, &id);
     assert_eq!(row.last().map(|h| h.1.as_str()), Some("submitted"), "A took the intent: {row:?}");
+    // The case under test: A stopped in its first attempt. An attempt that had already timed
+    // out is in the log as a return to `recorded`.
+    let submitted = row.iter().filter(|h| h.1 == "submitted").count();
+    assert_eq!(
+        submitted, 1,
+        "A's first attempt timed out before it was stopped ({PAUSED_REQUEST_TIMEOUT_MS} ms): {row:?}"
+    );
 
     // The kernel completes A's connection while A is stopped (the SYN is retried after 1 s).
     gate.open();
     // B, once A's lease has run out and the settle bound since A's send has passed.
-    let mut b = start_with("B", init_at(services, "b", &dir, service, Some(&gate_url)), &dir, None).await;
+    let mut b = start_with("B", init_for("b"), &dir, None).await;
     tokio::time::sleep(
-        (sent_at + Duration::from_millis(LEASE_MS + 300)).saturating_duration_since(Instant::now()),
+        (sent_at + Duration::from_millis(PAUSED_LEASE_MS + 300)).saturating_duration_since(Instant::now()),
     )
     .await;
     let intents = resolve(&mut b, Duration::from_secs(10)).await;

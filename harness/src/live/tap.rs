@@ -95,8 +95,10 @@ mod tests {
     /// the wait for it allows that pass on top of the slack.
     #[test]
     fn a_drain_is_awaited_one_pass_past_its_deadline() {
-        let scenario: Scenario = serde_json::from_value(serde_json::json!({"name": "x", "intents": []})).unwrap();
-        let limits = executor::Limits { request_timeout_ms: 1_000, lease_ms: 3_000, ..executor::Limits::default() };
+        let scenario: Scenario =
+            serde_json::from_value(serde_json::json!({"name": "x", "intents": []})).unwrap();
+        let limits =
+            executor::Limits { request_timeout_ms: 1_000, lease_ms: 3_000, ..executor::Limits::default() };
         let bounds = Bounds::of(&scenario, &limits, 500);
         assert_eq!(bounds.drain_ms, 3_000 + 5 * 1_000 + 500 + DRAIN_SLACK_MS);
         assert_eq!(bounds.reply_ms("drain"), bounds.drain_ms + 2 * 1_000 + CALL_SLACK_MS);
