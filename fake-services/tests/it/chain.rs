@@ -718,7 +718,10 @@ async fn timeout_after_commit_pools_and_the_resend_is_already_known() {
     let fake = rig.fake();
     fake.add_rule(on_send(FaultSpec::TimeoutAfterCommit { hold_ms: 60_000 })).unwrap();
     let tx = transfer(0, VALUE);
-    assert_eq!(client::send(rig.server.addr(), &send_raw(&tx.raw), HASTY_MS).await, Seen::Timeout);
+    assert_eq!(
+        client::send_hasty(rig.server.addr(), &send_raw(&tx.raw), &fake, HASTY_MS).await,
+        Seen::Timeout
+    );
     // Pooled: the resend of the same bytes is known; a new signature with the next nonce is
     // a second transfer.
     assert_eq!(rig.send_tx(&tx).await, Err("already known".into()));
@@ -789,7 +792,8 @@ async fn every_fault_on_the_send_leaves_the_ledger_it_should() {
         let rig = Rig::start().await;
         let kind = fault.kind();
         rig.fake().add_rule(on_send(fault)).unwrap();
-        let seen = client::send(rig.server.addr(), &send_raw(&tx.raw), HASTY_MS.max(1_000)).await;
+        let seen =
+            client::send_hasty(rig.server.addr(), &send_raw(&tx.raw), &rig.fake(), HASTY_MS.max(1_000)).await;
         match &saw {
             None => assert_eq!(seen.json()["result"], tx.hash, "{kind}: {seen:?}"),
             Some(other) => assert_eq!(&seen, other, "{kind}"),
@@ -803,7 +807,10 @@ async fn every_fault_on_the_send_leaves_the_ledger_it_should() {
     // commit_after_timeout: the caller gives up, and the pool takes the transaction later.
     let rig = Rig::start().await;
     rig.fake().add_rule(on_send(FaultSpec::CommitAfterTimeout { delay_ms: Some(1_000) })).unwrap();
-    assert_eq!(client::send(rig.server.addr(), &send_raw(&tx.raw), HASTY_MS).await, Seen::Timeout);
+    assert_eq!(
+        client::send_hasty(rig.server.addr(), &send_raw(&tx.raw), &rig.fake(), HASTY_MS).await,
+        Seen::Timeout
+    );
     assert_eq!(rig.nonce("pending").await, "0x0", "not yet");
     let deadline = tokio::time::Instant::now() + Duration::from_millis(PATIENT_MS);
     while rig.mined().is_empty() && tokio::time::Instant::now() < deadline {

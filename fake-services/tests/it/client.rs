@@ -108,6 +108,37 @@ impl Req {
     }
 }
 
+/// The longest a hasty caller waits for its request to reach the fake at all.
+const ARRIVAL_MS_MAX: u64 = 10_000;
+
+/// A caller with a short timeout, for faults that hold the reply: sends `req` and gives up
+/// `hasty_ms` after `fake` has the request in its journal. The wait is counted from the
+/// arrival, not from the send: on a loaded machine a timeout counted from the send can run out
+/// before the fake has read the request, and the fault meant for it then hits the next one.
+pub async fn send_hasty(addr: SocketAddr, req: &Req, fake: &Fake, hasty_ms: u64) -> Seen {
+    let before = fake.journal().len();
+    let owned = req.clone();
+    let mut exchange = tokio::spawn(async move { send(addr, &owned, ARRIVAL_MS_MAX + hasty_ms).await });
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(ARRIVAL_MS_MAX);
+    while fake.journal().len() <= before && !exchange.is_finished() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} {} did not reach the fake within {ARRIVAL_MS_MAX} ms",
+            req.method,
+            req.target
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    match tokio::time::timeout(Duration::from_millis(hasty_ms), &mut exchange).await {
+        Ok(seen) => seen.expect("the exchange's task"),
+        Err(_) => {
+            // Dropping the connection is the caller giving up.
+            exchange.abort();
+            Seen::Timeout
+        }
+    }
+}
+
 /// Sends one request on a fresh connection and reads until the server closes it.
 pub async fn send(addr: SocketAddr, req: &Req, timeout_ms: u64) -> Seen {
     let exchange = async {

@@ -39,6 +39,8 @@ enum Expect {
 #[derive(Debug, Clone)]
 enum Step {
     Send(Req, u64, Expect),
+    /// A caller that gives up [`HASTY_MS`] after its request reached the fake.
+    Hasty(Req, Expect),
     /// `first` starts; `second` starts `after_ms` later; both are checked.
     Overlap {
         first: Req,
@@ -70,7 +72,7 @@ fn send(req: Req, expect: Expect) -> Step {
 }
 
 fn send_hasty(req: Req, expect: Expect) -> Step {
-    Step::Send(req, HASTY_MS, expect)
+    Step::Hasty(req, expect)
 }
 
 fn refund() -> Req {
@@ -911,6 +913,9 @@ async fn run(case: Case) -> Result<(), String> {
         match step {
             Step::Send(req, timeout_ms, expect) => {
                 check(&client::send(addr, req, *timeout_ms).await, expect).map_err(at)?
+            }
+            Step::Hasty(req, expect) => {
+                check(&client::send_hasty(addr, req, &fake, HASTY_MS).await, expect).map_err(at)?
             }
             Step::Overlap { first, after_ms, second, first_sees, second_sees } => {
                 let first = first.clone();

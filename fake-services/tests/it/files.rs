@@ -296,8 +296,8 @@ async fn a_conditional_write_whose_caller_left_before_its_commit_frees_the_key()
         FaultRule::always(FaultSpec::Latency { before_ms: 3_000, after_ms: 0 }).method("PUT").nth(1),
     )
     .unwrap();
-    // The caller gives up after 300 ms, which cancels the request before its commit.
-    let left = client::send(addr, &put("k", "left").header("If-None-Match", "*"), 300).await;
+    // The caller gives up 300 ms after the request arrived, which cancels it before its commit.
+    let left = client::send_hasty(addr, &put("k", "left").header("If-None-Match", "*"), &fake, 300).await;
     assert_eq!(left, Seen::Timeout);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(WAIT_MS);
     while fake.journal().first().is_some_and(|e| e.outcome == "pending")

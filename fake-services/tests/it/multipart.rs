@@ -330,7 +330,7 @@ async fn faults_land_on_multipart_requests_like_on_any_write() {
         .unwrap();
     let (upload, _bodies, listed) = two_parts(addr).await;
     let conditional = complete(KEY, &upload, &listed).header("If-None-Match", "*");
-    assert_eq!(client::send(addr, &conditional, 300).await, Seen::Timeout);
+    assert_eq!(client::send_hasty(addr, &conditional, &fake, 300).await, Seen::Timeout);
     let racing = send(addr, conditional.clone()).await;
     assert_eq!(
         (racing.status(), code(&racing)),
