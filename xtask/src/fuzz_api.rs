@@ -8,7 +8,7 @@
 //! and one on the whole run; serve is killed at the end whatever happened. It prints, per
 //! target, the operations tested, the test cases and requests sent and the failures by check,
 //! and exits 1 if any check failed. Not part of CI: it takes minutes. Reports (schemathesis's
-//! JSON and NDJSON, serve's log) are in `target/fuzz-api/`.
+//! JSON and HAR, serve's log) are in `target/fuzz-api/`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -24,12 +24,12 @@ use crate::venv::fnv1a64;
 use crate::{cargo, exit_code, root, target_dir};
 
 pub const USAGE: &str = "\
-  fuzz-api [--examples N] [--seed S] [--release]
+  fuzz-api [--examples N] [--seed S] [--release] [--target NAME]
                   schemathesis (pinned in xtask/fuzz-api-requirements.txt, venv in
                   target/schemathesis-venv) against a real `twice serve`: each fake's
                   control API (docs/openapi/fakes.json) and serve's (docs/openapi/serve.json),
-                  N examples per operation (default 100), seed S (default 1); exit 1 on any
-                  failed check; reports in target/fuzz-api/";
+                  N examples per operation (default 100), seed S (default 1); --target: one
+                  fake or serve only; exit 1 on any failed check; reports in target/fuzz-api/";
 
 const REQUIREMENTS: &str = "xtask/fuzz-api-requirements.txt";
 const VENV_DIR: &str = "schemathesis-venv";
@@ -42,8 +42,9 @@ const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_co
                       response_schema_conformance,response_headers_conformance";
 /// How long serve may take to write its URLs file.
 const SERVE_START_BOUND: Duration = Duration::from_secs(60);
-/// The bound on one request of schemathesis (`--request-timeout`, seconds).
-const REQUEST_TIMEOUT_S: &str = "10";
+/// The bound on one request of schemathesis (`--request-timeout`, seconds): past the 60 s a
+/// `GET /__twice/steps/{n}?wait_ms=60000` may rightly wait.
+const REQUEST_TIMEOUT_S: &str = "75";
 /// The bound on one target's whole schemathesis run; past it the run is killed and counted
 /// as failed.
 const TARGET_BOUND: Duration = Duration::from_secs(3600);
@@ -53,10 +54,12 @@ pub(crate) struct Knobs {
     pub(crate) examples: u32,
     pub(crate) seed: u64,
     pub(crate) release: bool,
+    /// Only this target (a fake's name, or `serve`).
+    pub(crate) only: Option<String>,
 }
 
 pub(crate) fn parse_knobs(args: &[String]) -> Result<Knobs> {
-    let mut knobs = Knobs { examples: 100, seed: 1, release: false };
+    let mut knobs = Knobs { examples: 100, seed: 1, release: false, only: None };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         match flag.as_str() {
@@ -72,6 +75,7 @@ pub(crate) fn parse_knobs(args: &[String]) -> Result<Knobs> {
                 knobs.seed = value.replace('_', "").parse().with_context(|| format!("--seed {value}"))?;
             }
             "--release" => knobs.release = true,
+            "--target" => knobs.only = Some(it.next().context("--target needs a fake's name or serve")?.clone()),
             other => bail!("unknown argument `{other}`\n\n{USAGE}"),
         }
     }
@@ -88,7 +92,7 @@ impl Drop for Serve {
     }
 }
 
-/// What one schemathesis run against one URL found, read from its JSON and NDJSON reports.
+/// What one schemathesis run against one URL found, read from its JSON and HAR reports.
 #[derive(Debug, Default)]
 struct Outcome {
     operations: u64,
@@ -148,13 +152,28 @@ pub(crate) fn fuzz_api(args: &[String]) -> Result<i32> {
         .collect();
     let control = urls.get("control").context("serve's URLs file has no `control` entry")?;
     targets.push(("serve".into(), "docs/openapi/serve.json", control.clone()));
+    if let Some(only) = &knobs.only {
+        targets.retain(|(name, _, _)| name == only);
+        if targets.is_empty() {
+            bail!("--target {only}: not a fake of serve's URLs file nor `serve`");
+        }
+    }
+    let serve_config = out.join("serve.toml");
+    fs::write(&serve_config, serve_config_text(&root)?)
+        .with_context(|| format!("could not write {}", serve_config.display()))?;
 
     let mut outcomes = Vec::new();
     for (name, doc, url) in &targets {
         println!("\nxtask: schemathesis on {name} ({url}, {doc})");
         let dir = out.join(name);
         let _ = fs::remove_dir_all(&dir);
-        let outcome = run_schemathesis(&st, &root, doc, url, &dir, &knobs)?;
+        let config = (name == "serve").then_some(serve_config.as_path());
+        if name == "serve" {
+            // A scenario set up before the run, so that the operations schemathesis tests
+            // before `POST /__twice/scenario` (the check, the steps) reach past their 409.
+            post_json(url, "/__twice/scenario", r#"{"name": "lost_refund_reply"}"#)?;
+        }
+        let outcome = run_schemathesis(&st, &root, doc, url, config, &dir, &knobs)?;
         if let Ok(Some(status)) = serve.0.try_wait() {
             bail!("twice serve exited ({status}) during the run on {name}; see {}", log_path.display());
         }
@@ -210,21 +229,61 @@ fn wait_for_urls(serve: &mut Serve, path: &Path) -> Result<BTreeMap<String, Stri
     }
 }
 
-fn run_schemathesis(st: &Path, root: &Path, doc: &str, url: &str, dir: &Path, knobs: &Knobs) -> Result<Outcome> {
+/// schemathesis's configuration for serve's endpoint: the catalog's scenario names as a
+/// dictionary that `POST /__twice/scenario`'s `name` draws from most of the time (random
+/// names would all be refused, and with no scenario set up every step and check answers 409
+/// before reaching anything), and `wait_ms` mostly short (a step that is never reached holds
+/// each request for `wait_ms`).
+fn serve_config_text(root: &Path) -> Result<String> {
+    let catalog = root.join("scenarios").join("catalog");
+    let mut names = Vec::new();
+    for entry in fs::read_dir(&catalog).with_context(|| format!("could not read {}", catalog.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "toml")
+            && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+        {
+            names.push(format!("{stem:?}"));
+        }
+    }
+    names.sort();
+    Ok(format!(
+        "# Written by `cargo xtask fuzz-api`.\n\
+         [dictionaries.scenarios]\nvalues = [{}]\n\n\
+         [dictionaries.wait_ms]\nvalues = [0, 1, 50]\n\n\
+         [parameters]\n\
+         \"body.name\" = {{ dictionary = \"scenarios\", probability = 0.8 }}\n\
+         \"query.wait_ms\" = {{ dictionary = \"wait_ms\", probability = 0.95 }}\n",
+        names.join(", ")
+    ))
+}
+
+fn run_schemathesis(
+    st: &Path,
+    root: &Path,
+    doc: &str,
+    url: &str,
+    config: Option<&Path>,
+    dir: &Path,
+    knobs: &Knobs,
+) -> Result<Outcome> {
     let json = dir.join("report.json");
-    let ndjson = dir.join("events.ndjson");
-    let mut child = Command::new(st)
-        .current_dir(root)
+    let har = dir.join("requests.har");
+    let mut command = Command::new(st);
+    command.current_dir(root);
+    if let Some(config) = config {
+        command.arg("--config-file").arg(config);
+    }
+    let mut child = command
         .args(["run", doc, "--url", url, "--checks", CHECKS])
         .args(["--max-examples", &knobs.examples.to_string(), "--seed", &knobs.seed.to_string()])
         // One worker: the operations share the fake's state (rules, seeds, contract), so a
         // seed reproduces a run only if they take turns.
         .args(["--workers", "1", "--request-timeout", REQUEST_TIMEOUT_S])
-        .args(["--generation-database", "none", "--no-color", "--report", "json,ndjson"])
+        .args(["--generation-database", "none", "--no-color", "--report", "json,har"])
         .arg("--report-json-path")
         .arg(&json)
-        .arg("--report-ndjson-path")
-        .arg(&ndjson)
+        .arg("--report-har-path")
+        .arg(&har)
         .stdin(Stdio::null())
         .spawn()
         .with_context(|| format!("could not run {}", st.display()))?;
@@ -247,7 +306,7 @@ fn run_schemathesis(st: &Path, root: &Path, doc: &str, url: &str, dir: &Path, kn
     let mut outcome = Outcome {
         operations: report["operations"]["tested"].as_u64().unwrap_or(0),
         test_cases: report["test_cases"]["generated"].as_u64().unwrap_or(0),
-        requests: count_requests(&ndjson),
+        requests: count_requests(&har),
         exit: exit_code(status),
         ..Outcome::default()
     };
@@ -260,21 +319,39 @@ fn run_schemathesis(st: &Path, root: &Path, doc: &str, url: &str, dir: &Path, kn
     Ok(outcome)
 }
 
-/// The requests schemathesis sent, counted from its NDJSON events (each interaction it
-/// recorded); 0 when the file is missing.
-fn count_requests(path: &Path) -> u64 {
-    let Ok(text) = fs::read_to_string(path) else { return 0 };
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .map(|event| interactions(&event))
-        .sum()
+/// One `POST` of a JSON body over plain HTTP/1.1 on loopback, bounded; an answer other than
+/// 200 is an error.
+fn post_json(base: &str, path: &str, body: &str) -> Result<()> {
+    use std::io::{Read as _, Write as _};
+    let authority = base.strip_prefix("http://").context("serve's control URL is not http://")?;
+    let addr: std::net::SocketAddr = authority.parse().with_context(|| format!("{authority}: not an address"))?;
+    let bound = Duration::from_secs(30);
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, bound)?;
+    stream.set_read_timeout(Some(bound))?;
+    stream.set_write_timeout(Some(bound))?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    if !answer.starts_with("HTTP/1.1 200") {
+        bail!("POST {base}{path} {body}: {}", answer.lines().next().unwrap_or("no answer"));
+    }
+    Ok(())
 }
 
-fn interactions(event: &Value) -> u64 {
-    // `ScenarioFinished` events carry the recorder of a test case: its interactions, one per
-    // request.
-    let Some(finished) = event.get("ScenarioFinished") else { return 0 };
-    finished["recorder"]["interactions"].as_object().map_or(0, |i| i.len() as u64)
+/// The requests schemathesis sent: the entries of its HAR file (one per request and its
+/// answer); 0 when the file is missing or unreadable.
+fn count_requests(path: &Path) -> u64 {
+    let Ok(text) = fs::read_to_string(path) else { return 0 };
+    serde_json::from_str::<Value>(&text).map_or(0, |har| har_entries(&har))
+}
+
+fn har_entries(har: &Value) -> u64 {
+    har["log"]["entries"].as_array().map_or(0, |entries| entries.len() as u64)
 }
 
 /// Makes `target/schemathesis-venv` hold exactly `xtask/fuzz-api-requirements.txt`; returns
@@ -331,17 +408,18 @@ mod tests {
     #[test]
     fn knobs_are_read() {
         let k = parse_knobs(&args(&["--examples", "1_000", "--seed", "7", "--release"])).unwrap();
-        assert_eq!(k, Knobs { examples: 1000, seed: 7, release: true });
-        assert_eq!(parse_knobs(&[]).unwrap(), Knobs { examples: 100, seed: 1, release: false });
+        assert_eq!(k, Knobs { examples: 1000, seed: 7, release: true, only: None });
+        assert_eq!(parse_knobs(&[]).unwrap(), Knobs { examples: 100, seed: 1, release: false, only: None });
+        assert_eq!(parse_knobs(&args(&["--target", "serve"])).unwrap().only.as_deref(), Some("serve"));
         assert!(parse_knobs(&args(&["--examples", "0"])).is_err());
         assert!(parse_knobs(&args(&["--seed"])).is_err());
         assert!(parse_knobs(&args(&["--what"])).is_err());
     }
 
     #[test]
-    fn requests_are_counted_from_finished_scenarios() {
-        let event: Value = serde_json::json!({"ScenarioFinished": {"recorder": {"interactions": {"a": {}, "b": {}}}}});
-        assert_eq!(interactions(&event), 2);
-        assert_eq!(interactions(&serde_json::json!({"EngineStarted": {}})), 0);
+    fn requests_are_counted_from_the_har_entries() {
+        let har = serde_json::json!({"log": {"entries": [{}, {}, {}]}});
+        assert_eq!(har_entries(&har), 3);
+        assert_eq!(har_entries(&serde_json::json!({})), 0);
     }
 }
