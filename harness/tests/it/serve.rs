@@ -477,3 +477,39 @@ fn the_openapi_set_scenario_body_is_exactly_what_serve_takes() {
         served.stop().await;
     });
 }
+
+/// The fault names `docs/openapi/fakes.json` lists (`FaultKind`) are exactly
+/// `rule::FAULT_KINDS`, and a fake arms a rule of each, in the table form with the parameter
+/// the document names (a document that took any string made nearly every rule schemathesis
+/// generated a 400, so `cargo xtask fuzz-api` never reached the rules' bookkeeping).
+#[test]
+fn the_openapi_fault_names_are_the_faults_a_fake_arms() {
+    use fake_services::rule::FAULT_KINDS;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi/fakes.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let documented: Vec<&str> = doc["components"]["schemas"]["FaultKind"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert_eq!(documented, FAULT_KINDS, "docs/openapi/fakes.json's FaultKind and rule::FAULT_KINDS differ");
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        // messages takes every fault, the delivery ones included.
+        let messages = served.urls()["messages"].clone();
+        for kind in FAULT_KINDS {
+            let fault = match *kind {
+                "reject" => json!({"kind": kind, "status": 503}),
+                "stale_read" => json!({"kind": kind, "lag_ms": 500}),
+                "latency" => json!({"kind": kind, "before_ms": 200}),
+                "deliver_late" => json!({"kind": kind, "delay_ms": 800}),
+                _ => json!(kind),
+            };
+            let (status, body) =
+                json_of("POST", format!("{messages}/__twice/rules"), json!({"fault": fault, "path": "/nobody"})).await;
+            assert_eq!(status, 201, "{kind}: {body}");
+        }
+        served.stop().await;
+    });
+}
