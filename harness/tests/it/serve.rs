@@ -513,3 +513,57 @@ fn the_openapi_fault_names_are_the_faults_a_fake_arms() {
         served.stop().await;
     });
 }
+
+/// Serve's endpoint answers a path it has, asked with a method it does not take, 405 with
+/// `Allow`; a path it does not have stays 404. Found by `cargo xtask fuzz-api`
+/// (schemathesis's `unsupported_method` check), when both answered 404.
+#[test]
+fn a_control_path_with_another_method_is_405_with_allow() {
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        let control = served.urls()["control"].clone();
+        for (method, path, allow) in [
+            ("DELETE", "/__twice", "GET"),
+            ("PUT", "/__twice/scenario", "GET, POST"),
+            ("GET", "/__twice/check", "POST"),
+            ("POST", "/__twice/steps/2", "GET"),
+            ("GET", "/__twice/steps/2/done", "POST"),
+        ] {
+            let answer = call(method, format!("{control}{path}"), Value::Null).await;
+            assert_eq!(answer.status, 405, "{method} {path}");
+            let allowed = answer.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("allow")).map(|(_, v)| v.as_str());
+            assert_eq!(allowed, Some(allow), "{method} {path}");
+        }
+        for path in ["/__twice/nothing", "/__twice/steps/x"] {
+            assert_eq!(call("GET", format!("{control}{path}"), Value::Null).await.status, 404, "{path}");
+        }
+        served.stop().await;
+    });
+}
+
+/// `{"name": ...}` is a catalog scenario and `{"file": ...}` a file on serve's disk, each
+/// never read as the other (a name that was a path to a file loaded the file, and a file that
+/// was a catalog name loaded the catalog's); found by `cargo xtask fuzz-api`, whose
+/// `{"file": ""}` was refused as "no catalog scenario".
+#[test]
+fn a_scenario_name_is_never_a_file_and_a_file_never_a_name() {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalog/lost_refund_reply.toml");
+    let file = file.canonicalize().unwrap().to_string_lossy().into_owned();
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        let control = served.urls()["control"].clone();
+        let set = |body: Value| json_of("POST", format!("{control}/__twice/scenario"), body);
+        let (status, body) = set(json!({"name": file})).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("no catalog scenario"), "{body}");
+        let (status, body) = set(json!({"file": "lost_refund_reply"})).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(!body["error"]["message"].as_str().unwrap().contains("catalog"), "{body}");
+        let (status, body) = set(json!({"file": ""})).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(!body["error"]["message"].as_str().unwrap().contains("catalog"), "{body}");
+        assert_eq!(set(json!({"name": "lost_refund_reply"})).await.0, 200);
+        assert_eq!(set(json!({"file": file})).await.0, 200);
+        served.stop().await;
+    });
+}
