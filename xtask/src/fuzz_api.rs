@@ -35,11 +35,15 @@ const REQUIREMENTS: &str = "xtask/fuzz-api-requirements.txt";
 const VENV_DIR: &str = "schemathesis-venv";
 /// In the venv: the hash of the requirements it was installed from.
 const VENV_STAMP: &str = "fuzz-api-requirements.hash";
-/// The checks that make sense for these APIs: no answer is a 5xx, and every answer is the one
-/// the document describes (status, content type, body, headers). The others assume what these
-/// APIs do not have: authentication, resources whose life cycle links describe.
+/// The checks that make sense for these APIs: no answer is a 5xx; every answer is the one the
+/// document describes (status, content type, body, headers); a body or parameter the document
+/// rules out is refused (4xx); a method a path does not take is 405 with `Allow`. Left out:
+/// `positive_data_acceptance` (the document does not say which parameters each fault needs,
+/// so a `reject` without its status is valid to it and rightly refused), and the checks of
+/// authentication and of resources' life cycles, which these APIs do not have.
 const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,\
-                      response_schema_conformance,response_headers_conformance";
+                      response_schema_conformance,response_headers_conformance,\
+                      negative_data_rejection,unsupported_method,allow_header_conformance";
 /// How long serve may take to write its URLs file.
 const SERVE_START_BOUND: Duration = Duration::from_secs(60);
 /// The bound on one request of schemathesis (`--request-timeout`, seconds): past the 60 s a

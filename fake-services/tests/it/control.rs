@@ -223,3 +223,34 @@ async fn control_bodies_that_are_not_objects_are_refused() {
     let seeded = send(payments, &seed, 5_000).await;
     assert_eq!(seeded.status(), Some(201), "{seeded:?}");
 }
+
+/// A rule's id is a path segment of `DELETE /__twice/rules/{id}`: one that could not arrive
+/// there as it is (empty, with a `/`, a space, `?`, `#`, `%`, braces, quotes or beyond ASCII:
+/// anything outside RFC 3986's `pchar` unencoded) is refused when
+/// the rule is armed, and every id that is armed can be disarmed alone. Found by `cargo xtask
+/// fuzz-api`: `{"id": "", ...}` was armed as `""`, which no DELETE could name.
+#[tokio::test]
+async fn a_rule_id_is_one_that_delete_can_name() {
+    use crate::client::{Req, Running, send};
+    let running = Running::start(5).await;
+    let payments = running.addr("payments");
+    let arm = |id: &str| {
+        Req::new("POST", "/__twice/rules")
+            .body(json!({"id": id, "fault": "refuse", "path": "/nobody"}).to_string())
+    };
+    for id in ["", "a/b", "a b", "tab\there", "why?", "a#b", "100%", "caf\u{e9}", "{x}", "a\"b", "<a>", "a|b", "[a]"] {
+        let seen = send(payments, &arm(id), 5_000).await;
+        assert_eq!(seen.status(), Some(400), "{id:?}: {seen:?}");
+        assert!(seen.json()["error"]["message"].as_str().unwrap().contains("DELETE /__twice/rules/{id}"), "{seen:?}");
+    }
+    let rules = send(payments, &Req::new("GET", "/__twice/rules"), 5_000).await.json();
+    assert_eq!(rules["rules"], json!([]), "nothing armed");
+    for id in ["rule.ok-1_x~", "a!$&'()*+,;=:@b"] {
+        let seen = send(payments, &arm(id), 5_000).await;
+        assert_eq!(seen.status(), Some(201), "{id:?}: {seen:?}");
+        assert_eq!(seen.json()["ids"], json!([id]));
+        let removed = send(payments, &Req::new("DELETE", format!("/__twice/rules/{id}")), 5_000).await;
+        assert_eq!(removed.status(), Some(200), "{id:?}: {removed:?}");
+        assert_eq!(removed.json()["removed"], id);
+    }
+}
