@@ -881,15 +881,19 @@ pub const CONTROL_ROUTES: &[(&str, &str, Control)] = &[
 /// The control route `method` and `path` (under `/__twice`, without it) ask for, with the
 /// rule id where the path has one.
 pub fn control_route<'p>(method: &str, path: &'p str) -> Option<(Control, &'p str)> {
-    CONTROL_ROUTES
-        .iter()
-        .find_map(|(m, pattern, control)| if *m == method { Some((*control, route_id(pattern, path)?)) } else { None })
+    CONTROL_ROUTES.iter().find_map(|(m, pattern, control)| {
+        if *m == method { Some((*control, route_id(pattern, path)?)) } else { None }
+    })
 }
 
 /// The methods the control API takes on `path` (under `/__twice`, without it), in the order
 /// of [`CONTROL_ROUTES`]; empty for a path it does not have.
 pub fn control_methods(path: &str) -> Vec<&'static str> {
-    CONTROL_ROUTES.iter().filter(|(_, pattern, _)| route_id(pattern, path).is_some()).map(|(m, _, _)| *m).collect()
+    CONTROL_ROUTES
+        .iter()
+        .filter(|(_, pattern, _)| route_id(pattern, path).is_some())
+        .map(|(m, _, _)| *m)
+        .collect()
 }
 
 /// Whether `path` is `pattern` (a [`CONTROL_ROUTES`] path) with `/__twice` taken off: the

@@ -398,7 +398,8 @@ impl FaultRule {
         // client percent-encodes) could never be disarmed alone. What is left is RFC 3986's
         // `pchar` without its percent-encoding.
         if let Some(id) = &self.id
-            && (id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || RULE_ID_PUNCTUATION.contains(&b)))
+            && (id.is_empty()
+                || !id.bytes().all(|b| b.is_ascii_alphanumeric() || RULE_ID_PUNCTUATION.contains(&b)))
         {
             return Err(format!(
                 "id {id:?}: an id is ASCII letters, digits and {}, so that DELETE /__twice/rules/{{id}} \

@@ -69,7 +69,8 @@ pub(crate) fn parse_knobs(args: &[String]) -> Result<Knobs> {
         match flag.as_str() {
             "--examples" => {
                 let value = it.next().context("--examples needs a value")?;
-                knobs.examples = value.replace('_', "").parse().with_context(|| format!("--examples {value}"))?;
+                knobs.examples =
+                    value.replace('_', "").parse().with_context(|| format!("--examples {value}"))?;
                 if knobs.examples == 0 {
                     bail!("--examples must be at least 1");
                 }
@@ -79,7 +80,9 @@ pub(crate) fn parse_knobs(args: &[String]) -> Result<Knobs> {
                 knobs.seed = value.replace('_', "").parse().with_context(|| format!("--seed {value}"))?;
             }
             "--release" => knobs.release = true,
-            "--target" => knobs.only = Some(it.next().context("--target needs a fake's name or serve")?.clone()),
+            "--target" => {
+                knobs.only = Some(it.next().context("--target needs a fake's name or serve")?.clone())
+            }
             other => bail!("unknown argument `{other}`\n\n{USAGE}"),
         }
     }
@@ -131,7 +134,8 @@ pub(crate) fn fuzz_api(args: &[String]) -> Result<i32> {
     let urls_file = out.join("urls.json");
     let _ = fs::remove_file(&urls_file);
     let log_path = out.join("serve.log");
-    let log = fs::File::create(&log_path).with_context(|| format!("could not create {}", log_path.display()))?;
+    let log =
+        fs::File::create(&log_path).with_context(|| format!("could not create {}", log_path.display()))?;
     println!("xtask: starting {} serve (log in {})", twice.display(), log_path.display());
     let child = Command::new(&twice)
         .args(["serve", "--seed"])
@@ -177,7 +181,7 @@ pub(crate) fn fuzz_api(args: &[String]) -> Result<i32> {
             // before `POST /__twice/scenario` (the check, the steps) reach past their 409.
             post_json(url, "/__twice/scenario", r#"{"name": "lost_refund_reply"}"#)?;
         }
-        let outcome = run_schemathesis(&st, &root, doc, url, config, &dir, &knobs)?;
+        let outcome = run_schemathesis(&st, &root.join(doc), url, config, &dir, &knobs)?;
         if let Ok(Some(status)) = serve.0.try_wait() {
             bail!("twice serve exited ({status}) during the run on {name}; see {}", log_path.display());
         }
@@ -185,14 +189,20 @@ pub(crate) fn fuzz_api(args: &[String]) -> Result<i32> {
     }
     drop(serve);
 
-    println!("\nxtask: fuzz-api summary (seed {}, {} examples per operation, {profile} twice)", knobs.seed, knobs.examples);
+    println!(
+        "\nxtask: fuzz-api summary (seed {}, {} examples per operation, {profile} twice)",
+        knobs.seed, knobs.examples
+    );
     println!("| target | operations | test cases | requests | failures | exit |");
     println!("|---|---|---|---|---|---|");
     let mut failed = false;
     for (name, o) in &outcomes {
         let failures: u64 = o.failures.values().sum::<u64>() + o.errors.values().sum::<u64>();
         failed |= failures > 0 || o.exit != 0;
-        println!("| {name} | {} | {} | {} | {failures} | {} |", o.operations, o.test_cases, o.requests, o.exit);
+        println!(
+            "| {name} | {} | {} | {} | {failures} | {} |",
+            o.operations, o.test_cases, o.requests, o.exit
+        );
     }
     for (name, o) in &outcomes {
         for (title, count) in &o.failures {
@@ -263,8 +273,7 @@ fn serve_config_text(root: &Path) -> Result<String> {
 
 fn run_schemathesis(
     st: &Path,
-    root: &Path,
-    doc: &str,
+    doc: &Path,
     url: &str,
     config: Option<&Path>,
     dir: &Path,
@@ -273,12 +282,17 @@ fn run_schemathesis(
     let json = dir.join("report.json");
     let har = dir.join("requests.har");
     let mut command = Command::new(st);
-    command.current_dir(root);
+    // Its working directory is where it keeps its cache (`.schemathesis/`): the target's
+    // report directory, not the worktree.
+    fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
+    command.current_dir(dir);
     if let Some(config) = config {
         command.arg("--config-file").arg(config);
     }
     let mut child = command
-        .args(["run", doc, "--url", url, "--checks", CHECKS])
+        .arg("run")
+        .arg(doc)
+        .args(["--url", url, "--checks", CHECKS])
         .args(["--max-examples", &knobs.examples.to_string(), "--seed", &knobs.seed.to_string()])
         // One worker: the operations share the fake's state (rules, seeds, contract), so a
         // seed reproduces a run only if they take turns.
@@ -304,7 +318,8 @@ fn run_schemathesis(
         sleep(Duration::from_millis(100));
     };
     let report: Value = serde_json::from_str(
-        &fs::read_to_string(&json).with_context(|| format!("schemathesis wrote no {} ({status})", json.display()))?,
+        &fs::read_to_string(&json)
+            .with_context(|| format!("schemathesis wrote no {} ({status})", json.display()))?,
     )
     .with_context(|| format!("{} is not JSON", json.display()))?;
     let mut outcome = Outcome {
@@ -328,7 +343,8 @@ fn run_schemathesis(
 fn post_json(base: &str, path: &str, body: &str) -> Result<()> {
     use std::io::{Read as _, Write as _};
     let authority = base.strip_prefix("http://").context("serve's control URL is not http://")?;
-    let addr: std::net::SocketAddr = authority.parse().with_context(|| format!("{authority}: not an address"))?;
+    let addr: std::net::SocketAddr =
+        authority.parse().with_context(|| format!("{authority}: not an address"))?;
     let bound = Duration::from_secs(30);
     let mut stream = std::net::TcpStream::connect_timeout(&addr, bound)?;
     stream.set_read_timeout(Some(bound))?;
@@ -362,8 +378,8 @@ fn har_entries(har: &Value) -> u64 {
 /// the path of its `st`.
 fn prepare_venv(root: &Path, target: &Path) -> Result<PathBuf> {
     let requirements_path = root.join(REQUIREMENTS);
-    let requirements =
-        fs::read(&requirements_path).with_context(|| format!("could not read {}", requirements_path.display()))?;
+    let requirements = fs::read(&requirements_path)
+        .with_context(|| format!("could not read {}", requirements_path.display()))?;
     let hash = format!("fnv1a64:{:016x}\n", fnv1a64(&requirements));
     let venv = target.join(VENV_DIR);
     let python = venv.join("bin").join("python");

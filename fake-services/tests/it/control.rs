@@ -217,9 +217,11 @@ async fn control_bodies_that_are_not_objects_are_refused() {
     let clock = send(payments, &Req::new("GET", "/__twice/clock"), 5_000).await.json();
     assert_eq!(clock["jumped_ms"], 0, "no jump: {clock}");
     // Objects still go through, surrounded by white space or not.
-    let jump = send(payments, &Req::new("POST", "/__twice/clock/jump").body("\n {\"by_ms\": 5}"), 5_000).await;
+    let jump =
+        send(payments, &Req::new("POST", "/__twice/clock/jump").body("\n {\"by_ms\": 5}"), 5_000).await;
     assert_eq!(jump.status(), Some(200), "{jump:?}");
-    let seed = Req::new("POST", "/__twice/seed").body(r#"{"payment_intents": [{"id": "pi_object", "amount": 5000}]}"#);
+    let seed = Req::new("POST", "/__twice/seed")
+        .body(r#"{"payment_intents": [{"id": "pi_object", "amount": 5000}]}"#);
     let seeded = send(payments, &seed, 5_000).await;
     assert_eq!(seeded.status(), Some(201), "{seeded:?}");
 }
@@ -238,10 +240,27 @@ async fn a_rule_id_is_one_that_delete_can_name() {
         Req::new("POST", "/__twice/rules")
             .body(json!({"id": id, "fault": "refuse", "path": "/nobody"}).to_string())
     };
-    for id in ["", "a/b", "a b", "tab\there", "why?", "a#b", "100%", "caf\u{e9}", "{x}", "a\"b", "<a>", "a|b", "[a]"] {
+    for id in [
+        "",
+        "a/b",
+        "a b",
+        "tab\there",
+        "why?",
+        "a#b",
+        "100%",
+        "caf\u{e9}",
+        "{x}",
+        "a\"b",
+        "<a>",
+        "a|b",
+        "[a]",
+    ] {
         let seen = send(payments, &arm(id), 5_000).await;
         assert_eq!(seen.status(), Some(400), "{id:?}: {seen:?}");
-        assert!(seen.json()["error"]["message"].as_str().unwrap().contains("DELETE /__twice/rules/{id}"), "{seen:?}");
+        assert!(
+            seen.json()["error"]["message"].as_str().unwrap().contains("DELETE /__twice/rules/{id}"),
+            "{seen:?}"
+        );
     }
     let rules = send(payments, &Req::new("GET", "/__twice/rules"), 5_000).await.json();
     assert_eq!(rules["rules"], json!([]), "nothing armed");

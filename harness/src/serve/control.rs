@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::claims;
-use super::world::World;
+use super::world::{STEP_WAIT_MS_MAX, World};
 use crate::run::{self, Case, Source};
 use crate::{check, exit, pipeline};
 
@@ -189,9 +189,9 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
 
 /// The route `method` and `path` ask for, with the step number where the path has one.
 pub fn route(method: &str, path: &str) -> Option<(Route, usize)> {
-    ROUTES
-        .iter()
-        .find_map(|(m, pattern, route)| if *m == method { Some((*route, step_number(pattern, path)?)) } else { None })
+    ROUTES.iter().find_map(
+        |(m, pattern, route)| if *m == method { Some((*route, step_number(pattern, path)?)) } else { None },
+    )
 }
 
 /// The methods the endpoint takes on `path`, in the order of [`ROUTES`]; empty for a path it
@@ -216,7 +216,8 @@ fn step_number(pattern: &str, path: &str) -> Option<usize> {
     }
 }
 
-/// `wait_ms=N` from a query; 0 without one.
+/// `wait_ms=N` from a query; 0 without one. More than [`STEP_WAIT_MS_MAX`] is refused, as
+/// the document says, rather than cut short without a word.
 fn wait_ms(query: &str) -> Result<u64, String> {
     let mut wait_ms = 0;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -225,6 +226,11 @@ fn wait_ms(query: &str) -> Result<u64, String> {
                 wait_ms = value
                     .parse()
                     .map_err(|_| format!("wait_ms: \"{value}\" is not a number of milliseconds"))?;
+                if wait_ms > STEP_WAIT_MS_MAX {
+                    return Err(format!(
+                        "wait_ms: {wait_ms} is more than {STEP_WAIT_MS_MAX} ms; wait that long and ask again"
+                    ));
+                }
             }
             (other, _) => return Err(format!("unknown query parameter \"{other}\" (only wait_ms)")),
         }
