@@ -701,11 +701,29 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         let method = req.method.as_str();
         let bad = |message: String| FakeResponse::json(400, &json!({"error": {"message": message}}));
         let Some((control, id)) = control_route(method, route) else {
+            // A path the API has, asked with another method: 405 and the methods it takes
+            // (RFC 9110 §15.5.6), not "no such route".
+            let allowed = control_methods(route);
+            if !allowed.is_empty() {
+                let allow = allowed.join(", ");
+                return FakeResponse::json(
+                    405,
+                    &json!({"error": {"message": format!("{method} {} is not allowed; it takes {allow}", req.path)}}),
+                )
+                .with_header("allow", &allow);
+            }
             return FakeResponse::json(
                 404,
                 &json!({"error": {"message": format!("no control route {method} {}; see docs/faults.md", req.path)}}),
             );
         };
+        // serde reads a struct from a JSON array too (`[5]` as `{"by_ms": 5}`, `[]` as an
+        // empty seed or patch): these bodies are objects, and anything else is refused.
+        if matches!(control, Control::JumpClock | Control::PatchContract | Control::Seed)
+            && let Err(e) = object_body(&req.body)
+        {
+            return bad(e);
+        }
         match control {
             Control::Health => FakeResponse::json(200, &json!({"service": self.name, "ok": true})),
             Control::Rules => FakeResponse::json(200, &json!({"rules": self.lock().engine.rules()})),
@@ -863,20 +881,41 @@ pub const CONTROL_ROUTES: &[(&str, &str, Control)] = &[
 /// The control route `method` and `path` (under `/__twice`, without it) ask for, with the
 /// rule id where the path has one.
 pub fn control_route<'p>(method: &str, path: &'p str) -> Option<(Control, &'p str)> {
-    let full = |pattern: &str| pattern.trim_start_matches("/__twice").to_string();
     CONTROL_ROUTES.iter().find_map(|(m, pattern, control)| {
-        if *m != method {
-            return None;
-        }
-        let pattern = full(pattern);
-        match pattern.split_once("{id}") {
-            None => (pattern == path).then_some((*control, "")),
-            Some((before, after)) => {
-                let id = path.strip_prefix(before)?.strip_suffix(after)?;
-                (!id.is_empty() && !id.contains('/')).then_some((*control, id))
-            }
-        }
+        if *m == method { Some((*control, route_id(pattern, path)?)) } else { None }
     })
+}
+
+/// The methods the control API takes on `path` (under `/__twice`, without it), in the order
+/// of [`CONTROL_ROUTES`]; empty for a path it does not have.
+pub fn control_methods(path: &str) -> Vec<&'static str> {
+    CONTROL_ROUTES
+        .iter()
+        .filter(|(_, pattern, _)| route_id(pattern, path).is_some())
+        .map(|(m, _, _)| *m)
+        .collect()
+}
+
+/// Whether `path` is `pattern` (a [`CONTROL_ROUTES`] path) with `/__twice` taken off: the
+/// rule id where the pattern has one, `""` where it has none.
+fn route_id<'p>(pattern: &str, path: &'p str) -> Option<&'p str> {
+    let pattern = pattern.trim_start_matches("/__twice");
+    match pattern.split_once("{id}") {
+        None => (pattern == path).then_some(""),
+        Some((before, after)) => {
+            let id = path.strip_prefix(before)?.strip_suffix(after)?;
+            (!id.is_empty() && !id.contains('/')).then_some(id)
+        }
+    }
+}
+
+/// A body that must be a JSON object: its first byte past white space is `{` (serde says
+/// what is wrong with the rest).
+fn object_body(body: &[u8]) -> Result<(), String> {
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => Ok(()),
+        _ => Err("expected a JSON object".to_string()),
+    }
 }
 
 /// Arms `rule` on `service`'s engine, refusing a fault that cannot act there (a late delivery

@@ -131,22 +131,32 @@ pub fn select_specs(selection: &Selection, seed: u64, live: bool) -> anyhow::Res
     Ok(cases)
 }
 
-/// A catalog scenario by name, or a scenario file.
+/// A catalog scenario by name, or a scenario file (a name ending in `.toml`, or a path that
+/// exists).
 pub fn load(name_or_file: &str) -> anyhow::Result<Case> {
-    let path = Path::new(name_or_file);
-    if name_or_file.ends_with(".toml") || path.exists() {
-        let scenario = scenarios::parse::parse_file(path).map_err(|e| anyhow::anyhow!("{e}"))?;
-        return Ok(Case { scenario, source: Source::File { path: name_or_file.to_string() } });
+    if name_or_file.ends_with(".toml") || Path::new(name_or_file).exists() {
+        return load_file(name_or_file);
     }
+    load_catalog(name_or_file)
+}
+
+/// A scenario file, whatever its name.
+pub fn load_file(file: &str) -> anyhow::Result<Case> {
+    let scenario = scenarios::parse::parse_file(Path::new(file)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Case { scenario, source: Source::File { path: file.to_string() } })
+}
+
+/// A catalog scenario by name, never a file.
+pub fn load_catalog(name: &str) -> anyhow::Result<Case> {
     let catalog = scenarios::catalog::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
-    match catalog.iter().find(|s| s.name == name_or_file) {
+    match catalog.iter().find(|s| s.name == name) {
         Some(s) => Ok(Case { scenario: s.clone(), source: Source::Catalog }),
         None => {
             let names: Vec<&str> = catalog.iter().map(|s| s.name.as_str()).collect();
-            let hint = fake_services::rule::closest(name_or_file, &names)
+            let hint = fake_services::rule::closest(name, &names)
                 .map(|n| format!(" (did you mean \"{n}\"?)"))
                 .unwrap_or_default();
-            bail!("no catalog scenario \"{name_or_file}\"{hint}; `twice scenarios list` shows them")
+            bail!("no catalog scenario \"{name}\"{hint}; `twice scenarios list` shows them")
         }
     }
 }

@@ -39,6 +39,10 @@ pub const FAULT_KINDS: &[&str] = &[
 /// comes after the answer (a message landing in an inbox) can deliver late or twice.
 pub const DELIVERY_SERVICES: &[&str] = &["messages"];
 
+/// The punctuation a rule's id may hold besides ASCII letters and digits: what a URL path
+/// segment carries unencoded (RFC 3986 `pchar`).
+pub const RULE_ID_PUNCTUATION: &[u8] = b"-._~!$&'()*+,;=:@";
+
 /// No fault holds a request longer than this: every wait in a fake is bounded.
 pub const HOLD_MS_MAX: u64 = 600_000;
 
@@ -389,6 +393,20 @@ impl FaultRule {
 
     /// Checks what serde cannot.
     pub fn validate(&self) -> Result<(), String> {
+        // `DELETE /__twice/rules/{id}` names the rule in one path segment, read as it
+        // arrives: an id that cannot be written there as it is (empty, a `/`, anything a
+        // client percent-encodes) could never be disarmed alone. What is left is RFC 3986's
+        // `pchar` without its percent-encoding.
+        if let Some(id) = &self.id
+            && (id.is_empty()
+                || !id.bytes().all(|b| b.is_ascii_alphanumeric() || RULE_ID_PUNCTUATION.contains(&b)))
+        {
+            return Err(format!(
+                "id {id:?}: an id is ASCII letters, digits and {}, so that DELETE /__twice/rules/{{id}} \
+                 can name it",
+                String::from_utf8_lossy(RULE_ID_PUNCTUATION)
+            ));
+        }
         if self.nth == Some(0) {
             return Err("nth is 1-based: the first matching request is nth = 1".into());
         }

@@ -14,6 +14,9 @@
 //!   figures written into `docs/reliability.md`. Not part of CI.
 //! - `cargo xtask flake N [ARGS...]`: the suite built once and run N times; every test that
 //!   failed at least once, with its output.
+//! - `cargo xtask fuzz-api [--examples N] [--seed S] [--release]`: schemathesis against the
+//!   control APIs of a real `twice serve`, driven by `docs/openapi/` (`fuzz_api.rs`). Not part
+//!   of CI.
 //!
 //! One module per concern: `test.rs` (the `test` command), `soak.rs` (the `soak` command and
 //! its section of `docs/reliability.md`), `flake.rs` (the `flake` command and its reading of
@@ -25,6 +28,7 @@
 
 mod bench;
 mod flake;
+mod fuzz_api;
 mod fuzz_http;
 mod headlines;
 mod machine;
@@ -75,8 +79,9 @@ fn main() {
             run(|| bench::bench_from_log(Path::new(&args[2])))
         }
         Some("fuzz-http") => run(|| fuzz_http::fuzz_http(&args[1..])),
+        Some("fuzz-api") => run(|| fuzz_api::fuzz_api(&args[1..])),
         Some("help" | "-h" | "--help") => {
-            println!("{USAGE}\n{}", fuzz_http::USAGE);
+            println!("{USAGE}\n{}\n{}", fuzz_http::USAGE, fuzz_api::USAGE);
             0
         }
         Some("bench") => usage_error(&format!("`bench` takes no arguments, got `{}`", args[1..].join(" "))),

@@ -163,3 +163,113 @@ async fn a_clock_jumped_past_year_9999_stops_there_and_objects_still_answer() {
     let late = send(files, &Req::new("GET", "/reports/late.csv"), 5_000).await;
     assert_eq!(late.header("last-modified"), Some("Fri, 31 Dec 9999 23:59:59 GMT"), "{late:?}");
 }
+
+/// A control path asked with a method it does not take answers 405 with `Allow` (the methods
+/// it does take), and a path it does not have stays 404; found by `cargo xtask fuzz-api`
+/// (schemathesis's `unsupported_method` check), when every such request answered 404.
+#[tokio::test]
+async fn a_control_path_with_another_method_is_405_with_allow() {
+    use crate::client::{Req, Running, send};
+    let running = Running::start(5).await;
+    for service in ["payments", "workspaces", "files", "chain", "messages"] {
+        let addr = running.addr(service);
+        for (method, path, allow) in [
+            ("TRACE", "/__twice", "GET"),
+            ("PUT", "/__twice/rules", "GET, POST, DELETE"),
+            ("GET", "/__twice/rules/rule-1", "DELETE"),
+            ("DELETE", "/__twice/contract", "GET, PATCH, POST"),
+            ("GET", "/__twice/clock/jump", "POST"),
+            ("PATCH", "/__twice/journal", "GET"),
+        ] {
+            let seen = send(addr, &Req::new(method, path), 5_000).await;
+            assert_eq!(seen.status(), Some(405), "{service} {method} {path}: {seen:?}");
+            assert_eq!(seen.header("allow"), Some(allow), "{service} {method} {path}: {seen:?}");
+            assert!(seen.json()["error"]["message"].as_str().unwrap().contains("not allowed"), "{seen:?}");
+        }
+        let seen = send(addr, &Req::new("GET", "/__twice/nothing"), 5_000).await;
+        assert_eq!(seen.status(), Some(404), "{service}: {seen:?}");
+        assert_eq!(seen.header("allow"), None, "{service}: {seen:?}");
+    }
+}
+
+/// The bodies of a clock jump, a contract patch and a seed are JSON objects: an array (which
+/// serde would read as the struct's fields in order, `[5]` as `{"by_ms": 5}`, `[]` as an
+/// empty seed) is refused with 400 and changes nothing; found by `cargo xtask fuzz-api`
+/// (schemathesis's `negative_data_rejection` check: `POST /__twice/seed` with `[]` was 201).
+#[tokio::test]
+async fn control_bodies_that_are_not_objects_are_refused() {
+    use crate::client::{Req, Running, send};
+    let running = Running::start(5).await;
+    let payments = running.addr("payments");
+    for (method, path, body) in [
+        ("POST", "/__twice/clock/jump", "[5]"),
+        ("POST", "/__twice/clock/jump", " 5"),
+        ("PATCH", "/__twice/contract", "[]"),
+        ("POST", "/__twice/contract", "[\"ignored\"]"),
+        ("POST", "/__twice/seed", "[]"),
+        ("POST", "/__twice/seed", "[[{\"id\": \"pi_1\", \"amount\": 5000}]]"),
+        ("POST", "/__twice/seed", "null"),
+    ] {
+        let seen = send(payments, &Req::new(method, path).body(body), 5_000).await;
+        assert_eq!(seen.status(), Some(400), "{method} {path} {body}: {seen:?}");
+        assert_eq!(seen.json()["error"]["message"], "expected a JSON object", "{seen:?}");
+    }
+    let clock = send(payments, &Req::new("GET", "/__twice/clock"), 5_000).await.json();
+    assert_eq!(clock["jumped_ms"], 0, "no jump: {clock}");
+    // Objects still go through, surrounded by white space or not.
+    let jump =
+        send(payments, &Req::new("POST", "/__twice/clock/jump").body("\n {\"by_ms\": 5}"), 5_000).await;
+    assert_eq!(jump.status(), Some(200), "{jump:?}");
+    let seed = Req::new("POST", "/__twice/seed")
+        .body(r#"{"payment_intents": [{"id": "pi_object", "amount": 5000}]}"#);
+    let seeded = send(payments, &seed, 5_000).await;
+    assert_eq!(seeded.status(), Some(201), "{seeded:?}");
+}
+
+/// A rule's id is a path segment of `DELETE /__twice/rules/{id}`: one that could not arrive
+/// there as it is (empty, with a `/`, a space, `?`, `#`, `%`, braces, quotes or beyond ASCII:
+/// anything outside RFC 3986's `pchar` unencoded) is refused when
+/// the rule is armed, and every id that is armed can be disarmed alone. Found by `cargo xtask
+/// fuzz-api`: `{"id": "", ...}` was armed as `""`, which no DELETE could name.
+#[tokio::test]
+async fn a_rule_id_is_one_that_delete_can_name() {
+    use crate::client::{Req, Running, send};
+    let running = Running::start(5).await;
+    let payments = running.addr("payments");
+    let arm = |id: &str| {
+        Req::new("POST", "/__twice/rules")
+            .body(json!({"id": id, "fault": "refuse", "path": "/nobody"}).to_string())
+    };
+    for id in [
+        "",
+        "a/b",
+        "a b",
+        "tab\there",
+        "why?",
+        "a#b",
+        "100%",
+        "caf\u{e9}",
+        "{x}",
+        "a\"b",
+        "<a>",
+        "a|b",
+        "[a]",
+    ] {
+        let seen = send(payments, &arm(id), 5_000).await;
+        assert_eq!(seen.status(), Some(400), "{id:?}: {seen:?}");
+        assert!(
+            seen.json()["error"]["message"].as_str().unwrap().contains("DELETE /__twice/rules/{id}"),
+            "{seen:?}"
+        );
+    }
+    let rules = send(payments, &Req::new("GET", "/__twice/rules"), 5_000).await.json();
+    assert_eq!(rules["rules"], json!([]), "nothing armed");
+    for id in ["rule.ok-1_x~", "a!$&'()*+,;=:@b"] {
+        let seen = send(payments, &arm(id), 5_000).await;
+        assert_eq!(seen.status(), Some(201), "{id:?}: {seen:?}");
+        assert_eq!(seen.json()["ids"], json!([id]));
+        let removed = send(payments, &Req::new("DELETE", format!("/__twice/rules/{id}")), 5_000).await;
+        assert_eq!(removed.status(), Some(200), "{id:?}: {removed:?}");
+        assert_eq!(removed.json()["removed"], id);
+    }
+}

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::claims;
-use super::world::World;
+use super::world::{STEP_WAIT_MS_MAX, World};
 use crate::run::{self, Case, Source};
 use crate::{check, exit, pipeline};
 
@@ -117,6 +117,17 @@ async fn handle(world: &World, req: Request<Incoming>) -> Response<Full<Bytes>> 
     let query = parts.uri.query().unwrap_or("");
     let method = parts.method.as_str();
     let Some((route, index)) = route(method, path) else {
+        // A path the endpoint has, asked with another method: 405 and the methods it takes
+        // (RFC 9110 §15.5.6), not "no such route".
+        let allowed = methods(path);
+        if !allowed.is_empty() {
+            let allow = allowed.join(", ");
+            let mut refused = error(405, format!("{method} {path} is not allowed; it takes {allow}"));
+            if let Ok(value) = hyper::header::HeaderValue::from_str(&allow) {
+                refused.headers_mut().insert(hyper::header::ALLOW, value);
+            }
+            return refused;
+        }
         return error(404, format!("no control route {method} {path}; see docs/byo.md"));
     };
     let no_scenario = || error(409, "no scenario is set up: POST /__twice/scenario first");
@@ -178,24 +189,35 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
 
 /// The route `method` and `path` ask for, with the step number where the path has one.
 pub fn route(method: &str, path: &str) -> Option<(Route, usize)> {
-    ROUTES.iter().find_map(|(m, pattern, route)| {
-        if *m != method {
-            return None;
-        }
-        match pattern.split_once("{n}") {
-            None => (*pattern == path).then_some((*route, 0)),
-            Some((before, after)) => {
-                let n = path.strip_prefix(before)?.strip_suffix(after)?;
-                // Digits only: "1/done" is another route's, "x" no step at all.
-                (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                    .then(|| n.parse().ok().map(|n| (*route, n)))
-                    .flatten()
-            }
-        }
-    })
+    ROUTES.iter().find_map(
+        |(m, pattern, route)| if *m == method { Some((*route, step_number(pattern, path)?)) } else { None },
+    )
 }
 
-/// `wait_ms=N` from a query; 0 without one.
+/// The methods the endpoint takes on `path`, in the order of [`ROUTES`]; empty for a path it
+/// does not have.
+pub fn methods(path: &str) -> Vec<&'static str> {
+    ROUTES.iter().filter(|(_, pattern, _)| step_number(pattern, path).is_some()).map(|(m, _, _)| *m).collect()
+}
+
+/// Whether `path` is `pattern` (a [`ROUTES`] path): the step number where the pattern has
+/// one, 0 where it has none.
+fn step_number(pattern: &str, path: &str) -> Option<usize> {
+    match pattern.split_once("{n}") {
+        None => (pattern == path).then_some(0),
+        Some((before, after)) => {
+            let n = path.strip_prefix(before)?.strip_suffix(after)?;
+            // Digits only: "1/done" is another route's, "x" no step at all.
+            if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            n.parse().ok()
+        }
+    }
+}
+
+/// `wait_ms=N` from a query; 0 without one. More than [`STEP_WAIT_MS_MAX`] is refused, as
+/// the document says, rather than cut short without a word.
 fn wait_ms(query: &str) -> Result<u64, String> {
     let mut wait_ms = 0;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -204,6 +226,11 @@ fn wait_ms(query: &str) -> Result<u64, String> {
                 wait_ms = value
                     .parse()
                     .map_err(|_| format!("wait_ms: \"{value}\" is not a number of milliseconds"))?;
+                if wait_ms > STEP_WAIT_MS_MAX {
+                    return Err(format!(
+                        "wait_ms: {wait_ms} is more than {STEP_WAIT_MS_MAX} ms; wait that long and ask again"
+                    ));
+                }
             }
             (other, _) => return Err(format!("unknown query parameter \"{other}\" (only wait_ms)")),
         }
@@ -242,8 +269,10 @@ fn set_scenario(world: &World, body: &[u8]) -> Response<Full<Bytes>> {
     }
     let origin = asked.origin.unwrap_or_else(|| "scenario.toml".into());
     let case = match (asked.name, asked.file, asked.toml) {
-        (Some(name), None, None) => pipeline::load(&name).map_err(|e| format!("{e:#}")),
-        (None, Some(file), None) => pipeline::load(&file).map_err(|e| format!("{e:#}")),
+        // Each field its own kind: a name is never read as a path on serve's disk, a file
+        // never looked up in the catalog.
+        (Some(name), None, None) => pipeline::load_catalog(&name).map_err(|e| format!("{e:#}")),
+        (None, Some(file), None) => pipeline::load_file(&file).map_err(|e| format!("{e:#}")),
         (None, None, Some(text)) => scenarios::parse_scenario(&text, &origin)
             .map(|scenario| Case { scenario, source: Source::File { path: origin.clone() } })
             .map_err(|e| e.to_string()),

@@ -427,3 +427,177 @@ fn the_openapi_document_of_the_fakes_lists_exactly_their_control_routes() {
         served.stop().await;
     });
 }
+
+/// What `docs/openapi/serve.json` says a `POST /__twice/scenario` body may be (its
+/// `SetScenario` schema: exactly one of `name`, `file`, `toml`, and `origin` only with `toml`)
+/// is what serve takes: each body the document admits sets the scenario up, each it does not
+/// is refused with 400. The document once allowed any subset, which serve refused (found by
+/// `cargo xtask fuzz-api`: schemathesis's bodies were nearly all refused).
+#[test]
+fn the_openapi_set_scenario_body_is_exactly_what_serve_takes() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi/serve.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let branches = doc["components"]["schemas"]["SetScenario"]["oneOf"].as_array().unwrap().clone();
+    // The document's reading of a body: the branches (each closed, with its required field)
+    // it matches; oneOf admits it when exactly one does.
+    let admits = |body: &Value| {
+        let fields = body.as_object().unwrap();
+        let matching = branches.iter().filter(|branch| {
+            assert_eq!(branch["additionalProperties"], false);
+            let properties = branch["properties"].as_object().unwrap();
+            fields.keys().all(|k| properties.contains_key(k))
+                && branch["required"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|r| fields.contains_key(r.as_str().unwrap()))
+        });
+        matching.count() == 1
+    };
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalog/lost_refund_reply.toml");
+    let file = file.canonicalize().unwrap().to_string_lossy().into_owned();
+    let toml = std::fs::read_to_string(&file).unwrap();
+    let bodies = [
+        json!({"name": "lost_refund_reply"}),
+        json!({"file": file}),
+        json!({"toml": toml}),
+        json!({"toml": toml, "origin": "mine.toml"}),
+        json!({}),
+        json!({"origin": "mine.toml"}),
+        json!({"name": "lost_refund_reply", "origin": "mine.toml"}),
+        json!({"name": "lost_refund_reply", "file": file}),
+        json!({"name": "lost_refund_reply", "toml": toml}),
+        json!({"file": file, "toml": toml, "origin": "mine.toml"}),
+        json!({"name": "lost_refund_reply", "other": 1}),
+    ];
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        let control = served.urls()["control"].clone();
+        for body in bodies {
+            let (status, answer) = json_of("POST", format!("{control}/__twice/scenario"), body.clone()).await;
+            let expected = if admits(&body) { 200 } else { 400 };
+            assert_eq!(status, expected, "{body}: {answer}");
+        }
+        served.stop().await;
+    });
+}
+
+/// The fault names `docs/openapi/fakes.json` lists (`FaultKind`) are exactly
+/// `rule::FAULT_KINDS`, and a fake arms a rule of each, in the table form with the parameter
+/// the document names (a document that took any string made nearly every rule schemathesis
+/// generated a 400, so `cargo xtask fuzz-api` never reached the rules' bookkeeping).
+#[test]
+fn the_openapi_fault_names_are_the_faults_a_fake_arms() {
+    use fake_services::rule::FAULT_KINDS;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi/fakes.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let documented: Vec<&str> = doc["components"]["schemas"]["FaultKind"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert_eq!(documented, FAULT_KINDS, "docs/openapi/fakes.json's FaultKind and rule::FAULT_KINDS differ");
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        // messages takes every fault, the delivery ones included.
+        let messages = served.urls()["messages"].clone();
+        for kind in FAULT_KINDS {
+            let fault = match *kind {
+                "reject" => json!({"kind": kind, "status": 503}),
+                "stale_read" => json!({"kind": kind, "lag_ms": 500}),
+                "latency" => json!({"kind": kind, "before_ms": 200}),
+                "deliver_late" => json!({"kind": kind, "delay_ms": 800}),
+                _ => json!(kind),
+            };
+            let (status, body) = json_of(
+                "POST",
+                format!("{messages}/__twice/rules"),
+                json!({"fault": fault, "path": "/nobody"}),
+            )
+            .await;
+            assert_eq!(status, 201, "{kind}: {body}");
+        }
+        served.stop().await;
+    });
+}
+
+/// Serve's endpoint answers a path it has, asked with a method it does not take, 405 with
+/// `Allow`; a path it does not have stays 404. Found by `cargo xtask fuzz-api`
+/// (schemathesis's `unsupported_method` check), when both answered 404.
+#[test]
+fn a_control_path_with_another_method_is_405_with_allow() {
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        let control = served.urls()["control"].clone();
+        for (method, path, allow) in [
+            ("DELETE", "/__twice", "GET"),
+            ("PUT", "/__twice/scenario", "GET, POST"),
+            ("GET", "/__twice/check", "POST"),
+            ("POST", "/__twice/steps/2", "GET"),
+            ("GET", "/__twice/steps/2/done", "POST"),
+        ] {
+            let answer = call(method, format!("{control}{path}"), Value::Null).await;
+            assert_eq!(answer.status, 405, "{method} {path}");
+            let allowed =
+                answer.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("allow")).map(|(_, v)| v.as_str());
+            assert_eq!(allowed, Some(allow), "{method} {path}");
+        }
+        for path in ["/__twice/nothing", "/__twice/steps/x"] {
+            assert_eq!(call("GET", format!("{control}{path}"), Value::Null).await.status, 404, "{path}");
+        }
+        served.stop().await;
+    });
+}
+
+/// `{"name": ...}` is a catalog scenario and `{"file": ...}` a file on serve's disk, each
+/// never read as the other (a name that was a path to a file loaded the file, and a file that
+/// was a catalog name loaded the catalog's); found by `cargo xtask fuzz-api`, whose
+/// `{"file": ""}` was refused as "no catalog scenario".
+#[test]
+fn a_scenario_name_is_never_a_file_and_a_file_never_a_name() {
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/catalog/lost_refund_reply.toml");
+    let file = file.canonicalize().unwrap().to_string_lossy().into_owned();
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        let control = served.urls()["control"].clone();
+        let set = |body: Value| json_of("POST", format!("{control}/__twice/scenario"), body);
+        let (status, body) = set(json!({"name": file})).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("no catalog scenario"), "{body}");
+        let (status, body) = set(json!({"file": "lost_refund_reply"})).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(!body["error"]["message"].as_str().unwrap().contains("catalog"), "{body}");
+        let (status, body) = set(json!({"file": ""})).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(!body["error"]["message"].as_str().unwrap().contains("catalog"), "{body}");
+        assert_eq!(set(json!({"name": "lost_refund_reply"})).await.0, 200);
+        assert_eq!(set(json!({"file": file})).await.0, 200);
+        served.stop().await;
+    });
+}
+
+/// `GET /__twice/steps/{n}?wait_ms=` takes at most 60 000 ms, as the document says: more is
+/// refused with 400 naming the value, not cut short without a word. Found by `cargo xtask
+/// fuzz-api` (`wait_ms=60001` answered 200).
+#[test]
+fn a_step_wait_past_the_bound_is_refused() {
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        let control = served.urls()["control"].clone();
+        let set = json!({"name": "crash_while_refund_in_flight"});
+        assert_eq!(json_of("POST", format!("{control}/__twice/scenario"), set).await.0, 200);
+        for wait_ms in ["60001", "18446744073709551615"] {
+            let (status, body) =
+                json_of("GET", format!("{control}/__twice/steps/0?wait_ms={wait_ms}"), Value::Null).await;
+            assert_eq!(status, 400, "{wait_ms}: {body}");
+            assert!(body["error"]["message"].as_str().unwrap().contains(wait_ms), "{body}");
+        }
+        let (status, body) =
+            json_of("GET", format!("{control}/__twice/steps/0?wait_ms=0"), Value::Null).await;
+        assert_eq!(status, 200, "{body}");
+        served.stop().await;
+    });
+}
