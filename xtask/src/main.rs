@@ -14,6 +14,8 @@
 //!   figures written into `docs/reliability.md`. Not part of CI.
 //! - `cargo xtask flake N [ARGS...]`: the suite built once and run N times; every test that
 //!   failed at least once, with its output.
+//! - `cargo xtask fuzz-parsers [--seconds S] [--cmin] [TARGET...]`: the `cargo fuzz` targets of
+//!   `fuzz/` (the parsers), each for S seconds, with their figures. Not part of CI.
 //!
 //! One module per concern: `test.rs` (the `test` command), `soak.rs` (the `soak` command and
 //! its section of `docs/reliability.md`), `flake.rs` (the `flake` command and its reading of
@@ -26,6 +28,7 @@
 mod bench;
 mod flake;
 mod fuzz_http;
+mod fuzz_parsers;
 mod headlines;
 mod machine;
 mod node;
@@ -75,8 +78,9 @@ fn main() {
             run(|| bench::bench_from_log(Path::new(&args[2])))
         }
         Some("fuzz-http") => run(|| fuzz_http::fuzz_http(&args[1..])),
+        Some("fuzz-parsers") => run(|| fuzz_parsers::fuzz_parsers(&args[1..])),
         Some("help" | "-h" | "--help") => {
-            println!("{USAGE}\n{}", fuzz_http::USAGE);
+            println!("{USAGE}\n{}\n{}", fuzz_http::USAGE, fuzz_parsers::USAGE);
             0
         }
         Some("bench") => usage_error(&format!("`bench` takes no arguments, got `{}`", args[1..].join(" "))),
