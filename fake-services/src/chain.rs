@@ -13,8 +13,8 @@
 //! JSON-RPC shape that echoes the request's ids; a node error is HTTP 200 with an `error`.
 //! See `docs/faults.md` ("Chain").
 
-mod node;
-mod rpc;
+pub(crate) mod node;
+pub(crate) mod rpc;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

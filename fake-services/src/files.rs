@@ -46,7 +46,7 @@ mod put;
 mod route;
 mod seed;
 mod store;
-mod xml;
+pub(crate) mod xml;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -36,6 +36,9 @@ pub mod engine;
 pub mod fake;
 pub mod files;
 pub mod form;
+// The bodies of the `cargo fuzz` targets in `fuzz/`, which the suite replays too.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod messages;
 pub mod payments;
 pub mod record;

@@ -15,6 +15,9 @@
 
 pub mod catalog;
 pub mod coverage;
+// The body of the `cargo fuzz` target in `fuzz/`, which the suite replays too.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 pub mod model;
 pub mod parse;

@@ -17,6 +17,8 @@
 //! - `cargo xtask fuzz-api [--examples N] [--seed S] [--release]`: schemathesis against the
 //!   control APIs of a real `twice serve`, driven by `docs/openapi/` (`fuzz_api.rs`). Not part
 //!   of CI.
+//! - `cargo xtask fuzz-parsers [--seconds S] [--cmin] [TARGET...]`: the `cargo fuzz` targets of
+//!   `fuzz/` (the parsers), each for S seconds, with their figures. Not part of CI.
 //!
 //! One module per concern: `test.rs` (the `test` command), `soak.rs` (the `soak` command and
 //! its section of `docs/reliability.md`), `flake.rs` (the `flake` command and its reading of
@@ -30,6 +32,7 @@ mod bench;
 mod flake;
 mod fuzz_api;
 mod fuzz_http;
+mod fuzz_parsers;
 mod headlines;
 mod machine;
 mod node;
@@ -80,8 +83,9 @@ fn main() {
         }
         Some("fuzz-http") => run(|| fuzz_http::fuzz_http(&args[1..])),
         Some("fuzz-api") => run(|| fuzz_api::fuzz_api(&args[1..])),
+        Some("fuzz-parsers") => run(|| fuzz_parsers::fuzz_parsers(&args[1..])),
         Some("help" | "-h" | "--help") => {
-            println!("{USAGE}\n{}\n{}", fuzz_http::USAGE, fuzz_api::USAGE);
+            println!("{USAGE}\n{}\n{}\n{}", fuzz_http::USAGE, fuzz_api::USAGE, fuzz_parsers::USAGE);
             0
         }
         Some("bench") => usage_error(&format!("`bench` takes no arguments, got `{}`", args[1..].join(" "))),

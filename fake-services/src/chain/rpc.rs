@@ -507,6 +507,22 @@ pub fn call_args(value: &Value) -> Result<CallArgs, String> {
 mod tests {
     use super::*;
 
+    /// Found by the `json_rpc` fuzz target: serde_json's default float parsing is off by an
+    /// ulp for some numbers, so an id like this one came back as `2.2222222222222225e104`, an
+    /// id the client never sent. The workspace turns on `float_roundtrip`.
+    #[test]
+    fn a_float_id_is_echoed_as_sent() {
+        for id in ["2.222222222222222e104", "0.1", "1.7976931348623157e308", "5e-324", "123456789.12345679"] {
+            let body = format!(r#"{{"jsonrpc":"2.0","method":"eth_chainId","id":{id}}}"#);
+            let Envelope::Single(call) = Envelope::parse(body.as_bytes()) else { panic!("{body}") };
+            let answer = result(&call.answer_id().unwrap(), json!("0x1"));
+            let echoed = serde_json::to_string(&answer["id"]).unwrap();
+            let sent: f64 = id.parse().unwrap();
+            let back: f64 = echoed.parse().unwrap();
+            assert_eq!(back.to_bits(), sent.to_bits(), "id {id} echoed as {echoed}");
+        }
+    }
+
     #[test]
     fn envelopes_read_as_geth_reads_them() {
         let call = |body: &str| Envelope::parse(body.as_bytes());

@@ -7,6 +7,7 @@ mod client;
 mod control;
 mod faults;
 mod files;
+mod fuzz_corpus;
 mod fuzz_http;
 mod limits;
 mod messages;

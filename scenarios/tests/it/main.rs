@@ -5,5 +5,6 @@ mod coverage;
 mod docs;
 mod errors;
 mod fidelity;
+mod fuzz_corpus;
 mod roundtrip;
 mod schema;

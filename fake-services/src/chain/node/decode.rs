@@ -13,8 +13,8 @@ use alloy_primitives::{Address, B256};
 /// Decoding and recovery happen outside the service's lock.
 #[derive(Debug, Clone)]
 pub struct Decoded {
-    pub(super) envelope: TxEnvelope,
-    pub(super) hash: B256,
+    pub(crate) envelope: TxEnvelope,
+    pub(crate) hash: B256,
     pub(super) raw_len: usize,
     pub(super) from: Result<Address, ()>,
 }
