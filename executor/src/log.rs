@@ -70,6 +70,32 @@ const COLUMNS: &str = "id, action, params, params_hash, idem_key, state, attempt
      maybe_executed, lease_owner, lease_epoch, lease_until_ms, version, created_ms, updated_ms, \
      key_first_sent_ms, last_sent_ms, after_ids";
 
+/// Turns the log's file to WAL (a setting the file keeps). Workers started at once on a new
+/// state directory all ask for it: SQLite answers `SQLITE_BUSY` at once, without waiting
+/// for its busy timeout, to every connection but the one that converts the file, so a busy
+/// answer is asked again, every 10 ms, until the file is WAL or [`BUSY_TIMEOUT_MS`] has
+/// passed.
+fn wal(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let deadline = std::time::Instant::now() + Duration::from_millis(BUSY_TIMEOUT_MS);
+    loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+                    Some(format!("the log's file cannot be WAL (journal mode {mode})")),
+                ));
+            }
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// The intent log.
 pub struct IntentLog {
     conn: Handle,
@@ -89,7 +115,7 @@ impl IntentLog {
         no_memory_statistics();
         let conn = Connection::open(path).map_err(err)?;
         conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(err)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+        wal(&conn).map_err(err)?;
         let sync = match durability {
             Durability::Full => "FULL",
             Durability::Normal => "NORMAL",
@@ -725,6 +751,33 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<Result<Intent, String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Several workers started at once on a state directory nobody has used yet: each opens
+    /// the log (creating it, turning on WAL, writing the schema) beside the others, and every
+    /// one of them gets it.
+    #[test]
+    fn workers_opening_a_new_log_at_once_all_get_it() {
+        let root = std::env::temp_dir().join(format!("twice-log-opening-{}", std::process::id()));
+        for round in 0..40 {
+            let dir = root.join(round.to_string());
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("intents.sqlite");
+            let start = std::sync::Barrier::new(6);
+            let failures: Vec<String> = std::thread::scope(|scope| {
+                let opening: Vec<_> = (0..6)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            start.wait();
+                            IntentLog::open(&path, Durability::Full).err().map(|e| e.to_string())
+                        })
+                    })
+                    .collect();
+                opening.into_iter().filter_map(|t| t.join().unwrap()).collect()
+            });
+            assert!(failures.is_empty(), "round {round}: {failures:?}");
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn a_second_worker_opens_the_log_while_another_holds_the_write_lock() {
