@@ -8,7 +8,6 @@ mod control;
 mod faults;
 mod files;
 mod fuzz_corpus;
-mod fuzz_http;
 mod limits;
 mod messages;
 mod multipart;
