@@ -1,10 +1,12 @@
 //! What the tests of the example executors (Python, TypeScript) share: turns on the machine,
 //! work directories, the whole catalog live, the table of bug switches, and the check that an
-//! example's copy of the action table is the vocabulary's.
+//! example's copy of the action table is the vocabulary's, and the check that an example's
+//! intent log opens while another worker holds the new file's write lock.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use harness::check;
 use harness::live::ExecutorCommand;
@@ -173,4 +175,64 @@ pub(super) fn the_action_tables_are_the_vocabularys(tables: &serde_json::Value) 
     assert_eq!(tables["result_fields"], serde_json::Value::Object(want_fields));
     assert_eq!(tables["business_key"], serde_json::Value::Object(want_keys));
     assert_eq!(tables["takes_reference"], serde_json::Value::Object(want_refs));
+}
+
+/// How long the other connection holds the new log's write lock: long enough that a log which
+/// does not wait for it has failed by then.
+const WAL_HOLD_MS: u64 = 300;
+/// A lock script that has not finished by then is killed and the test fails.
+const WAL_SCRIPT_LIMIT: Duration = Duration::from_secs(60);
+/// How often a running lock script is looked at.
+const WAL_SCRIPT_POLL: Duration = Duration::from_millis(20);
+
+/// Workers started together on a new state directory: one creates the intent log while the
+/// others switch it to WAL, which SQLite answers with "database is locked" at once, whatever
+/// the busy timeout. `program script module dir hold_ms` (`tests/python/wal_busy.py`,
+/// `tests/node/wal_busy.mjs`) opens the example's log (`module`) while another connection
+/// holds the write lock for `hold_ms`; the log must wait for the lock and open.
+pub(super) fn opens_a_new_log_while_another_holds_its_lock(
+    prefix: &str,
+    program: &Path,
+    script: &str,
+    module: &Path,
+) {
+    let dir = work_dir(prefix, "wal-busy");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+    let mut child = std::process::Command::new(program)
+        .arg(&script)
+        .arg(module)
+        .arg(&dir)
+        .arg(WAL_HOLD_MS.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} cannot start: {e}", program.display()));
+    let deadline = Instant::now() + WAL_SCRIPT_LIMIT;
+    while child.try_wait().expect("the script can be waited for").is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} did not finish within {WAL_SCRIPT_LIMIT:?}", script.display());
+        }
+        std::thread::sleep(WAL_SCRIPT_POLL);
+    }
+    let out = child.wait_with_output().expect("the script's output can be read");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}: {}\n{stdout}{}",
+        script.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outcome: serde_json::Value = stdout
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| panic!("no JSON line from {}: {stdout}", script.display()));
+    assert_eq!(
+        outcome["opened"], true,
+        "a new intent log could not be opened while another worker held its write lock: {outcome}"
+    );
+    clean(&dir);
 }

@@ -411,3 +411,17 @@ fn the_python_action_tables_are_the_vocabularys() {
     let tables: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     crate::examples::the_action_tables_are_the_vocabularys(&tables);
 }
+
+/// Workers started together on a new state directory all open the log: see
+/// [`crate::examples::opens_a_new_log_while_another_holds_its_lock`].
+#[test]
+fn the_intent_log_opens_while_another_worker_holds_its_lock() {
+    let command = python_executor(&[]);
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/executors/python");
+    crate::examples::opens_a_new_log_while_another_holds_its_lock(
+        "python-executor",
+        &command.program,
+        "python/wal_busy.py",
+        &example,
+    );
+}

@@ -113,6 +113,19 @@ fn the_typescript_action_tables_are_the_vocabularys() {
     crate::examples::the_action_tables_are_the_vocabularys(&tables);
 }
 
+/// Workers started together on a new state directory all open the log: see
+/// [`crate::examples::opens_a_new_log_while_another_holds_its_lock`].
+#[test]
+fn the_intent_log_opens_while_another_worker_holds_its_lock() {
+    let module = node_executor_script().with_file_name("intentLog.js");
+    crate::examples::opens_a_new_log_while_another_holds_its_lock(
+        "typescript-executor",
+        std::path::Path::new("node"),
+        "node/wal_busy.mjs",
+        &module,
+    );
+}
+
 /// Steps that build on steps, through the protocol: the tests the reference executor and the
 /// Python example pass (`executor_workflow.rs`), on the TypeScript executor.
 mod workflows {

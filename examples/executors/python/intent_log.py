@@ -22,6 +22,7 @@ import dataclasses
 import json
 import sqlite3
 import threading
+import time
 
 import bugs
 
@@ -176,6 +177,27 @@ def holds_nonce(intent):
     return not (intent.state == "failed" or escalated_unsent) or intent.maybe_executed
 
 
+# How long to wait between two tries at switching a new log to WAL.
+WAL_RETRY_S = 0.01
+
+
+def _wal(db):
+    """Switch the log to WAL mode.
+
+    Workers started together on a new state directory all ask at once. SQLite answers a
+    concurrent switch with "database is locked" straight away, without waiting out the busy
+    timeout, so ask again until the file is WAL, within that same timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorname != "SQLITE_BUSY" or time.monotonic() >= deadline:
+                raise
+            time.sleep(WAL_RETRY_S)
+
+
 class IntentLog:
     def __init__(self, path):
         if bugs.BUG == "memory-only":
@@ -187,7 +209,7 @@ class IntentLog:
         self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         self.lock = threading.Lock()
         self.db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        self.db.execute("PRAGMA journal_mode = WAL")
+        _wal(self.db)
         self.db.execute("PRAGMA synchronous = FULL")
         # Create the tables only when they are missing. Opening an existing log must not need
         # the write lock: another worker may hold it, stopped (SIGSTOP) in mid-commit, and the

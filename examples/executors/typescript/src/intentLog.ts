@@ -253,6 +253,29 @@ export function isLocked(error: unknown): boolean {
   return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
 }
 
+/** How long to wait between two tries at switching a new log to WAL. */
+const WAL_RETRY_MS = 10;
+
+/**
+ * Switch the log to WAL mode. Workers started together on a new state directory all ask at
+ * once, and SQLite answers a concurrent switch with SQLITE_BUSY straight away, without waiting
+ * out the busy timeout: so ask again until the file is WAL, within that same timeout. The
+ * constructor is synchronous, hence the blocking wait.
+ */
+function wal(db: Database.Database): void {
+  const deadline = Date.now() + BUSY_TIMEOUT_MS;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      db.pragma("journal_mode = WAL");
+      return;
+    } catch (error) {
+      if (!isLocked(error) || Date.now() >= deadline) throw error;
+      Atomics.wait(pause, 0, 0, WAL_RETRY_MS);
+    }
+  }
+}
+
 export class IntentLog {
   private readonly db: Database.Database;
 
@@ -262,7 +285,7 @@ export class IntentLog {
       path = ":memory:";
     }
     this.db = new Database(path, { timeout: BUSY_TIMEOUT_MS });
-    this.db.pragma("journal_mode = WAL");
+    wal(this.db);
     this.db.pragma("synchronous = FULL");
     // Create the tables only when they are missing. Opening an existing log must not need the
     // write lock: another worker may hold it, stopped (SIGSTOP) in mid-commit, and the harness
