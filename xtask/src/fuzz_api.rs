@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::venv::fnv1a64;
+use crate::venv::Venv;
 use crate::{cargo, exit_code, root, target_dir};
 
 pub const USAGE: &str = "\
@@ -377,43 +377,18 @@ fn har_entries(har: &Value) -> u64 {
 /// Makes `target/schemathesis-venv` hold exactly `xtask/fuzz-api-requirements.txt`; returns
 /// the path of its `st`.
 fn prepare_venv(root: &Path, target: &Path) -> Result<PathBuf> {
-    let requirements_path = root.join(REQUIREMENTS);
-    let requirements = fs::read(&requirements_path)
-        .with_context(|| format!("could not read {}", requirements_path.display()))?;
-    let hash = format!("fnv1a64:{:016x}\n", fnv1a64(&requirements));
-    let venv = target.join(VENV_DIR);
-    let python = venv.join("bin").join("python");
-    let st = venv.join("bin").join("st");
-    let stamp = venv.join(VENV_STAMP);
-    if st.exists() && fs::read_to_string(&stamp).is_ok_and(|s| s == hash) {
-        println!("xtask: {} is up to date with {REQUIREMENTS}", venv.display());
-        return Ok(st);
+    let venv = Venv {
+        dir: target.join(VENV_DIR),
+        requirements: REQUIREMENTS,
+        also_hashed: &[],
+        stamp: VENV_STAMP,
+        rerun: "cargo xtask fuzz-api",
+    };
+    let python = venv.prepare(root, |_, _| Ok(()))?;
+    let st = python.with_file_name("st");
+    if !st.exists() {
+        bail!("{} installed no `st`: is schemathesis in {REQUIREMENTS}?", venv.dir.display());
     }
-    if !python.exists() {
-        println!("xtask: creating Python venv {} (python3 -m venv)", venv.display());
-        let status = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .stdin(Stdio::null())
-            .status()
-            .context("could not run python3 to create the venv: is Python 3 installed?")?;
-        if !status.success() {
-            bail!("`python3 -m venv {}` failed ({status})", venv.display());
-        }
-    }
-    // A stamp only after a complete install: an interrupted one is redone next time.
-    let _ = fs::remove_file(&stamp);
-    println!("xtask: installing {REQUIREMENTS} into {} (pip)", venv.display());
-    let status = Command::new(&python)
-        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "-r"])
-        .arg(&requirements_path)
-        .stdin(Stdio::null())
-        .status()
-        .with_context(|| format!("could not run {}", python.display()))?;
-    if !status.success() {
-        bail!("`pip install -r {REQUIREMENTS}` into {} failed ({status})", venv.display());
-    }
-    fs::write(&stamp, &hash).with_context(|| format!("could not write {}", stamp.display()))?;
     Ok(st)
 }
 

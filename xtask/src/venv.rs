@@ -1,6 +1,7 @@
 //! The Python venv of the SDK tests, the Python kit's tests and the Python benchmark
 //! (`target/twice-venv`), kept exactly at `tests/requirements.txt` plus the kit of
-//! `clients/python`: both commands prepare it, so it has a module of its own.
+//! `clients/python`: both commands prepare it, so it has a module of its own. Other pinned
+//! venvs (`cargo xtask fuzz-api`'s) are made the same way, by [`Venv`].
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -28,83 +29,127 @@ const KIT_PYPROJECT: &str = "clients/python/pyproject.toml";
 /// requirements or the kit's `pyproject.toml` changed since the last install (or none
 /// finished).
 pub(crate) fn prepare_venv(root: &Path) -> Result<PathBuf> {
-    let requirements_path = root.join(REQUIREMENTS);
-    let requirements = fs::read(&requirements_path)
-        .with_context(|| format!("could not read {}", requirements_path.display()))?;
-    let kit_pyproject_path = root.join(KIT_PYPROJECT);
-    let kit_pyproject = fs::read(&kit_pyproject_path)
-        .with_context(|| format!("could not read {}", kit_pyproject_path.display()))?;
-    let hash = format!("fnv1a64:{:016x}\n", fnv1a64(&[requirements, kit_pyproject].concat()));
-    let venv = target_dir(root).join(VENV_DIR);
-    let python = venv.join("bin").join("python");
-    let stamp = venv.join(VENV_STAMP);
-    let retry = format!(
-        "fix the cause above and run `cargo xtask test` again; to start from scratch, delete {} first",
-        venv.display()
-    );
-
-    if python.exists() && fs::read_to_string(&stamp).is_ok_and(|s| s == hash) {
-        println!("xtask: Python venv {} is up to date with {REQUIREMENTS}", venv.display());
-        return Ok(python);
-    }
-    if !python.exists() {
-        println!("xtask: creating Python venv {} (python3 -m venv)", venv.display());
-        let status = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
+    let venv = Venv {
+        dir: target_dir(root).join(VENV_DIR),
+        requirements: REQUIREMENTS,
+        also_hashed: &[KIT_PYPROJECT],
+        stamp: VENV_STAMP,
+        rerun: "cargo xtask test",
+    };
+    venv.prepare(root, |python, retry| {
+        // Editable, so the kit's tests always run its current code; without build isolation
+        // and dependencies, so the build uses the flit_core pinned above and pip fetches
+        // nothing.
+        println!("xtask: installing the Python kit {KIT} into {} (pip, editable)", venv.dir.display());
+        let status = Command::new(python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "-e",
+            ])
+            .arg(root.join(KIT))
             .stdin(Stdio::null())
             .status()
-            .with_context(|| {
-                format!("could not run python3 to create the venv: is Python 3 installed?\n{retry}")
-            })?;
+            .with_context(|| format!("could not run {}\n{retry}", python.display()))?;
+        if !status.success() {
+            bail!("`pip install -e {KIT}` into {} failed ({status})\n{retry}", venv.dir.display());
+        }
+        Ok(())
+    })
+}
+
+/// A venv under the target directory kept exactly at a pinned requirements file: installed
+/// again only when that file (or another it depends on) changed since the last complete
+/// install, which a stamp of their hash in the venv records.
+pub(crate) struct Venv<'a> {
+    /// Where the venv lives.
+    pub(crate) dir: PathBuf,
+    /// The requirements file, relative to the repository's root.
+    pub(crate) requirements: &'a str,
+    /// Other files, relative to the root, whose change calls for an install too.
+    pub(crate) also_hashed: &'a [&'a str],
+    /// The stamp's file name in the venv.
+    pub(crate) stamp: &'a str,
+    /// The command that prepares the venv, named in the advice after a failure.
+    pub(crate) rerun: &'a str,
+}
+
+impl Venv<'_> {
+    /// Makes the venv hold what its requirements ask for, then runs `finish` (given the
+    /// interpreter and the advice to print after a failure) before the stamp is written;
+    /// returns the absolute path of the venv's interpreter.
+    pub(crate) fn prepare(
+        &self,
+        root: &Path,
+        finish: impl FnOnce(&Path, &str) -> Result<()>,
+    ) -> Result<PathBuf> {
+        let mut hashed = Vec::new();
+        for file in std::iter::once(&self.requirements).chain(self.also_hashed) {
+            let path = root.join(file);
+            hashed.extend(fs::read(&path).with_context(|| format!("could not read {}", path.display()))?);
+        }
+        let hash = format!("fnv1a64:{:016x}\n", fnv1a64(&hashed));
+        let venv = &self.dir;
+        let python = venv.join("bin").join("python");
+        let stamp = venv.join(self.stamp);
+        let retry = format!(
+            "fix the cause above and run `{}` again; to start from scratch, delete {} first",
+            self.rerun,
+            venv.display()
+        );
+
+        if python.exists() && fs::read_to_string(&stamp).is_ok_and(|s| s == hash) {
+            println!("xtask: Python venv {} is up to date with {}", venv.display(), self.requirements);
+            return Ok(python);
+        }
+        if !python.exists() {
+            println!("xtask: creating Python venv {} (python3 -m venv)", venv.display());
+            let status = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(venv)
+                .stdin(Stdio::null())
+                .status()
+                .with_context(|| {
+                    format!("could not run python3 to create the venv: is Python 3 installed?\n{retry}")
+                })?;
+            if !status.success() {
+                bail!(
+                    "`python3 -m venv {}` failed ({status}); on Debian or Ubuntu the venv module is in the \
+                     python3-venv package\n{retry}",
+                    venv.display()
+                );
+            }
+        }
+        // A stamp only after a complete install: an interrupted one is redone next time.
+        let _ = fs::remove_file(&stamp);
+        println!(
+            "xtask: installing {} into {} (pip; this can take a few minutes the first time)",
+            self.requirements,
+            venv.display()
+        );
+        let status = Command::new(&python)
+            .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "-r"])
+            .arg(root.join(self.requirements))
+            .stdin(Stdio::null())
+            .status()
+            .with_context(|| format!("could not run {}\n{retry}", python.display()))?;
         if !status.success() {
             bail!(
-                "`python3 -m venv {}` failed ({status}); on Debian or Ubuntu the venv module is in the \
-                 python3-venv package\n{retry}",
+                "`pip install -r {}` into {} failed ({status})\n{retry}",
+                self.requirements,
                 venv.display()
             );
         }
+        finish(&python, &retry)?;
+        fs::write(&stamp, &hash).with_context(|| format!("could not write {}", stamp.display()))?;
+        println!("xtask: {} installed into {}", self.requirements, venv.display());
+        Ok(python)
     }
-    // A stamp only after a complete install: an interrupted one is redone next time.
-    let _ = fs::remove_file(&stamp);
-    println!(
-        "xtask: installing the Python test dependencies from {REQUIREMENTS} into {} \
-         (pip; this can take a few minutes the first time)",
-        venv.display()
-    );
-    let status = Command::new(&python)
-        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "-r"])
-        .arg(&requirements_path)
-        .stdin(Stdio::null())
-        .status()
-        .with_context(|| format!("could not run {}\n{retry}", python.display()))?;
-    if !status.success() {
-        bail!("`pip install -r {REQUIREMENTS}` into {} failed ({status})\n{retry}", venv.display());
-    }
-    // Editable, so the kit's tests always run its current code; without build isolation and
-    // dependencies, so the build uses the flit_core pinned above and pip fetches nothing.
-    println!("xtask: installing the Python kit {KIT} into {} (pip, editable)", venv.display());
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-e",
-        ])
-        .arg(root.join(KIT))
-        .stdin(Stdio::null())
-        .status()
-        .with_context(|| format!("could not run {}\n{retry}", python.display()))?;
-    if !status.success() {
-        bail!("`pip install -e {KIT}` into {} failed ({status})\n{retry}", venv.display());
-    }
-    fs::write(&stamp, &hash).with_context(|| format!("could not write {}", stamp.display()))?;
-    println!("xtask: Python test dependencies installed");
-    Ok(python)
 }
 
 /// FNV-1a, 64 bits: stable across Rust versions, enough to notice an edited file.
