@@ -381,9 +381,13 @@ fn parse_wei(value: &Value) -> Result<U256, String> {
         Value::Number(n) if n.is_u64() => n.to_string(),
         other => return Err(format!("a balance is a decimal or 0x hex string of wei, not {other}")),
     };
+    // from_str_radix reads no digits as zero: an empty balance is a mistake, not nothing.
     let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => U256::from_str_radix(hex, 16),
-        None => U256::from_str_radix(&text, 10),
+        Some(hex) if !hex.is_empty() => U256::from_str_radix(hex, 16),
+        None if !text.is_empty() => U256::from_str_radix(&text, 10),
+        _ => {
+            return Err(format!("invalid balance \"{text}\": a decimal or 0x hex string of wei, with digits"));
+        }
     };
     parsed.map_err(|_| format!("invalid balance \"{text}\": a decimal or 0x hex string of wei"))
 }
@@ -482,6 +486,16 @@ pub fn sign_transfer(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_balance_without_digits_is_refused() {
+        for balance in ["", "0x", "0X"] {
+            assert!(super::parse_wei(&serde_json::json!(balance)).is_err(), "{balance:?}");
+        }
+        assert_eq!(super::parse_wei(&serde_json::json!("0x10")), Ok(super::U256::from(16u64)));
+        assert_eq!(super::parse_wei(&serde_json::json!("10")), Ok(super::U256::from(10u64)));
+        assert_eq!(super::parse_wei(&serde_json::json!(7)), Ok(super::U256::from(7u64)));
+    }
+
     use alloy_consensus::transaction::SignerRecoverable;
     use alloy_eips::eip2718::Decodable2718;
 

@@ -523,6 +523,105 @@ fn the_openapi_fault_names_are_the_faults_a_fake_arms() {
     });
 }
 
+/// What `docs/openapi/fakes.json` says a `POST /__twice/seed` body is, per fake
+/// (`PaymentsSeed`, `FilesSeed`, `ChainSeed`), is what each fake takes: its example seeds
+/// (201); the fields it lists, at the top and in each array's items, are exactly those the fake
+/// reads (a body with one more field is refused, and the refusal names the fields it knows);
+/// another fake's example is refused; the permissions it lists are the payments fake's; and
+/// workspaces and messages refuse every seed. The document once said "any object", and
+/// schemathesis's seeds were nearly all refused.
+#[test]
+fn the_openapi_seed_bodies_are_what_each_fake_takes() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi/fakes.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let seeds = [("payments", "PaymentsSeed"), ("files", "FilesSeed"), ("chain", "ChainSeed")];
+    let documented = doc["paths"]["/__twice/seed"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        ["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|branch| branch["$ref"].as_str().unwrap().trim_start_matches("#/components/schemas/").to_string())
+        .collect::<Vec<_>>();
+    assert_eq!(documented, seeds.map(|(_, schema)| schema.to_string()));
+    let names = |properties: &Value| -> std::collections::BTreeSet<String> {
+        properties.as_object().unwrap().keys().cloned().collect()
+    };
+    // The field names a refusal of an unknown field lists after "expected".
+    let known = |error: &Value| -> std::collections::BTreeSet<String> {
+        let message = error["error"]["message"].as_str().unwrap();
+        let after = &message[message.find(", expected").unwrap_or_else(|| panic!("{message}"))..];
+        after.split('`').skip(1).step_by(2).map(str::to_string).collect()
+    };
+    runtime().block_on(async {
+        let served = serve::start(&args()).await.unwrap();
+        let urls = served.urls();
+        let seed =
+            |service: &str, body: Value| json_of("POST", format!("{}/__twice/seed", urls[service]), body);
+        let reset = |service: &str| json_of("POST", format!("{}/__twice/reset", urls[service]), Value::Null);
+        for (service, schema_name) in seeds {
+            let schema = &schemas[schema_name];
+            let example = schema["example"].clone();
+            assert_eq!(
+                names(&example),
+                names(&schema["properties"]),
+                "{schema_name}'s example sets every field"
+            );
+            let (status, body) = seed(service, example.clone()).await;
+            assert_eq!(status, 201, "{service} refused {schema_name}'s example: {body}");
+            reset(service).await;
+
+            let mut extra = example.clone();
+            extra["unexpected"] = json!(1);
+            let (status, body) = seed(service, extra).await;
+            assert_eq!(status, 400, "{service}: {body}");
+            assert_eq!(known(&body), names(&schema["properties"]), "{service}: the fields of {schema_name}");
+            // Each array of objects: its items' fields.
+            for (field, property) in schema["properties"].as_object().unwrap() {
+                let Some(items) = property["items"]["properties"].as_object() else { continue };
+                let mut extra = example.clone();
+                extra[field][0]["unexpected"] = json!(1);
+                let (status, body) = seed(service, extra).await;
+                assert_eq!(status, 400, "{service} {field}: {body}");
+                assert_eq!(
+                    known(&body),
+                    items.keys().cloned().collect(),
+                    "{service}: the fields of an item of {schema_name}.{field}"
+                );
+            }
+            for (other, other_schema) in seeds.iter().filter(|(other, _)| *other != service) {
+                let (status, body) = seed(service, schemas[*other_schema]["example"].clone()).await;
+                assert_eq!(status, 400, "{service} took {other}'s seed: {body}");
+            }
+            reset(service).await;
+        }
+        for service in ["workspaces", "messages"] {
+            for (_, schema_name) in seeds {
+                let (status, body) = seed(service, schemas[schema_name]["example"].clone()).await;
+                assert_eq!(status, 400, "{service} took a seed: {body}");
+            }
+        }
+        let permissions: Vec<&str> =
+            schemas["Permission"]["enum"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+        let (status, body) = seed(
+            "payments",
+            json!({"restricted_keys": [{"key": "rk_test_all", "permissions": permissions}]}),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        let (status, body) = seed(
+            "payments",
+            json!({"restricted_keys": [{"key": "rk_test_none", "permissions": ["rak_nothing"]}]}),
+        )
+        .await;
+        assert_eq!(status, 400, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        let listed = message.rsplit("known: ").next().unwrap();
+        assert_eq!(listed.split(", ").collect::<Vec<_>>(), permissions, "{message}");
+        served.stop().await;
+    });
+}
+
 /// Serve's endpoint answers a path it has, asked with a method it does not take, 405 with
 /// `Allow`; a path it does not have stays 404. Found by `cargo xtask fuzz-api`
 /// (schemathesis's `unsupported_method` check), when both answered 404.
