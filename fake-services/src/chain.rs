@@ -386,7 +386,9 @@ fn parse_wei(value: &Value) -> Result<U256, String> {
         Some(hex) if !hex.is_empty() => U256::from_str_radix(hex, 16),
         None if !text.is_empty() => U256::from_str_radix(&text, 10),
         _ => {
-            return Err(format!("invalid balance \"{text}\": a decimal or 0x hex string of wei, with digits"));
+            return Err(format!(
+                "invalid balance \"{text}\": a decimal or 0x hex string of wei, with digits"
+            ));
         }
     };
     parsed.map_err(|_| format!("invalid balance \"{text}\": a decimal or 0x hex string of wei"))
