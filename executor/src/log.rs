@@ -779,6 +779,28 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
+    /// The same race made certain: another connection holds a new file's write lock while the
+    /// log opens, as one worker creating the log does to the others. The switch to WAL is
+    /// answered busy at once; the log waits for the lock (released after 300 ms) and opens.
+    #[test]
+    fn a_new_log_opens_while_another_connection_holds_its_write_lock() {
+        let dir = std::env::temp_dir().join(format!("twice-log-new-locked-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("intents.sqlite");
+        let holder = Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let opened = std::thread::scope(|scope| {
+            let opening =
+                scope.spawn(|| IntentLog::open(&path, Durability::Full).map(drop).map_err(|e| e.to_string()));
+            std::thread::sleep(Duration::from_millis(300));
+            holder.execute_batch("COMMIT").unwrap();
+            opening.join().unwrap()
+        });
+        assert_eq!(opened, Ok(()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_second_worker_opens_the_log_while_another_holds_the_write_lock() {
         let dir = std::env::temp_dir().join(format!("twice-log-lock-{}", std::process::id()));
