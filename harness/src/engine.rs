@@ -497,6 +497,10 @@ impl<B: Backend> Engine<'_, B> {
 
     async fn act(&mut self) {
         let scenario = self.scenario;
+        // The intents the executor did not accept, each with whether it was for an action (or
+        // a feature) it does not support. A step after one of them is never proposed: the
+        // protocol promises that every `after` id was proposed, and accepted, before it.
+        let mut not_accepted: BTreeMap<&str, bool> = BTreeMap::new();
         for intent in &scenario.intents {
             if intent.is_step() && !self.backend.supports_workflows() {
                 // Reported as unsupported, as an action the executor does not know would be:
@@ -504,6 +508,22 @@ impl<B: Backend> Engine<'_, B> {
                 self.observed.unsupported_steps.push(intent.id.clone());
                 let why = format!("not proposed: the executor does not announce \"{WORKFLOWS_FEATURE}\"");
                 self.observed.unacknowledged.insert(intent.id.clone(), why);
+                not_accepted.insert(&intent.id, true);
+                continue;
+            }
+            let before = intent.after.iter().find_map(|id| not_accepted.get_key_value(id.as_str()));
+            if let Some((&before, &unsupported)) = before {
+                // Unsupported all the way down: exempt, as its predecessor is. A predecessor
+                // refused for another reason leaves the step unacknowledged, and judged.
+                let why = if unsupported {
+                    self.observed.unsupported_steps.push(intent.id.clone());
+                    format!("not proposed: it comes after {before}, which the executor does not support")
+                } else {
+                    format!("not proposed: it comes after {before}, which the executor did not accept")
+                };
+                self.moment(FIRST_WORKER, "not proposed", format!("{}: {why}", intent.id));
+                self.observed.unacknowledged.insert(intent.id.clone(), why);
+                not_accepted.insert(&intent.id, unsupported);
                 continue;
             }
             match self.call(FIRST_WORKER, Request::Propose(intent)).await {
@@ -528,9 +548,12 @@ impl<B: Backend> Engine<'_, B> {
                         self.observed.unsupported.push(intent.action.clone());
                     }
                     self.observed.unacknowledged.insert(intent.id.clone(), why);
+                    not_accepted.insert(&intent.id, unsupported);
                 }
                 Ok(other) => return self.unexpected(FIRST_WORKER, "propose", &other),
                 Err(CallError::Gone) => {
+                    // It may have been recorded before the worker went: a step after it is
+                    // still proposed, and the executor judges whether it knows its predecessor.
                     self.observed.unacknowledged.insert(intent.id.clone(), "the worker was down".into());
                 }
                 Err(CallError::Broken(why)) => return self.fail(why),

@@ -324,7 +324,9 @@ fn checks(scenarios: &[Scenario]) -> Vec<Check> {
     for state in State::ALL.into_iter().filter(|s| s.is_terminal()) {
         out.push(Check {
             name: format!("an intent expected {state}"),
-            scenarios: names(&|s| s.expect.values().any(|v| State::parse(v) == Some(state))),
+            scenarios: names(&|s| {
+                s.expect.values().any(|v| v.states().iter().any(|v| State::parse(v) == Some(state)))
+            }),
         });
     }
     // A refusal that needs a person's decision is answered otherwise than one that says "not

@@ -27,7 +27,8 @@ pub mod write;
 
 pub use catalog::{CATALOG, catalog};
 pub use model::{
-    Event, EventAction, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario, ServiceFault,
+    Event, EventAction, Expected, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario,
+    ServiceFault,
 };
 pub use parse::{LoadError, ScenarioError, parse_file, parse_scenario};
 pub use validate::{FieldPath, Invalid};

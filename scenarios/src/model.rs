@@ -67,10 +67,49 @@ pub struct Scenario {
     /// Process events, each at an observation point.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<Event>,
-    /// Final states the scenario expects (intent id to state), beyond the invariants.
+    /// Final states the scenario accepts (intent id to one state, or to every state that is
+    /// honest there), beyond the invariants.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "crate::schema::expect")]
-    pub expect: BTreeMap<String, String>,
+    pub expect: BTreeMap<String, Expected>,
+}
+
+/// The terminal states a scenario accepts for one intent: one, or each of several where more
+/// than one is honest (a write refused for a person's decision may end `escalated` or
+/// `failed`: both say truly that nothing was done). Written as a string or an array of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Expected {
+    One(String),
+    AnyOf(Vec<String>),
+}
+
+impl Expected {
+    /// The accepted states, in the order the scenario lists them.
+    pub fn states(&self) -> &[String] {
+        match self {
+            Expected::One(state) => std::slice::from_ref(state),
+            Expected::AnyOf(states) => states,
+        }
+    }
+
+    /// Whether `state` (as an executor reports it) is one of the accepted states.
+    pub fn accepts(&self, state: &str) -> bool {
+        self.states().iter().any(|s| s.trim().eq_ignore_ascii_case(state.trim()))
+    }
+}
+
+impl From<&str> for Expected {
+    fn from(state: &str) -> Self {
+        Expected::One(state.to_string())
+    }
+}
+
+/// "escalated", or "escalated or failed".
+impl std::fmt::Display for Expected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.states().join(" or "))
+    }
 }
 
 impl Scenario {

@@ -24,8 +24,8 @@ use vocabulary::rule::FAULT_KINDS;
 use vocabulary::{ContractPatch, FaultRule, FaultSpec};
 
 use crate::model::{
-    Event, EventAction, FIRST_WORKER, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario,
-    ServiceFault,
+    Event, EventAction, Expected, FIRST_WORKER, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point,
+    Scenario, ServiceFault,
 };
 use crate::validate::{FieldPath, Segment, render_hint, suggest};
 
@@ -431,7 +431,7 @@ fn convert(doc: &Spanned<DeTable<'_>>) -> Res<Scenario> {
         let expect = Table::of(v, "[expect]")?;
         let mut states = BTreeMap::new();
         for (id, state) in &expect.entries {
-            states.insert(id.get_ref().to_string(), string(state, id.get_ref())?);
+            states.insert(id.get_ref().to_string(), expected(state, id.get_ref())?);
         }
         scenario.expect = states;
     }
@@ -486,6 +486,23 @@ fn intent(table: &Table<'_, '_>) -> Res<IntentSpec> {
         replaces: table.opt_string("replaces")?,
         after: table.get("after").map(|v| strings(v, "after")).transpose()?.unwrap_or_default(),
     })
+}
+
+/// An `[expect]` value: a state, or an array of the states that are each honest.
+fn expected(value: &Val<'_>, key: &str) -> Res<Expected> {
+    match value.get_ref() {
+        DeValue::String(s) => Ok(Expected::One(s.to_string())),
+        DeValue::Array(items) if !items.is_empty() => {
+            Ok(Expected::AnyOf(items.iter().map(|item| string(item, key)).collect::<Res<_>>()?))
+        }
+        other => Err(Located::new(
+            value.span(),
+            format!("`{key}` must be a state or a non-empty array of states, found {}", a(other)),
+        )
+        .hint(format!(
+            "write {key} = \"confirmed\", or {key} = [\"escalated\", \"failed\"] where each is honest"
+        ))),
+    }
 }
 
 /// An array of strings, such as an intent's `after`.

@@ -77,13 +77,18 @@ pub(crate) fn services(generator: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// `[expect]`: intent id to a state name.
+/// `[expect]`: intent id to a state name, or to the states that are each honest there.
 pub(crate) fn expect(generator: &mut SchemaGenerator) -> Schema {
     let state = vocabulary::schema::state_name(generator);
     json_schema!({
         "type": "object",
-        "description": "Final states the scenario expects (intent id to state), beyond the invariants.",
-        "additionalProperties": state
+        "description": "Final states the scenario accepts (intent id to a state, or to an array of the states that are each honest there), beyond the invariants.",
+        "additionalProperties": {
+            "oneOf": [
+                state,
+                { "type": "array", "items": state, "minItems": 1, "uniqueItems": true }
+            ]
+        }
     })
 }
 

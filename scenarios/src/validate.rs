@@ -17,7 +17,9 @@ mod values;
 
 use values::*;
 
-use crate::model::{CHAIN_ACCOUNT_BALANCE_WEI, ETHER_WEI, EventAction, FIRST_WORKER, Point, Scenario};
+use crate::model::{
+    CHAIN_ACCOUNT_BALANCE_WEI, ETHER_WEI, EventAction, Expected, FIRST_WORKER, Point, Scenario,
+};
 
 /// Every service a scenario can name.
 pub use vocabulary::SERVICES;
@@ -595,12 +597,19 @@ impl Scenario {
 
     fn check_expect(&self, at: &FieldPath) -> Check {
         let ids: Vec<&str> = self.intents.iter().map(|i| i.id.as_str()).collect();
-        for (id, state) in &self.expect {
+        for (id, expected) in &self.expect {
             if !ids.contains(&id.as_str()) {
                 return Err(Invalid::unknown(at.key(id).name_of_key(), "intent", id, &ids));
             }
-            if !STATES.contains(&state.as_str()) {
-                return Err(Invalid::unknown(at.key(id), "state", state, STATES));
+            let one = matches!(expected, Expected::One(_));
+            for (i, state) in expected.states().iter().enumerate() {
+                let here = if one { at.key(id) } else { at.key(id).index(i) };
+                if !STATES.contains(&state.as_str()) {
+                    return Err(Invalid::unknown(here, "state", state, STATES));
+                }
+                if expected.states()[..i].contains(state) {
+                    return Err(Invalid::new(here, format!("`{state}` is listed twice")));
+                }
             }
         }
         Ok(())

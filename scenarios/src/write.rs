@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 use vocabulary::FaultSpec;
 
-use crate::model::{Event, EventAction, FIRST_WORKER, IntentSpec, Point, Scenario, ServiceFault};
+use crate::model::{Event, EventAction, Expected, FIRST_WORKER, IntentSpec, Point, Scenario, ServiceFault};
 use crate::validate::{Invalid, is_bare_key};
 
 /// The scenario as a TOML file that starts with `header` as comment lines (the seed, the
@@ -86,8 +86,14 @@ fn write(scenario: &Scenario, header: &str) -> String {
     }
     if !scenario.expect.is_empty() {
         out.push_str("\n[expect]\n");
-        for (id, state) in &scenario.expect {
-            pair(&mut out, &key(id), &string(state));
+        for (id, expected) in &scenario.expect {
+            let value = match expected {
+                Expected::One(state) => string(state),
+                Expected::AnyOf(states) => {
+                    format!("[{}]", states.iter().map(|s| string(s)).collect::<Vec<_>>().join(", "))
+                }
+            };
+            pair(&mut out, &key(id), &value);
         }
     }
     out

@@ -5,6 +5,7 @@
 //! ledger and journal. They need the interpreter of the venv that `cargo xtask test` builds
 //! from `tests/requirements.txt`, passed in `TWICE_PYTHON`.
 
+mod accuracy;
 mod action;
 mod boundaries;
 mod byo;

@@ -146,26 +146,89 @@ pub enum Bug {
     /// moment, like a 429: retried within the attempts. Once the permission is granted or the
     /// input accepted, the retry goes through, and nobody decided anything.
     RetryA403,
+    /// A message the inbox shows was never delivered is sent again under the key it was sent
+    /// with, as if a key could only ever replay a delivery: the service replays the hollow
+    /// 200 it saved under that key, and nothing is sent.
+    OldKeyResend,
 }
 
-/// The factory: one style, at most one bug.
+/// The waits a careful executor chooses for itself, within the limits the harness announces.
+/// Every verdict must hold whatever it chooses: the accuracy grid (`accuracy.rs`) runs the
+/// catalog over several settings of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Each request's timeout: at most the announced `request_timeout_ms` (`None`: that one).
+    pub request_timeout_ms: Option<u64>,
+    /// Added to the settle and read-lag bounds (and to a key's retention) before a "not
+    /// there" is believed or a key trusted.
+    pub margin_ms: u64,
+    /// The wait between attempts, per attempt made (`None`: the request timeout).
+    pub backoff_ms: Option<u64>,
+    /// How long a worker owns an intent: at most the announced `lease_ms` (`None`: that one).
+    pub lease_ms: Option<u64>,
+    /// The pause between passes while draining (`None`: the announced one).
+    pub pass_pause_ms: Option<u64>,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            request_timeout_ms: None,
+            margin_ms: MARGIN_MS,
+            backoff_ms: None,
+            lease_ms: None,
+            pass_pause_ms: None,
+        }
+    }
+}
+
+/// Choices a correct executor may make otherwise than the reference, each honest
+/// (docs/protocol.md §7, "What each terminal state promises").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Choices {
+    /// A write refused for a person's decision, certainly without effect, ends `failed` (no
+    /// effect, none can appear, never sent again) instead of `escalated`.
+    pub refusals_fail: bool,
+    /// One worker at a time: a lock on the state directory, no leases and no fencing tokens
+    /// (row versions still keep two lives' writes apart). A second worker started on the same
+    /// state stands by, doing nothing, until the lock is free: its holder crashed.
+    pub single_worker: bool,
+    /// The actions it supports; the others are refused as unsupported (`None`: all).
+    pub actions: Option<&'static [&'static str]>,
+    pub timing: Timing,
+}
+
+/// The factory: one style, at most one bug, and its honest choices.
 #[derive(Debug, Clone, Copy)]
 pub struct Naive {
     pub style: Style,
     pub bug: Option<Bug>,
     /// Whether it announces workflow steps (an executor written before them does not).
     pub workflows: bool,
+    pub choices: Choices,
 }
 
 impl Naive {
     pub fn correct(style: Style) -> Naive {
-        Naive { style, bug: None, workflows: true }
+        Naive { style, bug: None, workflows: true, choices: Choices::default() }
     }
 
     pub fn with(style: Style, bug: Bug) -> Naive {
-        Naive { style, bug: Some(bug), workflows: true }
+        Naive { style, bug: Some(bug), workflows: true, choices: Choices::default() }
+    }
+
+    /// The same executor with other choices.
+    // The search benchmark, which includes this file, makes none.
+    #[allow(dead_code)]
+    pub fn choosing(self, choices: Choices) -> Naive {
+        Naive { choices, ..self }
     }
 }
+
+/// The state directories whose lock a [`Choices::single_worker`] worker holds, with the
+/// holder: the sim's stand-in for an exclusive `flock` that a process's death releases.
+static STATE_LOCKS: std::sync::LazyLock<Mutex<std::collections::HashMap<std::path::PathBuf, String>>> =
+    std::sync::LazyLock::new(Default::default);
 
 impl SimFactory for Naive {
     fn name(&self) -> String {
@@ -186,9 +249,18 @@ impl SimFactory for Naive {
             std::fs::create_dir_all(&setup.state_dir).map_err(|e| e.to_string())?;
             Store::File(setup.state_dir.join(STORE_FILE))
         };
+        // Its own waits, never longer than the harness announced.
+        let timing = self.choices.timing;
+        let mut limits = setup.limits;
+        limits.request_timeout_ms =
+            timing.request_timeout_ms.map_or(limits.request_timeout_ms, |t| t.min(limits.request_timeout_ms));
+        limits.lease_ms = timing.lease_ms.map_or(limits.lease_ms, |t| t.min(limits.lease_ms));
+        limits.pass_pause_ms = timing.pass_pause_ms.unwrap_or(limits.pass_pause_ms);
         Ok(Box::new(Worker {
             style: self.style,
             bug: self.bug,
+            choices: self.choices,
+            state_dir: setup.state_dir.clone(),
             owner: format!("{}#{}", setup.worker_id, setup.incarnation),
             worker_id: setup.worker_id.clone(),
             key_prefix: format!("{}.{}", setup.worker_id, setup.incarnation),
@@ -196,7 +268,7 @@ impl SimFactory for Naive {
                 worker_id: setup.worker_id,
                 services: setup.services,
                 secrets: setup.secrets,
-                limits: setup.limits,
+                limits,
             },
             clock: setup.clock,
             transport: setup.transport,
@@ -211,6 +283,9 @@ impl SimFactory for Naive {
 struct Worker {
     style: Style,
     bug: Option<Bug>,
+    choices: Choices,
+    /// Where its store lives; with [`Choices::single_worker`], what its lock is on.
+    state_dir: std::path::PathBuf,
     /// `worker#incarnation`: who holds a lease.
     owner: String,
     worker_id: String,
@@ -226,6 +301,31 @@ struct Worker {
     redone: Mutex<bool>,
 }
 
+impl Worker {
+    /// Whether this worker may act: always, but with [`Choices::single_worker`] only while it
+    /// holds (or can take) the lock on its state directory.
+    fn active(&self) -> bool {
+        if !self.choices.single_worker {
+            return true;
+        }
+        let mut locks = STATE_LOCKS.lock().unwrap_or_else(|p| p.into_inner());
+        let holder = locks.entry(self.state_dir.clone()).or_insert_with(|| self.owner.clone());
+        *holder == self.owner
+    }
+}
+
+/// A crashed worker's task is dropped, as a killed process's lock is released.
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.choices.single_worker {
+            let mut locks = STATE_LOCKS.lock().unwrap_or_else(|p| p.into_inner());
+            if locks.get(&self.state_dir) == Some(&self.owner) {
+                locks.remove(&self.state_dir);
+            }
+        }
+    }
+}
+
 impl SimExecutor for Worker {
     fn propose<'a>(&'a mut self, intent: &'a IntentSpec) -> BoxFuture<'a, Result<(), Refusal>> {
         Box::pin(async move { self.propose_now(intent) })
@@ -237,7 +337,7 @@ impl SimExecutor for Worker {
 
     fn reconcile(&mut self) -> BoxFuture<'_, Result<Vec<StateChange>, String>> {
         Box::pin(async move {
-            if self.has(Bug::NoReconciliation) {
+            if self.has(Bug::NoReconciliation) || !self.active() {
                 return Ok(vec![]);
             }
             Ok(self.pass().await.changes)

@@ -18,6 +18,7 @@ pub const NO_STALE_WRITE: &str = check::NO_STALE_WRITE;
 pub const LIVENESS: &str = check::LIVENESS;
 pub const WORKFLOW: &str = check::WORKFLOW;
 pub const REFUSAL_RESPECTED: &str = check::REFUSAL_RESPECTED;
+pub const EXPECTED_STATES: &str = check::EXPECTED_STATES;
 
 /// One broken executor and what must catch it.
 // The benchmark reads only some of the fields.
@@ -198,6 +199,18 @@ pub const MUTANTS: &[Mutant] = &[
         catalog: &[("messages_accepted_not_delivered", HONEST)],
         also: &[],
         generated: Some(HONEST),
+    },
+    Mutant {
+        name: "old-key-resend",
+        style: Style::KeyRetry,
+        bug: Bug::OldKeyResend,
+        failure_modes: &["accepted_not_delivered"],
+        // The inbox stays empty, so the message is sent again, under the key of the hollow
+        // 200: the service, which keeps keys a day, replays that 200 at every attempt, and the
+        // message ends `failed`, never delivered, where a new key delivers it.
+        catalog: &[("messages_accepted_not_delivered", EXPECTED_STATES)],
+        also: &[],
+        generated: None,
     },
     Mutant {
         name: "trusts-stale-read",

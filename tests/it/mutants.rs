@@ -25,7 +25,7 @@ use harness::run::{self, Case, Driver, Outcome, ScenarioResult, Source};
 use harness::sim::{Reference, SimFactory};
 use scenarios::Scenario;
 
-use crate::mutant_naive::{Naive, Style};
+use crate::mutant_naive::{Choices, Naive, Style};
 use crate::mutant_table::{MUTANTS, Mutant};
 
 /// The run seed of every catalog case here.
@@ -283,6 +283,7 @@ fn the_failure_modes_doc_matches_the_mutant_table() {
         .flatten()
         .chain(MUTANTS.iter().map(|m| m.name.to_string()))
         .chain(check::INVARIANTS.iter().map(|i| i.to_string()))
+        .chain([check::EXPECTED_STATES.to_string()])
         .collect();
     for row in &rows {
         for cell in row {
@@ -392,4 +393,38 @@ fn steps_are_unsupported_by_an_executor_without_workflows() {
     // held against it, and the draft it comes after is judged as usual.
     assert_eq!(result.outcome, Outcome::Passed, "{:?}", result.verdicts);
     assert!(result.intents.iter().any(|i| i.id == "draft" && i.effects.len() == 1));
+}
+
+/// An executor that does not support `files.put` refuses the welcome document, and the refund
+/// that comes after it is never proposed: it and the email after it are reported unsupported,
+/// exempt from every check, and the workspace before them is judged as usual.
+#[test]
+fn a_step_after_an_unsupported_intent_is_never_proposed() {
+    const WITHOUT_FILES: &[&str] =
+        &["payments.refund", "workspaces.create", "chain.transfer", "messages.send"];
+    let factory = Naive::correct(Style::KeyRetry)
+        .choosing(Choices { actions: Some(WITHOUT_FILES), ..Choices::default() });
+    let driver = Driver::Sim(&factory);
+    let dir = work_dir("partial-actions", "naive");
+    let result = run_catalog("onboarding_fault_at_every_step", &driver, &dir);
+    clean("partial-actions");
+    assert_eq!(result.observed.unsupported, vec!["files.put".to_string()]);
+    assert_eq!(
+        result.observed.unsupported_steps,
+        vec!["refund-setup-fee".to_string(), "welcome-email".to_string()]
+    );
+    assert!(
+        result.observed.unacknowledged["refund-setup-fee"].contains("comes after welcome-document"),
+        "{:?}",
+        result.observed.unacknowledged
+    );
+    let proposed: Vec<&str> =
+        result.observed.timeline.iter().filter(|m| m.kind == "proposed").map(|m| m.detail.as_str()).collect();
+    assert_eq!(proposed, vec!["create-workspace"], "only the workspace is proposed");
+    for id in ["welcome-document", "refund-setup-fee", "welcome-email"] {
+        let intent = result.intents.iter().find(|i| i.id == id).expect("listed");
+        assert!(intent.unsupported && intent.effects.is_empty(), "{intent:?}");
+    }
+    assert!(result.intents.iter().any(|i| i.id == "create-workspace" && i.effects.len() == 1));
+    assert_eq!(result.outcome, Outcome::Passed, "{:?}", result.verdicts);
 }

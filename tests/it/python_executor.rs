@@ -53,6 +53,28 @@ fn the_python_executor_passes_the_whole_catalog_live() {
     crate::examples::passes_the_whole_catalog("Python", "python-executor", python_executor(&[]));
 }
 
+/// The other honest ending of a write refused for a person's decision: `failed`, never sent
+/// again, steps after it cancelled. The catalog accepts it wherever it accepts `escalated`.
+#[test]
+fn the_python_executor_that_ends_refusals_failed_passes_the_whole_catalog_live() {
+    crate::examples::passes_the_whole_catalog(
+        "Python (--refusals failed)",
+        "python-executor-refusals-failed",
+        python_executor(&["--refusals", "failed"]),
+    );
+}
+
+/// An executor without `files.put` refuses the puts as unsupported, and the harness proposes
+/// no step after one: every scenario passes, judged on what the executor supports.
+#[test]
+fn the_python_executor_without_files_put_passes_the_whole_catalog_live() {
+    crate::examples::passes_the_whole_catalog(
+        "Python (without files.put)",
+        "python-executor-without-files",
+        python_executor(&["--actions", "payments.refund,workspaces.create,chain.transfer,messages.send"]),
+    );
+}
+
 /// An executor that only ever runs as one process needs no leases and no fencing tokens. Where
 /// a scenario starts a second worker and nothing exploits what it skips, the verdict must say
 /// so: no violation, a hazard (with the scenario that would exploit it); its row versions in

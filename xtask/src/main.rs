@@ -9,6 +9,8 @@
 //!   a saved run's output, without measuring again.
 //!
 //!
+//! - `cargo xtask accuracy`: the accuracy grid (`tests/it/accuracy.rs`) with
+//!   `UPDATE_ACCURACY=1`, which rewrites `docs/accuracy.md`.
 //! - `cargo xtask soak [--kills N] [--seed S] [--workers W]`: the release `twice-executor` under
 //!   random SIGKILLs and SIGSTOP/SIGCONT pairs (`tests/it/soak.rs`, an ignored test), its
 //!   figures written into `docs/reliability.md`. Not part of CI.
@@ -65,6 +67,9 @@ commands:
   flake N [ARGS...]
                   build the suite once, run it N times (cargo test --no-fail-fast ARGS...),
                   report every test that failed at least once; logs in target/flake/
+  accuracy        run the accuracy grid (tests/it/accuracy.rs: every mutant over a grid
+                  of executor timings, every honest executor over the catalog and
+                  generated cases) and rewrite docs/accuracy.md
   bench           run the benchmarks and rewrite docs/benchmarks.md
   bench --from-log FILE
                   rewrite docs/benchmarks.md from the output of a run saved in FILE
@@ -77,6 +82,7 @@ fn main() {
         Some("test") => run(|| test(&args[1..])),
         Some("soak") => run(|| soak::soak(&args[1..])),
         Some("flake") => run(|| flake::flake(&args[1..])),
+        Some("accuracy") if args.len() == 1 => run(accuracy),
         Some("bench") if args.len() == 1 => run(bench),
         Some("bench") if args.len() == 3 && args[1] == "--from-log" => {
             run(|| bench::bench_from_log(Path::new(&args[2])))
@@ -89,10 +95,27 @@ fn main() {
             0
         }
         Some("bench") => usage_error(&format!("`bench` takes no arguments, got `{}`", args[1..].join(" "))),
+        Some("accuracy") => {
+            usage_error(&format!("`accuracy` takes no arguments, got `{}`", args[1..].join(" ")))
+        }
         Some(other) => usage_error(&format!("unknown command `{other}`")),
         None => usage_error("no command given"),
     };
     std::process::exit(code);
+}
+
+/// `cargo xtask accuracy`: the accuracy test with `UPDATE_ACCURACY=1`, which rewrites
+/// docs/accuracy.md from what it measured (and still fails on a miss or a failure). It runs in
+/// the sim backend only: no venv and no binaries.
+fn accuracy() -> Result<i32> {
+    println!("xtask: running the accuracy grid; it rewrites docs/accuracy.md");
+    let status = cargo()
+        .args(["test", "-p", "twice-tests", "--test", "it", "--", "accuracy::", "--nocapture"])
+        .env("UPDATE_ACCURACY", "1")
+        .current_dir(root())
+        .status()
+        .map_err(|e| anyhow::anyhow!("could not start cargo test: {e}"))?;
+    Ok(exit_code(status))
 }
 
 fn usage_error(message: &str) -> i32 {

@@ -14,6 +14,12 @@ BUG = None
 # takes over from a stopped one, the stale-worker scenarios show what that costs.
 SINGLE_WORKER = False
 
+# `--refusals` (not a bug): how an intent ends when a refusal that needs a decision (400, 401,
+# 403, 422) certainly left it without effect. "escalated": to a person, could_duplicate false;
+# "failed": no effect exists and none can appear, for it is never sent again. Both are honest
+# (docs/protocol.md §7); the harness's verdicts must hold for either.
+REFUSALS = "escalated"
+
 # Every bug, with the wrong belief it stands for.
 BUGS = {
     "naive-retry": "any error is retried at once (tenacity), without the intent's idempotency key",

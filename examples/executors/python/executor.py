@@ -17,7 +17,8 @@ It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the refere
   only once it is in the recipient's inbox;
 - a refusal a person must act on (401, 403, 400, 422) is never sent again: the intent goes to a
   person (`escalated`) with the service's words and whether going on could write twice, once
-  no earlier send of it can have landed (a lookup first, where one may have);
+  no earlier send of it can have landed (a lookup first, where one may have); with
+  `--refusals failed` such an intent, certainly without effect, ends `failed` instead;
 - leases with fencing tokens keep two workers off one intent; a replacement waits for the
   intent it replaces; what cannot be decided goes to a person (`escalated`) with evidence;
 - a workflow step (`after`) waits for the intents it comes after, and resolves its parameter
@@ -26,10 +27,13 @@ It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the refere
 Usage:
 
     executor.py [--bug NAME] [--actions ACTION,ACTION,...] [--single-worker]
+                [--refusals {escalated,failed}]
 
 `--bug NAME` switches on one classic bug (bugs.py); `--actions` announces fewer actions in
 `init_ok` (the harness then reports the others' intents as unsupported); `--single-worker`
-runs without leases or fencing tokens, as an executor that is only ever one process would.
+runs without leases or fencing tokens, as an executor that is only ever one process would;
+`--refusals failed` ends a write refused for a decision, where it certainly took no effect,
+`failed` rather than `escalated` (the default): the other honest answer.
 """
 
 import argparse
@@ -622,7 +626,11 @@ class Executor:
             # again. The first such refusal is kept, whatever later lookups say.
             decision = new.evidence.setdefault("decision", {"status": outcome.status, "error": outcome.words})
             refused = f"refused with {decision['status']}: {decision['error']}"
-            if not maybe_landed:
+            if not maybe_landed and bugs.REFUSALS == "failed":
+                # As honest as escalating (`--refusals failed`): no effect exists, and none can
+                # appear, for a refused write is never sent again.
+                state, note = "failed", f"{refused}: nothing was done, and it will not be sent again"
+            elif not maybe_landed:
                 new.evidence["could_duplicate"] = False
                 state, note = "escalated", f"{refused}; a person must decide, and nothing was done"
             elif read_back is not None and read_back.kind == FOUND and read_back.params_match:
@@ -779,9 +787,15 @@ class Executor:
                 write("escalated", "an effect exists with parameters other than the authorised ones")
         elif found.kind == ABSENT and settled and decision:
             leased.maybe_executed = False
-            leased.evidence["could_duplicate"] = False
             refused = f"refused with {decision['status']}: {decision['error']}"
-            write("escalated", f"{refused}; no send of it took effect, and none can any more: a person must decide")
+            if bugs.REFUSALS == "failed":
+                # As honest as escalating (`--refusals failed`): no send of it took effect, none
+                # can any more, and it is never sent again, so none can appear.
+                nothing = "nothing was done (no send of it took effect, and none can any more)"
+                write("failed", f"{refused}: {nothing}, and it will not be sent again")
+            else:
+                leased.evidence["could_duplicate"] = False
+                write("escalated", f"{refused}; no send of it took effect, and none can any more: a person must decide")
         elif found.kind == ABSENT and settled:
             if before.attempts >= limits["attempts_max"] and not holds_a_nonce(before):
                 leased.maybe_executed = False
@@ -1064,9 +1078,16 @@ def main(argv):
     parser.add_argument(
         "--single-worker", action="store_true", help="take no leases and send no fencing tokens (one worker only)"
     )
+    parser.add_argument(
+        "--refusals",
+        choices=("escalated", "failed"),
+        default="escalated",
+        help="how a write refused for a decision (400, 401, 403, 422) ends where it certainly took no effect",
+    )
     args = parser.parse_args(argv)
     bugs.BUG = args.bug
     bugs.SINGLE_WORKER = args.single_worker
+    bugs.REFUSALS = args.refusals
     announced = actions.ACTIONS
     if args.actions is not None:
         announced = tuple(a for a in args.actions.split(",") if a)

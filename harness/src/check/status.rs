@@ -67,7 +67,7 @@ impl Facts<'_> {
             }
             match self.claims.get(id.as_str()) {
                 None => lines.push(format!("{id}: expected {want}, but there is no claim for it")),
-                Some(claim) if !claim.state.trim().eq_ignore_ascii_case(want.trim()) => {
+                Some(claim) if !want.accepts(&claim.state) => {
                     lines.push(format!("{id}: expected {want}, claimed {}", claim.state))
                 }
                 Some(_) => {}

@@ -65,7 +65,9 @@ fn time_terms_are_short() {
             let c = s.contract(service).unwrap();
             assert!(c.settle_ms_max <= MS_MAX, "{}: {service} settle_ms_max", s.name);
             assert!(c.read_lag_ms_max <= 500, "{}: {service} read_lag_ms_max", s.name);
-            if c.idempotency_keys == KeyPolicy::Honored {
+            // A message is never resent on its key's word (its 200 only says accepted), so no
+            // executor waits a messages key out, and a long one makes the old key replay.
+            if c.idempotency_keys == KeyPolicy::Honored && service != "messages" {
                 assert!(c.key_retention_ms <= MS_MAX, "{}: {service} key_retention_ms", s.name);
             }
         }

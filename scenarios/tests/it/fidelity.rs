@@ -134,7 +134,7 @@ fn scenario_keys_are_the_models() {
         intents: vec![intent],
         faults: vec![ServiceFault { service: "payments".into(), rule: FaultRule::always(FaultSpec::Refuse) }],
         events: vec![Event { at: Point::Phase { after_phase: PhaseName::Act }, action: EventAction::Heal }],
-        expect: [("a".to_string(), "confirmed".to_string())].into(),
+        expect: [("a".to_string(), "confirmed".into())].into(),
     };
     assert_eq!(keys(&scenario), set(TOP_KEYS));
     assert_eq!(keys(&scenario.objects[0]), set(OBJECT_KEYS));

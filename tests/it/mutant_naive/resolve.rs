@@ -8,7 +8,7 @@ use executor::services::{self, Lookup};
 
 use super::store::{Rec, St};
 use super::worker::Turn;
-use super::{Bug, MARGIN_MS, Style, Worker};
+use super::{Bug, Style, Worker};
 
 impl Worker {
     /// A negative answer is final once every request sent could no longer land and every
@@ -20,7 +20,7 @@ impl Worker {
                 + contract.settle_ms_max
                 + contract.read_lag_ms_max
                 + self.limits().request_timeout_ms
-                + MARGIN_MS
+                + self.margin_ms()
         })
     }
 
@@ -31,7 +31,7 @@ impl Worker {
         let honored = contract.idempotency_keys == KeyPolicy::Honored || self.has(Bug::KeysAssumedHonored);
         let retained = self.has(Bug::KeyOutlivesRetention)
             || rec.key_first_sent_ms.is_some_and(|t| {
-                now + self.limits().request_timeout_ms + MARGIN_MS < t + contract.key_retention_ms
+                now + self.limits().request_timeout_ms + self.margin_ms() < t + contract.key_retention_ms
             });
         honored && !services::success_may_be_hollow(action, contract) && retained
     }
@@ -49,9 +49,8 @@ impl Worker {
             // have landed, so a resend's definite "not executed" does not make it unsent.
             rec.maybe_executed = true;
         }
-        let paused_enough = rec
-            .last_sent_ms
-            .is_none_or(|t| now >= t + self.limits().request_timeout_ms * u64::from(rec.attempts.max(1)));
+        let paused_enough =
+            rec.last_sent_ms.is_none_or(|t| now >= t + self.backoff_ms() * u64::from(rec.attempts.max(1)));
         let guarded = services::resend_is_guarded(action, &contract);
         if self.style == Style::KeyRetry
             && (self.key_safe(&rec, action, &contract, now) || guarded)
@@ -127,8 +126,11 @@ impl Worker {
         });
         let (Some(created_s), Some(sent)) = (created_s, rec.last_sent_ms) else { return false };
         // Stamps are whole seconds: a second of slack.
-        let latest =
-            sent + service.contract.settle_ms_max + self.limits().request_timeout_ms + MARGIN_MS + 1000;
+        let latest = sent
+            + service.contract.settle_ms_max
+            + self.limits().request_timeout_ms
+            + self.margin_ms()
+            + 1000;
         created_s * 1000 > latest
     }
 
@@ -158,10 +160,15 @@ impl Worker {
             }
             // Refused for a decision, and no earlier send landed or can: the person decides.
             Lookup::Absent if rec.decision.is_some() && self.settled(&rec, contract, looked_at_ms) => {
-                rec.state = St::Escalated;
                 rec.maybe_executed = false;
-                rec.could_duplicate = Some(false);
-                rec.reason = Some("refused, and nothing landed: a person must decide".into());
+                if self.choices.refusals_fail {
+                    rec.state = St::Failed;
+                    rec.reason = Some("refused, and nothing landed: never sent again".into());
+                } else {
+                    rec.state = St::Escalated;
+                    rec.could_duplicate = Some(false);
+                    rec.reason = Some("refused, and nothing landed: a person must decide".into());
+                }
             }
             // Settled as of when the lookup was sent: a worker paused before reading its answer
             // must not take an old "not there" for a final one.
@@ -175,8 +182,9 @@ impl Worker {
                     // Nothing landed and nothing can: a new send is safe. Where acks may lie
                     // the old key may hold a hollow success, so a new key.
                     rec.maybe_executed = false;
-                    let rotate =
-                        services::success_may_be_hollow(action, contract) || self.has(Bug::TrustsStaleRead);
+                    let hollow =
+                        services::success_may_be_hollow(action, contract) && !self.has(Bug::OldKeyResend);
+                    let rotate = hollow || self.has(Bug::TrustsStaleRead);
                     return self.send(rec, action, from, rotate, turn).await;
                 }
             }

@@ -72,7 +72,7 @@ impl Worker {
         turn.note(from, &rec);
         turn.sent = true;
         loop {
-            if !self.has(Bug::NoLease) && self.now() >= rec.lease_until_ms {
+            if self.leases() && self.now() >= rec.lease_until_ms {
                 return;
             }
             let outcome = match self.request(&rec, action, &service) {
@@ -104,7 +104,8 @@ impl Worker {
             let now = self.now();
             if !self.has(Bug::NoLease) {
                 let current = self.store().get(&rec.id);
-                if current.is_none_or(|c| c.version != rec.version) || now > rec.lease_until_ms {
+                let expired = self.leases() && now > rec.lease_until_ms;
+                if current.is_none_or(|c| c.version != rec.version) || expired {
                     return;
                 }
             }
@@ -164,7 +165,7 @@ impl Worker {
         if keyless {
             request.headers.retain(|(name, _)| name != "idempotency-key");
         }
-        if self.has(Bug::NoLease) {
+        if !self.leases() {
             request.headers.retain(|(name, _)| name != "fencing-token");
         }
         if self.has(Bug::Unfenced) || self.has(Bug::UnconditionalResend) && rec.attempts > 1 {
@@ -301,6 +302,9 @@ impl Worker {
                 rec.last_error = Some(format!("HTTP {status}: {error}"));
                 rec.decision.get_or_insert((status, error));
                 match read_back {
+                    _ if !rec.maybe_executed && self.choices.refusals_fail => {
+                        (St::Failed, "refused: nothing was done, and it will not be sent again".to_string())
+                    }
                     _ if !rec.maybe_executed => {
                         rec.could_duplicate = Some(false);
                         (St::Escalated, "refused: a person must decide".to_string())

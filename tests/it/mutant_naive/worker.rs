@@ -53,6 +53,21 @@ impl Worker {
         self.bug == Some(bug)
     }
 
+    /// Whether it takes leases (and sends their epochs as fencing tokens).
+    pub(super) fn leases(&self) -> bool {
+        !self.has(Bug::NoLease) && !self.choices.single_worker
+    }
+
+    /// Added to every bound before a negative answer is believed.
+    pub(super) fn margin_ms(&self) -> u64 {
+        self.choices.timing.margin_ms
+    }
+
+    /// The wait after a send before the next attempt, per attempt made.
+    pub(super) fn backoff_ms(&self) -> u64 {
+        self.choices.timing.backoff_ms.unwrap_or(self.limits().request_timeout_ms)
+    }
+
     pub(super) fn new_key(&self) -> String {
         format!("{}.{}", self.key_prefix, self.keys.fetch_add(1, Ordering::SeqCst) + 1)
     }
@@ -68,6 +83,11 @@ impl Worker {
         let mut checked = spec.params.clone();
         for (name, reference) in &references {
             checked[name.as_str()] = Value::from(reference.render("x"));
+        }
+        if let Some(supported) = self.choices.actions
+            && !supported.contains(&spec.action.as_str())
+        {
+            return Err(Refusal::Unsupported(format!("action {} is not supported", spec.action)));
         }
         let action = match Action::parse(&spec.action, &checked) {
             Ok(a) => a,
@@ -170,7 +190,7 @@ impl Worker {
 
     /// Takes or renews the lease on `rec` in memory; false while another live worker holds it.
     fn lease(&self, rec: &mut Rec, now: u64) -> bool {
-        if self.has(Bug::NoLease) {
+        if !self.leases() {
             return true;
         }
         let mine = rec.lease_owner.as_deref() == Some(self.owner.as_str());
@@ -279,8 +299,7 @@ impl Worker {
                 }
             }
             St::Recorded => {
-                let backoff =
-                    rec.last_sent_ms.map(|t| t + self.limits().request_timeout_ms * u64::from(rec.attempts));
+                let backoff = rec.last_sent_ms.map(|t| t + self.backoff_ms() * u64::from(rec.attempts));
                 if backoff.is_some_and(|t| now < t) {
                     return turn;
                 }
@@ -321,6 +340,9 @@ impl Worker {
     }
 
     pub(super) async fn drain_for(&self, timeout_ms: u64) -> Vec<StateChange> {
+        if !self.active() {
+            return Vec::new();
+        }
         let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
         let mut changes = Vec::new();
         loop {

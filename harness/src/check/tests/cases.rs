@@ -10,7 +10,8 @@
 //!   `message = [id, to, subject, body]` or `mail = id` (an action no row of the action table
 //!   has), and optionally `replaces = "id"`, `after = [ids]` and
 //!   `reads = { param = { from, field, format } }` (parameters read from an earlier result).
-//! - `expect` (optional): `[id, state]` pairs, the scenario's `expect` table.
+//! - `expect` (optional): `[id, state]` pairs, the scenario's `expect` table (`state` a name,
+//!   or an array of the names that are each honest).
 //! - `services` (optional): contract changes per service, e.g.
 //!   `services.workspaces = { fencing = false }`.
 //! - `acknowledged`: the ids the executor acknowledged as recorded.
@@ -94,7 +95,7 @@ struct CaseRow {
     name: String,
     intents: Vec<IntentRow>,
     #[serde(default)]
-    expect: Vec<(String, String)>,
+    expect: Vec<(String, scenarios::Expected)>,
     #[serde(default)]
     services: BTreeMap<String, ContractPatch>,
     acknowledged: Vec<String>,
@@ -188,10 +189,7 @@ impl CaseRow {
             })
             .collect();
         let mut scenario = scenario(intents);
-        let expect: Vec<(&str, &str)> = self.expect.iter().map(|(i, s)| (i.as_str(), s.as_str())).collect();
-        if !expect.is_empty() {
-            scenario = expecting(scenario, &expect);
-        }
+        scenario.expect = self.expect.into_iter().collect();
         scenario.services = self.services;
 
         let acknowledged: Vec<&str> = self.acknowledged.iter().map(String::as_str).collect();
@@ -322,11 +320,6 @@ pub(super) fn replacing(spec: IntentSpec, predecessor: &str) -> IntentSpec {
 /// later (all defaulted) do not break these tables.
 pub(super) fn scenario(intents: Vec<IntentSpec>) -> Scenario {
     serde_json::from_value(json!({"name": "case", "intents": intents})).unwrap()
-}
-
-pub(super) fn expecting(mut scenario: Scenario, expect: &[(&str, &str)]) -> Scenario {
-    scenario.expect = expect.iter().map(|(id, state)| (id.to_string(), state.to_string())).collect();
-    scenario
 }
 
 pub(super) type Entry = (&'static str, Effect);
