@@ -362,6 +362,26 @@ pub const CASES: &[(&str, &str, &str)] = &[
         "s.toml:8:6: unknown state \"confimed\" (did you mean \"confirmed\"?)",
     ),
     (
+        "unknown state among honest ones",
+        "[expect]\nr1 = [\"escalated\", \"faild\"]\n",
+        "s.toml:8:20: unknown state \"faild\" (did you mean \"failed\"?)",
+    ),
+    (
+        "a state listed twice",
+        "[expect]\nr1 = [\"failed\", \"failed\"]\n",
+        "s.toml:8:17: `failed` is listed twice",
+    ),
+    (
+        "an expectation that is no state",
+        "[expect]\nr1 = 5\n",
+        "s.toml:8:6: `r1` must be a state or a non-empty array of states, found an integer (write r1 = \"confirmed\", or r1 = [\"escalated\", \"failed\"] where each is honest)",
+    ),
+    (
+        "an empty list of states",
+        "[expect]\nr1 = []\n",
+        "s.toml:8:6: `r1` must be a state or a non-empty array of states, found an array (write r1 = \"confirmed\", or r1 = [\"escalated\", \"failed\"] where each is honest)",
+    ),
+    (
         "expectation for an unknown intent",
         "[expect]\nr2 = \"confirmed\"\n",
         "s.toml:8:1: unknown intent \"r2\" (did you mean \"r1\"?)",

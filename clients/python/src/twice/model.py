@@ -94,7 +94,8 @@ class Scenario:
     contracts: dict[str, Any]
     limits: dict[str, Any]
     intents: list[Intent]
-    expect: dict[str, str]
+    # Intent id to the state the scenario accepts, or to the list of states each honest there.
+    expect: dict[str, str | list[str]]
     steps: list[Step]
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -107,10 +108,20 @@ class Scenario:
             contracts=dict(value.get("contracts") or {}),
             limits=dict(value.get("limits") or {}),
             intents=[Intent.from_json(i) for i in value.get("intents") or []],
-            expect={str(k): str(v) for k, v in (value.get("expect") or {}).items()},
+            expect={
+                str(k): v if isinstance(v, str) else [str(s) for s in v]
+                for k, v in (value.get("expect") or {}).items()
+            },
             steps=[Step.from_json(s) for s in value.get("steps") or []],
             raw=dict(value),
         )
+
+    def accepts(self, intent_id: str, state: str) -> bool:
+        """Whether the scenario accepts `state` for the intent (true where it expects nothing)."""
+        want = self.expect.get(intent_id)
+        if want is None:
+            return True
+        return state in ([want] if isinstance(want, str) else want)
 
     def intent(self, intent_id: str) -> Intent:
         """The intent with this id; a `KeyError` naming the scenario's ids otherwise."""
