@@ -217,7 +217,8 @@ struct Honest {
 }
 
 /// Every action but `files.put`.
-const WITHOUT_FILES: &[&str] = &["payments.refund", "workspaces.create", "chain.transfer", "messages.send"];
+pub(crate) const WITHOUT_FILES: &[&str] =
+    &["payments.refund", "workspaces.create", "chain.transfer", "messages.send"];
 
 fn honest_executors() -> Vec<Honest> {
     let naive = |style| Naive::correct(style);

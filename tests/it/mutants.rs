@@ -400,10 +400,8 @@ fn steps_are_unsupported_by_an_executor_without_workflows() {
 /// exempt from every check, and the workspace before them is judged as usual.
 #[test]
 fn a_step_after_an_unsupported_intent_is_never_proposed() {
-    const WITHOUT_FILES: &[&str] =
-        &["payments.refund", "workspaces.create", "chain.transfer", "messages.send"];
     let factory = Naive::correct(Style::KeyRetry)
-        .choosing(Choices { actions: Some(WITHOUT_FILES), ..Choices::default() });
+        .choosing(Choices { actions: Some(crate::accuracy::WITHOUT_FILES), ..Choices::default() });
     let driver = Driver::Sim(&factory);
     let dir = work_dir("partial-actions", "naive");
     let result = run_catalog("onboarding_fault_at_every_step", &driver, &dir);

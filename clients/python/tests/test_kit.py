@@ -98,6 +98,9 @@ def test_a_catalog_scenario_is_described_with_its_intents_contracts_limits_and_s
     assert scenario.request_timeout_s == scenario.limits["request_timeout_ms"] / 1000
     [step] = scenario.steps
     assert (step.index, step.do, step.by, step.worker, step.progress) == (0, "crash", "test", "w1", "pending")
+    assert step.serve_sees_the_point and "SIGKILL" in step.how
+    # The same description comes back from GET.
+    assert twice_serve_session.scenario().intents == scenario.intents
 
 
 def test_a_scenario_that_accepts_several_honest_states_lists_them(twice_serve_session: Twice) -> None:
@@ -105,9 +108,6 @@ def test_a_scenario_that_accepts_several_honest_states_lists_them(twice_serve_se
     assert scenario.expect == {"refund-3107": ["escalated", "failed"]}
     assert scenario.accepts("refund-3107", "failed") and scenario.accepts("refund-3107", "escalated")
     assert not scenario.accepts("refund-3107", "confirmed")
-    assert step.serve_sees_the_point and "SIGKILL" in step.how
-    # The same description comes back from GET.
-    assert twice_serve_session.scenario().intents == scenario.intents
 
 
 def test_a_scenario_loads_from_toml_text_and_from_a_file(twice_serve_session: Twice, tmp_path: Path) -> None:
