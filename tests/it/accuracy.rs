@@ -182,30 +182,25 @@ impl SimFactory for TimedReference {
     }
 
     fn start(&self, mut setup: WorkerSetup) -> Result<Box<dyn SimExecutor>, String> {
-        let limits = &mut setup.limits;
-        limits.request_timeout_ms =
-            self.0.request_timeout_ms.map_or(limits.request_timeout_ms, |t| t.min(limits.request_timeout_ms));
-        limits.lease_ms = self.0.lease_ms.map_or(limits.lease_ms, |t| t.min(limits.lease_ms));
-        limits.pass_pause_ms = self.0.pass_pause_ms.unwrap_or(limits.pass_pause_ms);
+        self.0.apply(&mut setup.limits);
         Reference.start(setup)
     }
 }
 
 impl Subject {
+    /// This executor with `timing`.
+    fn factory(&self, timing: Timing) -> Box<dyn SimFactory> {
+        match self {
+            Subject::Naive(naive) => Box::new(naive.choosing(Choices { timing, ..naive.choices })),
+            Subject::Reference => Box::new(TimedReference(timing)),
+        }
+    }
+
     /// One catalog scenario, with this executor at `point`.
     fn run(&self, scenario: &Scenario, point: &GridPoint, dir: &Path) -> ScenarioResult {
-        let timing = (point.timing)(scenario);
+        let factory = self.factory((point.timing)(scenario));
         let case = Case { scenario: scenario.clone(), source: Source::Catalog };
-        match self {
-            Subject::Naive(naive) => {
-                let factory = naive.choosing(Choices { timing, ..naive.choices });
-                run::run_case(&case, SEED, &Driver::Sim(&factory), dir, "")
-            }
-            Subject::Reference => {
-                let factory = TimedReference(timing);
-                run::run_case(&case, SEED, &Driver::Sim(&factory), dir, "")
-            }
-        }
+        run::run_case(&case, SEED, &Driver::Sim(factory.as_ref()), dir, "")
     }
 }
 
@@ -370,13 +365,11 @@ fn honest_rows() -> Vec<HonestRow> {
     let generated = spread((0..executors.len()).collect(), |e| {
         let mut failures = Vec::new();
         let mut passed = 0;
+        let factory = executors[e].subject.factory(Timing::default());
         for index in 0..GENERATED_CASES {
             let scenario = scenarios::generate::case(SEED, index).expect("the generator works");
             let case = Case { scenario, source: Source::Generated { index } };
-            let result = match executors[e].subject {
-                Subject::Naive(naive) => run::run_case(&case, SEED, &Driver::Sim(&naive), &dir, ""),
-                Subject::Reference => run::run_case(&case, SEED, &Driver::Sim(&Reference), &dir, ""),
-            };
+            let result = run::run_case(&case, SEED, &Driver::Sim(factory.as_ref()), &dir, "");
             if result.outcome == Outcome::Passed {
                 passed += 1;
             } else {

@@ -97,6 +97,10 @@ pub enum Bug {
     /// No leases and no fencing tokens: any worker acts on any intent, and a paused one
     /// writes what it believed before the pause.
     NoLease,
+    /// A fencing token is sent, but it is a constant: no leases are taken, so there is no
+    /// epoch to send, and `1` satisfies a service that asks for one. The safeguard is there
+    /// in form only: a paused worker's token is as new as its successor's.
+    ConstantFencingToken,
     /// A create is resent without a key after an uncertain answer, trusting the service to
     /// refuse a second object with the same external id (a 409 is taken as "ours").
     UniqueIdsAssumed,
@@ -168,6 +172,18 @@ pub struct Timing {
     pub lease_ms: Option<u64>,
     /// The pause between passes while draining (`None`: the announced one).
     pub pass_pause_ms: Option<u64>,
+}
+
+impl Timing {
+    /// The announced limits with this executor's own waits in place: its request timeout and
+    /// lease never longer than the harness announced, its pause as it likes. (Margin and
+    /// backoff are not limits: the worker reads them from its choices.)
+    pub fn apply(&self, limits: &mut executor::Limits) {
+        limits.request_timeout_ms =
+            self.request_timeout_ms.map_or(limits.request_timeout_ms, |t| t.min(limits.request_timeout_ms));
+        limits.lease_ms = self.lease_ms.map_or(limits.lease_ms, |t| t.min(limits.lease_ms));
+        limits.pass_pause_ms = self.pass_pause_ms.unwrap_or(limits.pass_pause_ms);
+    }
 }
 
 impl Default for Timing {
@@ -249,13 +265,8 @@ impl SimFactory for Naive {
             std::fs::create_dir_all(&setup.state_dir).map_err(|e| e.to_string())?;
             Store::File(setup.state_dir.join(STORE_FILE))
         };
-        // Its own waits, never longer than the harness announced.
-        let timing = self.choices.timing;
         let mut limits = setup.limits;
-        limits.request_timeout_ms =
-            timing.request_timeout_ms.map_or(limits.request_timeout_ms, |t| t.min(limits.request_timeout_ms));
-        limits.lease_ms = timing.lease_ms.map_or(limits.lease_ms, |t| t.min(limits.lease_ms));
-        limits.pass_pause_ms = timing.pass_pause_ms.unwrap_or(limits.pass_pause_ms);
+        self.choices.timing.apply(&mut limits);
         Ok(Box::new(Worker {
             style: self.style,
             bug: self.bug,

@@ -294,6 +294,17 @@ pub const MUTANTS: &[Mutant] = &[
         generated: Some(HONEST),
     },
     Mutant {
+        name: "constant-fencing-token",
+        style: Style::KeyRetry,
+        bug: Bug::ConstantFencingToken,
+        failure_modes: &["stale_worker"],
+        // A safeguard faked, not skipped: the token is there, so no hazard is listed, and the
+        // paused worker's late write lands on its successor's, which the journals show.
+        catalog: &[("stale_worker_overwrite", NO_STALE_WRITE)],
+        also: &[],
+        generated: Some(HONEST),
+    },
+    Mutant {
         name: "unique-ids-assumed",
         style: Style::KeyRetry,
         bug: Bug::UniqueIdsAssumed,

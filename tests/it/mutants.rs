@@ -426,3 +426,28 @@ fn a_step_after_an_unsupported_intent_is_never_proposed() {
     assert!(result.intents.iter().any(|i| i.id == "create-workspace" && i.effects.len() == 1));
     assert_eq!(result.outcome, Outcome::Passed, "{:?}", result.verdicts);
 }
+
+/// A safeguard skipped where nothing exploits it is a hazard; one faked is judged by what it
+/// let happen. On `stale_worker_overwrite`, the one-worker executor (a lock on its state, no
+/// leases, no fencing token) passes with a `no-fencing-token` hazard, its successor never
+/// having acted; the executor that sends a constant token and takes no leases lists no
+/// hazard, since a token is there, and fails on `no-stale-write`.
+#[test]
+fn a_skipped_safeguard_is_a_hazard_and_a_faked_one_a_violation() {
+    let single =
+        Naive::correct(Style::KeyRetry).choosing(Choices { single_worker: true, ..Choices::default() });
+    let constant = Naive::with(Style::KeyRetry, crate::mutant_naive::Bug::ConstantFencingToken);
+    let dir = work_dir("safeguards", "naive");
+    let skipped = run_catalog("stale_worker_overwrite", &Driver::Sim(&single), &dir);
+    let faked = run_catalog("stale_worker_overwrite", &Driver::Sim(&constant), &dir);
+    clean("safeguards");
+    assert_eq!(skipped.outcome, Outcome::Passed, "{:?}", violated(&skipped));
+    assert!(
+        skipped.hazards.iter().any(|h| h.kind == check::HAZARD_NO_FENCING_TOKEN),
+        "{:?}",
+        skipped.hazards
+    );
+    assert_eq!(faked.outcome, Outcome::Violated);
+    assert!(violated(&faked).contains(&check::NO_STALE_WRITE), "{:?}", violated(&faked));
+    assert!(!faked.hazards.iter().any(|h| h.kind == check::HAZARD_NO_FENCING_TOKEN), "{:?}", faked.hazards);
+}

@@ -102,7 +102,7 @@ impl Worker {
             };
             // Still ours? A worker that lost its lease while the request was out writes nothing.
             let now = self.now();
-            if !self.has(Bug::NoLease) {
+            if !self.unleased() {
                 let current = self.store().get(&rec.id);
                 let expired = self.leases() && now > rec.lease_until_ms;
                 if current.is_none_or(|c| c.version != rec.version) || expired {
@@ -165,7 +165,13 @@ impl Worker {
         if keyless {
             request.headers.retain(|(name, _)| name != "idempotency-key");
         }
-        if !self.leases() {
+        if self.has(Bug::ConstantFencingToken) {
+            for (name, value) in &mut request.headers {
+                if name == "fencing-token" {
+                    *value = "1".into();
+                }
+            }
+        } else if !self.leases() {
             request.headers.retain(|(name, _)| name != "fencing-token");
         }
         if self.has(Bug::Unfenced) || self.has(Bug::UnconditionalResend) && rec.attempts > 1 {

@@ -55,7 +55,12 @@ impl Worker {
 
     /// Whether it takes leases (and sends their epochs as fencing tokens).
     pub(super) fn leases(&self) -> bool {
-        !self.has(Bug::NoLease) && !self.choices.single_worker
+        !self.unleased() && !self.choices.single_worker
+    }
+
+    /// Whether a bug has it take no leases (and so guard nothing with versions either).
+    pub(super) fn unleased(&self) -> bool {
+        self.has(Bug::NoLease) || self.has(Bug::ConstantFencingToken)
     }
 
     /// Added to every bound before a negative answer is believed.
@@ -211,10 +216,11 @@ impl Worker {
     }
 
     pub(super) fn write(&self, rec: Rec) -> Option<Rec> {
-        // Neither bug compares versions: `NoLease` has no lease to guard, and
+        // None of these bugs compares versions: `NoLease` and `ConstantFencingToken` have no
+        // lease to guard, and
         // `LeaseWithoutCas` believes the lease it checked at the start of the turn is still
         // its own.
-        let blind = self.has(Bug::NoLease) || self.has(Bug::LeaseWithoutCas);
+        let blind = self.unleased() || self.has(Bug::LeaseWithoutCas);
         self.store().write(rec, blind)
     }
 
