@@ -131,36 +131,6 @@ pub const GRID: &[GridPoint] = &[
     },
 ];
 
-/// Grid points where a catalog scenario does not yet catch its mutant, each with the reason:
-/// the scenario's timing lines up only at the executor's default choices. Listed in
-/// `docs/accuracy.md` as misses; the test fails on any other miss, and on a listed one that
-/// is caught now (the list only shrinks).
-const KNOWN_MISSES: &[(&str, &str, &[&str], &str)] = &[
-    (
-        "settle-from-first-send",
-        "late_commit_after_retries",
-        &["timeout 200 ms", "timeout 1/2", "backoff 1/2", "all short"],
-        "the two 429s are retried after the executor's own backoff, so with a short one the third \
-         send leaves soon after the first and the settle bound counted from the first still covers \
-         its late commit; and the busy create that keeps the worker draining ends sooner too",
-    ),
-    (
-        "lease-without-cas",
-        "two_workers_race_a_lookup",
-        &["timeout 200 ms", "timeout 1/2", "margin 500 ms", "pause 200 ms", "all short", "all long"],
-        "the two workers' lookups overlap only when the lease, the request timeout, the margin and \
-         the pause put both workers' turns inside the same 0.6 s lookup",
-    ),
-];
-
-/// The grid points where `mutant` is known to escape `scenario`.
-fn known_misses(mutant: &str, scenario: &str) -> &'static [&'static str] {
-    KNOWN_MISSES
-        .iter()
-        .find(|(m, s, _, _)| *m == mutant && *s == scenario)
-        .map_or(&[], |(_, _, points, _)| points)
-}
-
 /// An executor to judge at a grid point: the naive one with a timing, or the reference with
 /// the limits it reads changed to the timing's (its margin and backoff are fixed).
 #[derive(Clone, Copy)]
@@ -422,8 +392,7 @@ fn render(mutants: &[MutantRow], honest: &[HonestRow]) -> String {
 
 Written by `cargo xtask accuracy` (the test `tests/it/accuracy.rs` with `UPDATE_ACCURACY=1`);
 the same test, in `cargo xtask test`, fails when this page is out of date, when a catalog
-scenario misses its mutant at a grid point other than the misses listed below, or when an
-honest executor fails anything.
+scenario misses its mutant at any grid point, or when an honest executor fails anything.
 
 A verdict is a promise in two directions. An executor with the mistake a scenario names must
 fail that scenario whatever careful timing it picks; a correct executor that makes other
@@ -492,18 +461,6 @@ every grid point: caught means the invariant named was among the violations.
             }
         );
     }
-    if !KNOWN_MISSES.is_empty() {
-        out.push_str(
-            "
-Misses still to be designed out, each a scenario whose timing lines up only at some of the
-executor's choices (the test fails on any other miss, and on one of these once it is caught):
-
-",
-        );
-        for (mutant, scenario, points, why) in KNOWN_MISSES {
-            let _ = writeln!(out, "- `{scenario}` lets `{mutant}` through at {}: {why}.", points.join(", "));
-        }
-    }
     let _ = write!(
         out,
         "
@@ -539,22 +496,9 @@ fn every_mutant_is_caught_and_every_honest_executor_passes_at_every_grid_point()
     let _ = std::fs::remove_dir_all(root());
     let mut problems = Vec::new();
     for r in &mutants {
-        let known = known_misses(r.mutant, r.scenario);
-        for (point, miss) in &r.misses {
-            if !known.contains(point) {
-                problems.push(format!(
-                    "{} in {}: not caught with {} at {miss}",
-                    r.mutant, r.scenario, r.invariant
-                ));
-            }
-        }
-        for point in known {
-            if !r.misses.iter().any(|(p, _)| p == point) {
-                problems.push(format!(
-                    "{} in {} is caught at {point} now: take it off KNOWN_MISSES",
-                    r.mutant, r.scenario
-                ));
-            }
+        for (_, miss) in &r.misses {
+            problems
+                .push(format!("{} in {}: not caught with {} at {miss}", r.mutant, r.scenario, r.invariant));
         }
     }
     for r in &honest {
