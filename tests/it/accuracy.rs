@@ -398,8 +398,10 @@ A verdict is a promise in two directions. An executor with the mistake a scenari
 fail that scenario whatever careful timing it picks; a correct executor that makes other
 honest choices than the reference executor (docs/protocol.md §7, \"What each terminal state
 promises\") must pass everything. Both are measured here in the sim backend, the executors in
-process; the live sample is the Python example executor's runs of the whole catalog with
-`--refusals failed` and with `--actions` leaving out `files.put` (`tests/it/python_executor.rs`).
+process. The live sample is the Python example executor (`tests/it/python_executor.rs`): the
+whole catalog with `--refusals failed`, with `--actions` leaving out `files.put`, and at two
+points of the grid, `--timing short` (200 ms, 25 ms, half the lease, 1 ms) and `--timing long`
+(500 ms margin, 200 ms pause), where each of its classic bugs (`--bug`) is caught too.
 
 ## The grid
 

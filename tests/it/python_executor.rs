@@ -75,6 +75,24 @@ fn the_python_executor_without_files_put_passes_the_whole_catalog_live() {
     );
 }
 
+/// The live sample of docs/accuracy.md's grid: the executor picking its own timing inside the
+/// announced limits (`--timing short`: a request timeout of at most 200 ms, a 25 ms margin,
+/// half the lease, a 1 ms pause; `--timing long`: a 500 ms margin and a 200 ms pause) passes
+/// the whole catalog, and each of its bugs is still caught by its scenarios.
+#[test]
+fn at_short_and_long_timings_the_python_executor_passes_the_catalog_and_its_bugs_are_caught() {
+    for timing in ["short", "long"] {
+        crate::examples::passes_the_whole_catalog(
+            &format!("Python (--timing {timing})"),
+            &format!("python-executor-timing-{timing}"),
+            python_executor(&["--timing", timing]),
+        );
+        bug_table(&format!("python-executor-timing-{timing}"), VARIANTS, HAZARD_VARIANTS, |bug| {
+            python_executor(&["--bug", bug, "--timing", timing])
+        });
+    }
+}
+
 /// An executor that only ever runs as one process needs no leases and no fencing tokens. Where
 /// a scenario starts a second worker and nothing exploits what it skips, the verdict must say
 /// so: no violation, a hazard (with the scenario that would exploit it); its row versions in

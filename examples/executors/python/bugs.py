@@ -20,6 +20,14 @@ SINGLE_WORKER = False
 # (docs/protocol.md §7); the harness's verdicts must hold for either.
 REFUSALS = "escalated"
 
+# `--timing` (not a bug): the timing choices the executor makes for itself within the limits
+# it is told (docs/accuracy.md's grid). "announced": the announced request timeout, lease and
+# pass pause, and a margin of 100 ms. "short": a request timeout of at most 200 ms, a 25 ms
+# margin, half the lease (never less than two request timeouts and the margin) and a 1 ms
+# pause. "long": the announced limits, a 500 ms margin and a 200 ms pause. A verdict must hold
+# for each, and each bug must be caught at each.
+TIMING = "announced"
+
 # Every bug, with the wrong belief it stands for.
 BUGS = {
     "naive-retry": "any error is retried at once (tenacity), without the intent's idempotency key",

@@ -74,8 +74,10 @@ FEATURE_WORKFLOWS = "workflows"
 EXECUTOR = {"name": "twice-python-executor", "version": "0.1.0"}
 LOG_FILE = "intents.sqlite"
 # Added to every bound waited out before a negative answer is believed: our clock and the
-# service's may disagree a little.
+# service's may disagree a little. `--timing` picks another (see `timed`).
 SAFETY_MARGIN_MS = 100
+SHORT_TIMEOUT_MS, SHORT_MARGIN_MS, SHORT_PAUSE_MS = 200, 25, 1
+LONG_MARGIN_MS, LONG_PAUSE_MS = 500, 200
 # The lease of an intent when there are no leases (`--single-worker`): never runs out.
 UNLEASED_UNTIL_MS = 2**62
 # Longest drain a caller may ask for, and longest request line read.
@@ -157,18 +159,35 @@ class Tally:
             setattr(self, what, getattr(self, what) + 1)
 
 
+def timed(limits, timing):
+    """The limits this executor works with under `--timing`, and its margin: never looser than
+    what it was told (a shorter request timeout, lease or pause is its own choice to make)."""
+    limits = dict(limits)
+    if timing == "short":
+        timeout = min(SHORT_TIMEOUT_MS, limits["request_timeout_ms"])
+        floor = 2 * timeout + SHORT_MARGIN_MS
+        limits["request_timeout_ms"] = timeout
+        limits["lease_ms"] = min(limits["lease_ms"], max(limits["lease_ms"] // 2, floor))
+        limits["pass_pause_ms"] = SHORT_PAUSE_MS
+        return limits, SHORT_MARGIN_MS
+    if timing == "long":
+        limits["pass_pause_ms"] = LONG_PAUSE_MS
+        return limits, LONG_MARGIN_MS
+    return limits, SAFETY_MARGIN_MS
+
+
 class Executor:
     def __init__(self, worker_id, state_dir, service_config, secrets, limits, announced, emit):
         self.worker_id = worker_id
         # A fresh incarnation per process: the leases of an earlier life of this worker (same
         # id, another incarnation) are recognised as dead and taken over at once.
         self.owner = f"{worker_id}#{uuid.uuid4().hex[:12]}"
-        self.limits = limits
+        self.limits, self.margin_ms = timed(limits, bugs.TIMING)
         self.secrets = secrets
         self.announced = announced
         self.emit = emit
         self.services = {
-            name: services.SERVICES[name](cfg["url"], cfg["contract"], secrets, limits["request_timeout_ms"])
+            name: services.SERVICES[name](cfg["url"], cfg["contract"], secrets, self.limits["request_timeout_ms"])
             for name, cfg in service_config.items()
             if name in services.SERVICES
         }
@@ -701,7 +720,7 @@ class Executor:
         when the resend arrives (allowing for the request's own time and a margin)."""
         contract = service.contract
         retained = intent.key_first_sent_ms is not None and (
-            now + self.timeout_ms + SAFETY_MARGIN_MS < intent.key_first_sent_ms + contract["key_retention_ms"]
+            now + self.timeout_ms + self.margin_ms < intent.key_first_sent_ms + contract["key_retention_ms"]
         )
         if bugs.BUG == "resend-after-key-expiry":
             # The bug: the key is believed to protect for ever, so a resend needs no lookup.
@@ -761,7 +780,7 @@ class Executor:
                 + contract["settle_ms_max"]
                 + contract["read_lag_ms_max"]
                 + self.timeout_ms
-                + SAFETY_MARGIN_MS
+                + self.margin_ms
             )
         # As of when the lookup was sent: a worker paused before it read the answer must not
         # take an old "not there" for a final one.
@@ -1084,7 +1103,14 @@ def main(argv):
         default="escalated",
         help="how a write refused for a decision (400, 401, 403, 422) ends where it certainly took no effect",
     )
+    parser.add_argument(
+        "--timing",
+        choices=("announced", "short", "long"),
+        default="announced",
+        help="the request timeout, margin, lease and pause it picks within the announced limits",
+    )
     args = parser.parse_args(argv)
+    bugs.TIMING = args.timing
     bugs.BUG = args.bug
     bugs.SINGLE_WORKER = args.single_worker
     bugs.REFUSALS = args.refusals
