@@ -215,6 +215,24 @@ pub(crate) fn render(f: &Value, command: &str, env: &Env) -> String {
             .unwrap_or_default()
     };
     line(&mut out, format!("- Final states: {}", map(&f["states"])));
+    // Figures of soaks older than the breakdown have neither line.
+    if f["escalations"].is_object() {
+        line(&mut out, format!("- Escalations by reason: {}", map(&f["escalations"])));
+    }
+    let refused = &f["injected_422"];
+    if refused.is_object() {
+        line(
+            &mut out,
+            format!(
+                "- The injected `reject` 422 (a refusal that needs a decision): {} answers to {} writes it was drawn on ({} expected from the rules' probabilities), {} not attributed to an intent; the intents it refused ended {}",
+                num(&refused["answered"]),
+                num(&refused["writes_eligible"]),
+                num(&refused["expected"]),
+                num(&refused["unattributed"]),
+                map(&refused["intents_became"])
+            ),
+        );
+    }
     line(&mut out, format!("- Effects (ledger entries): {}", map(&f["effects"])));
     line(&mut out, format!("- Requests (journal entries): {}", map(&f["requests"])));
     line(&mut out, format!("- Faults fired: {}", map(&f["faults_fired"])));
@@ -326,6 +344,9 @@ mod tests {
                        "stop_pairs": 3, "stops_past_lease": 1, "intents": 10, "acknowledged_during_kills": 9,
                        "proposed_again_at_the_end": 1, "final_reconcile_rounds": 2, "final_reconcile_s": 1.5,
                        "states": {"confirmed": 9, "escalated": 1}, "effects": {"payments": 4},
+                       "escalations": {"refused 422 (a decision), by the soak's injected reject": 1, "unexplained": 0},
+                       "injected_422": {"writes_eligible": 400, "expected": 1.9, "answered": 2, "unattributed": 0,
+                                        "intents_became": {"confirmed": 1, "escalated": 1}},
                        "requests": {"payments": 20}, "points": {"hook: before_send": 2, "timed: idle (drain answered)": 5},
                        "verdicts": [{"invariant": "nothing-lost", "status": "held"},
                                     {"invariant": "lineage", "status": "not-judged", "reason": "no replacement"}]});
@@ -339,6 +360,20 @@ mod tests {
         assert!(text.contains("12,345 SIGKILLs in 60.5 s, 12,243 kills/min"), "{text}");
         assert!(text.contains("| timed: idle (drain answered) | 5 |\n| hook: before_send | 2 |"), "{text}");
         assert!(text.contains("| lineage | not-judged | no replacement |"), "{text}");
+        assert!(
+            text.contains(
+                "- Escalations by reason: refused 422 (a decision), by the soak's injected reject 1, unexplained 0\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("2 answers to 400 writes it was drawn on (1.9 expected from the rules' probabilities), 0 not attributed to an intent; the intents it refused ended confirmed 1, escalated 1\n"),
+            "{text}"
+        );
+        // Figures from before the breakdown render without its lines.
+        let old = json!({"seed": 7, "workers": 4, "states": {"confirmed": 9}});
+        let text = render(&old, "cargo xtask soak", &env);
+        assert!(!text.contains("Escalations by reason") && !text.contains("injected `reject` 422"), "{text}");
         assert!(text.starts_with(BEGIN) && text.trim_end().ends_with(END));
     }
 }
