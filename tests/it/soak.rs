@@ -572,25 +572,24 @@ struct Refusals {
     unattributed: usize,
 }
 
-/// The probability that a write of `service` is answered with the injected 422: its rule's
-/// draw, times no `refuse` (a reset wins over any answer) and no earlier `reject` (the first
-/// armed one is the answer) firing on the same request.
-fn injected_422_probability(service: &str) -> f64 {
+/// The method the soak's injected 422 is armed on for `service` (none on the chain), and the
+/// probability that such a write is answered with it: its rule's draw, times no `refuse` (a
+/// reset wins over any answer) and no earlier `reject` (the first armed one is the answer)
+/// firing on the same request.
+fn injected_422(service: &str) -> Option<(String, f64)> {
     let rules: Vec<Value> = fault_rules().into_iter().filter(|r| r["service"] == service).collect();
-    let Some(at) = rules.iter().position(|r| r["fault"]["kind"] == "reject" && r["fault"]["status"] == 422)
-    else {
-        return 0.0;
-    };
-    let method = &rules[at]["method"];
+    let at = rules.iter().position(|r| r["fault"]["kind"] == "reject" && r["fault"]["status"] == 422)?;
+    let method = rules[at]["method"].as_str()?.to_string();
     let p = |r: &Value| r["probability"].as_f64().unwrap_or(1.0);
-    rules
+    let probability = rules
         .iter()
         .enumerate()
         .filter(|(i, r)| {
-            r["method"] == *method
+            r["method"] == method.as_str()
                 && (r["fault"]["kind"] == "refuse" || (r["fault"]["kind"] == "reject" && *i < at))
         })
-        .fold(p(&rules[at]), |acc, (_, r)| acc * (1.0 - p(r)))
+        .fold(p(&rules[at]), |acc, (_, r)| acc * (1.0 - p(r)));
+    Some((method, probability))
 }
 
 /// The decision refusals in `journals`, attributed to the intents of `status`: by the
@@ -613,18 +612,13 @@ fn refusals(status: &[Value], journals: &BTreeMap<String, Vec<fake_services::Jou
     }
     let mut found = Refusals::default();
     for (service, journal) in journals {
-        let p = injected_422_probability(service);
-        let write_method = fault_rules()
-            .into_iter()
-            .find(|r| {
-                r["service"] == service.as_str()
-                    && r["fault"]["kind"] == "reject"
-                    && r["fault"]["status"] == 422
-            })
-            .and_then(|r| r["method"].as_str().map(str::to_string));
+        let armed_on = injected_422(service);
         for entry in journal {
             let armed = entry.origin.as_deref() != Some(FINAL_ORIGIN);
-            if armed && write_method.as_deref() == Some(entry.method.as_str()) {
+            if let Some((method, p)) = &armed_on
+                && armed
+                && *method == entry.method
+            {
                 found.writes_eligible += 1;
                 found.expected_injected_422 += p;
             }

@@ -217,9 +217,8 @@ impl Worker {
 
     pub(super) fn write(&self, rec: Rec) -> Option<Rec> {
         // None of these bugs compares versions: `NoLease` and `ConstantFencingToken` have no
-        // lease to guard, and
-        // `LeaseWithoutCas` believes the lease it checked at the start of the turn is still
-        // its own.
+        // lease to guard, and `LeaseWithoutCas` believes the lease it checked at the start of
+        // the turn is still its own.
         let blind = self.unleased() || self.has(Bug::LeaseWithoutCas);
         self.store().write(rec, blind)
     }
