@@ -1,9 +1,10 @@
 //! Bring your own test, from Python: the kit of `clients/python` (a client of `twice serve` and
 //! a pytest plugin) passes its own tests, and the example applications of `examples/apps`
-//! tested with it come out as they should. The correct refund worker and the DBOS workflow
-//! with a key per step pass every scenario; their naive versions are strict expected failures
-//! in a plain `pytest` run, and with `--runxfail` each fails with twice's verdict naming the
-//! invariant it breaks and the ledger's effects as evidence.
+//! tested with it come out as they should. The correct refund worker passes every scenario; its
+//! naive version is a strict expected failure in a plain `pytest` run, and with `--runxfail`
+//! each naive case fails with twice's verdict naming the invariant it breaks and the ledger's
+//! effects as evidence. (The DBOS example is in `examples/engines/dbos`, run by `cargo xtask
+//! engines`.)
 //!
 //! pytest runs as a child process of the venv's interpreter (`TWICE_PYTHON`, set by `cargo
 //! xtask test`, which installs the kit there) with `TWICE_BIN` pointing at the `twice` binary;
@@ -45,8 +46,6 @@ const EXAMPLES: &[(&str, Option<&str>)] = &[
     ("test_refund_worker[timeout_taken_as_no-naive]", Some("no-duplicate-effect")),
     ("test_refund_worker[crash_while_refund_in_flight-correct]", None),
     ("test_refund_worker[crash_while_refund_in_flight-naive]", Some("no-duplicate-effect")),
-    ("test_dbos_refund_workflows[per_step-correct]", None),
-    ("test_dbos_refund_workflows[per_attempt-naive]", Some("no-duplicate-effect")),
 ];
 
 /// The kit's tests that must be there (a sample: a run that lost them would pass vacuously).
@@ -195,7 +194,7 @@ fn python() -> OsString {
         )
     });
     let probe = Command::new(&python)
-        .args(["-c", "import twice.pytest_plugin, dbos, stripe"])
+        .args(["-c", "import twice.pytest_plugin, stripe"])
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("cannot run TWICE_PYTHON={}: {e}", python.to_string_lossy()));

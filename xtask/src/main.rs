@@ -16,6 +16,10 @@
 //!   figures written into `docs/reliability.md`. Not part of CI.
 //! - `cargo xtask flake N [ARGS...]`: the suite built once and run N times; every test that
 //!   failed at least once, with its output.
+//! - `cargo xtask engines [--short] [--only ENGINE]... [-- PYTEST_ARGS...]`: the real engines
+//!   of `examples/engines/` (Celery with Redis, DBOS, LangGraph, Restate, Temporal), each app
+//!   through twice; a full run rewrites each engine's `findings.json` and the table of
+//!   `docs/engines.md` (`engines.rs`). `.ci/run` runs `--short`.
 //! - `cargo xtask fuzz-api [--examples N] [--seed S] [--release]`: schemathesis against the
 //!   control APIs of a real `twice serve`, driven by `docs/openapi/` (`fuzz_api.rs`). Not part
 //!   of CI.
@@ -31,6 +35,7 @@
 //! (`docs/benchmarks.md`). This file parses the command line and dispatches.
 
 mod bench;
+mod engines;
 mod flake;
 mod fuzz_api;
 mod fuzz_http;
@@ -87,11 +92,18 @@ fn main() {
         Some("bench") if args.len() == 3 && args[1] == "--from-log" => {
             run(|| bench::bench_from_log(Path::new(&args[2])))
         }
+        Some("engines") => run(|| engines::engines(&args[1..])),
         Some("fuzz-http") => run(|| fuzz_http::fuzz_http(&args[1..])),
         Some("fuzz-api") => run(|| fuzz_api::fuzz_api(&args[1..])),
         Some("fuzz-parsers") => run(|| fuzz_parsers::fuzz_parsers(&args[1..])),
         Some("help" | "-h" | "--help") => {
-            println!("{USAGE}\n{}\n{}\n{}", fuzz_http::USAGE, fuzz_api::USAGE, fuzz_parsers::USAGE);
+            println!(
+                "{USAGE}\n{}\n{}\n{}\n{}",
+                engines::USAGE,
+                fuzz_http::USAGE,
+                fuzz_api::USAGE,
+                fuzz_parsers::USAGE
+            );
             0
         }
         Some("bench") => usage_error(&format!("`bench` takes no arguments, got `{}`", args[1..].join(" "))),

@@ -57,8 +57,8 @@ pub(crate) fn test(args: &[String]) -> Result<i32> {
 const CHROMIUM_NAMES: [&str; 3] = ["chromium", "chromium-browser", "google-chrome"];
 
 /// Chromium for the HTML report test: `TWICE_CHROMIUM`, or the first of [`CHROMIUM_NAMES`] on
-/// the `PATH`; when there is none and we are root on Linux with `apt-get`, installs Debian's
-/// `chromium` package first. A failed install is a warning: only that test needs it.
+/// the `PATH`; when there is none, installs Debian's `chromium` package first ([`apt_install`]).
+/// A failed install is a warning: only that test needs it.
 pub(crate) fn prepare_chromium() -> Option<PathBuf> {
     if let Some(path) = env::var_os("TWICE_CHROMIUM").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(path));
@@ -66,26 +66,42 @@ pub(crate) fn prepare_chromium() -> Option<PathBuf> {
     if let Some(found) = find_on_path(&CHROMIUM_NAMES) {
         return Some(found);
     }
-    let root_user = output_of("id", &["-u"]).is_some_and(|uid| uid == "0");
-    if cfg!(target_os = "linux") && root_user && find_on_path(&["apt-get"]).is_some() {
-        println!(
-            "xtask: installing Chromium for the HTML report test (apt-get install -y --no-install-recommends chromium)"
-        );
-        let installed = Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", "chromium"])
-            .stdin(Stdio::null())
-            .status();
-        match installed {
-            Ok(status) if status.success() => return find_on_path(&CHROMIUM_NAMES),
-            Ok(status) => eprintln!("xtask: warning: apt-get install chromium failed ({status}); going on"),
-            Err(e) => eprintln!("xtask: warning: could not run apt-get ({e}); going on"),
-        }
+    if apt_install("chromium", "the HTML report test") {
+        return find_on_path(&CHROMIUM_NAMES);
     }
     None
 }
 
+/// Installs a Debian package with `apt-get install -y --no-install-recommends` when we are root
+/// on Linux with `apt-get`; whether it installed. A failure is a warning naming `purpose`: the
+/// caller says what goes without it.
+pub(crate) fn apt_install(package: &str, purpose: &str) -> bool {
+    let root_user = output_of("id", &["-u"]).is_some_and(|uid| uid == "0");
+    if !(cfg!(target_os = "linux") && root_user && find_on_path(&["apt-get"]).is_some()) {
+        return false;
+    }
+    println!(
+        "xtask: installing {package} for {purpose} (apt-get install -y --no-install-recommends {package})"
+    );
+    let installed = Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends", package])
+        .stdin(Stdio::null())
+        .status();
+    match installed {
+        Ok(status) if status.success() => true,
+        Ok(status) => {
+            eprintln!("xtask: warning: apt-get install {package} failed ({status}); going on");
+            false
+        }
+        Err(e) => {
+            eprintln!("xtask: warning: could not run apt-get ({e}); going on");
+            false
+        }
+    }
+}
+
 /// The first of `names` found as a file in a directory of the `PATH`.
-fn find_on_path(names: &[&str]) -> Option<PathBuf> {
+pub(crate) fn find_on_path(names: &[&str]) -> Option<PathBuf> {
     let path = env::var_os("PATH")?;
     names.iter().flat_map(|name| env::split_paths(&path).map(move |dir| dir.join(name))).find(|p| p.is_file())
 }

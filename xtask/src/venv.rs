@@ -22,7 +22,7 @@ const REQUIREMENTS: &str = "tests/requirements.txt";
 const KIT: &str = "clients/python";
 /// What decides how the kit installs (name, entry points, build backend); its code is read in
 /// place, being installed editable.
-const KIT_PYPROJECT: &str = "clients/python/pyproject.toml";
+pub(crate) const KIT_PYPROJECT: &str = "clients/python/pyproject.toml";
 
 /// Makes `target/twice-venv` hold exactly what `tests/requirements.txt` asks for, and the kit
 /// of `clients/python`; returns the absolute path of its interpreter. Installs only when the
@@ -36,31 +36,34 @@ pub(crate) fn prepare_venv(root: &Path) -> Result<PathBuf> {
         stamp: VENV_STAMP,
         rerun: "cargo xtask test",
     };
-    venv.prepare(root, |python, retry| {
-        // Editable, so the kit's tests always run its current code; without build isolation
-        // and dependencies, so the build uses the flit_core pinned above and pip fetches
-        // nothing.
-        println!("xtask: installing the Python kit {KIT} into {} (pip, editable)", venv.dir.display());
-        let status = Command::new(python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "-q",
-                "--no-deps",
-                "--no-build-isolation",
-                "-e",
-            ])
-            .arg(root.join(KIT))
-            .stdin(Stdio::null())
-            .status()
-            .with_context(|| format!("could not run {}\n{retry}", python.display()))?;
-        if !status.success() {
-            bail!("`pip install -e {KIT}` into {} failed ({status})\n{retry}", venv.dir.display());
-        }
-        Ok(())
-    })
+    venv.prepare(root, |python, retry| install_kit(root, python, &venv.dir, retry))
+}
+
+/// Installs the Python kit of `clients/python` into the venv whose interpreter is `python`:
+/// editable, so its tests always run its current code; without build isolation and
+/// dependencies, so the build uses the flit_core pinned in the requirements and pip fetches
+/// nothing.
+pub(crate) fn install_kit(root: &Path, python: &Path, venv: &Path, retry: &str) -> Result<()> {
+    println!("xtask: installing the Python kit {KIT} into {} (pip, editable)", venv.display());
+    let status = Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-e",
+        ])
+        .arg(root.join(KIT))
+        .stdin(Stdio::null())
+        .status()
+        .with_context(|| format!("could not run {}\n{retry}", python.display()))?;
+    if !status.success() {
+        bail!("`pip install -e {KIT}` into {} failed ({status})\n{retry}", venv.display());
+    }
+    Ok(())
 }
 
 /// A venv under the target directory kept exactly at a pinned requirements file: installed

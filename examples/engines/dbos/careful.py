@@ -1,0 +1,143 @@
+"""The careful DBOS refund app: the idiomatic one made correct with DBOS's own tools.
+
+- The workflow is started under the business id (`SetWorkflowID(intent id)`), as in the
+  idiomatic app: starting it twice runs it once.
+- The refund's `Idempotency-Key` is derived from DBOS's record, `{DBOS.workflow_id}-{DBOS.step_id}`:
+  the same on every retry of the step and after DBOS recovers the workflow in a new process
+  (the step id is the step's position in the workflow, which recovery replays), so the
+  service replays a refund it already made instead of making a second one.
+- The request carries the workflow id in the refund's metadata, and every run of the step
+  first looks the refund up (refunds of the payment intent with that metadata): DBOS runs a
+  step again after any exception or crash without knowing whether its request landed, and a
+  key alone is not enough when the service forgets keys (`payments_forget_keys`) or a commit
+  lands late.
+- `should_retry` (DBOS's step option) retries only what is unsure or "not now" (no reply, a
+  timeout, a 5xx, 408, 409, 429). A refusal that needs a person (400, 401, 403, 422) is never
+  sent again: the workflow ends with `escalated`. Another definite refusal (402, 404) ends
+  `failed`.
+- When DBOS gives up on the step (`DBOSMaxStepRetriesExceeded`), the workflow ends with
+  `unknown` rather than a guess: a request that got no answer may have landed.
+
+The workflow's output (DBOS's record) says which of these it came to.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import stripe
+from dbos import DBOS
+from dbos._error import DBOSMaxStepRetriesExceeded
+
+import sends
+
+#: Runs of the refund step per workflow (the first included), and DBOS's pause before the
+#: second, doubled for each further one: 0.5 + 1 + 2 + 4 + 8 s, longer than any settle bound
+#: or late commit of the scenarios, so a lookup at the last run sees what landed.
+STEP_ATTEMPTS_MAX = 6
+STEP_RETRY_INTERVAL_S = 0.5
+#: The metadata field carrying the workflow id, by which a run of the step finds the refund.
+METADATA_KEY = "dbos_workflow_id"
+#: Statuses that say nothing of whether the refund happened, or ask to be sent again later.
+UNSURE_STATUSES = (408, 409, 429)
+#: Refusals a person must act on: never sent again (docs/protocol.md §7).
+NEEDS_A_DECISION = (400, 401, 403, 422)
+
+_client: Optional[stripe.StripeClient] = None
+#: Sends per workflow in this process (a crash forgets them: then an earlier send may have
+#: landed, and a refusal says nothing of it).
+_sent_here: dict[str, int] = {}
+#: The key of each workflow's refund step, for the workflow's output when DBOS gives up.
+_keys: dict[str, str] = {}
+#: Workflows this process started itself (the others it recovered after a crash).
+started_here: set[str] = set()
+
+
+class Refused(Exception):
+    """A definite refusal of the refund: not retried."""
+
+    def __init__(self, status: int, code: str, message: str, could_duplicate: bool, key: str) -> None:
+        super().__init__(status, code, message, could_duplicate, key)
+        self.status, self.code, self.message = status, code, message
+        self.could_duplicate, self.key = could_duplicate, key
+
+
+def configure(api_base: str, timeout_s: float) -> None:
+    """Points the step's Stripe client at `api_base`; the SDK's own retries stay off (its
+    default), DBOS's step retries are the only ones."""
+    global _client
+    _client = stripe.StripeClient(
+        "sk_test_twice",
+        base_addresses={"api": api_base},
+        http_client=stripe.RequestsClient(timeout=timeout_s),
+    )
+
+
+def _retry_unless_refused(error: BaseException) -> bool:
+    return not isinstance(error, Refused)
+
+
+def _look_up(payment_intent: str, workflow_id: str) -> Optional[str]:
+    """The id of this workflow's refund if the service has it. A failed lookup raises: the
+    step is unsure, and DBOS runs it again."""
+    assert _client is not None
+    refunds = _client.v1.refunds.list(params={"payment_intent": payment_intent, "limit": 100})
+    for refund in refunds.data:
+        metadata = refund.to_dict(recursive=True).get("metadata") or {}
+        if metadata.get(METADATA_KEY) == workflow_id:
+            return str(refund.id)
+    return None
+
+
+@DBOS.step(
+    retries_allowed=True,
+    max_attempts=STEP_ATTEMPTS_MAX,
+    interval_seconds=STEP_RETRY_INTERVAL_S,
+    backoff_rate=2.0,
+    should_retry=_retry_unless_refused,
+)
+def refund_step(payment_intent: str, amount: int) -> dict[str, Any]:
+    assert _client is not None, "careful.configure(api_base, timeout_s) was not called"
+    workflow_id, step_id = DBOS.workflow_id, DBOS.step_id
+    assert workflow_id is not None and step_id is not None, "the refund step runs inside a workflow"
+    key = _keys[workflow_id] = f"{workflow_id}-{step_id}"
+    found = _look_up(payment_intent, workflow_id)
+    if found is not None:
+        return {"state": "confirmed", "refund_id": found, "key": key, "found_by": "lookup"}
+    _sent_here[workflow_id] = _sent_here.get(workflow_id, 0) + 1
+    sends.count(workflow_id)
+    try:
+        refund = _client.v1.refunds.create(
+            params={"payment_intent": payment_intent, "amount": amount, "metadata": {METADATA_KEY: workflow_id}},
+            options={"idempotency_key": key},
+        )
+    except stripe.StripeError as e:
+        status = e.http_status
+        if status is not None and 400 <= status < 500 and status not in UNSURE_STATUSES:
+            code = str(getattr(e, "code", "") or "")
+            if code == "idempotency_error":
+                raise  # the key's earlier request had other parameters: unsure, looked up again
+            # The lookup just found nothing; an earlier send of this process that got no
+            # answer, or one of a life before a crash, may still have landed.
+            earlier = _sent_here[workflow_id] > 1 or workflow_id not in started_here
+            raise Refused(status, code, str(e.user_message or e), could_duplicate=earlier, key=key) from None
+        raise
+    return {"state": "confirmed", "refund_id": refund.id, "key": key, "found_by": "reply"}
+
+
+@DBOS.workflow()
+def refund_workflow(payment_intent: str, amount: int) -> dict[str, Any]:
+    """Refunds `amount` of `payment_intent`; the workflow id is the refund's business id. The
+    output's `state` is what the workflow knows: confirmed, failed, escalated or unknown."""
+    try:
+        return refund_step(payment_intent, amount)
+    except Refused as e:
+        decision = {"status": e.status, "code": e.code, "message": e.message}
+        if e.status in NEEDS_A_DECISION:
+            return {"state": "escalated", "key": e.key, "decision": decision, "could_duplicate": e.could_duplicate}
+        if e.could_duplicate:
+            return {"state": "unknown", "key": e.key, "decision": decision}
+        return {"state": "failed", "key": e.key, "decision": decision}
+    except DBOSMaxStepRetriesExceeded as e:
+        workflow_id = DBOS.workflow_id or ""
+        return {"state": "unknown", "key": _keys.get(workflow_id, ""), "last_error": str(e)}

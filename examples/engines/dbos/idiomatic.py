@@ -1,0 +1,51 @@
+"""The idiomatic DBOS refund app: a durable workflow with one step that refunds through
+stripe-python, written as DBOS's docs show a step that calls an external API.
+
+- The workflow is started under the business id (`SetWorkflowID(intent id)`), DBOS's own
+  idempotency for workflows: starting the same id again runs it once.
+- The step is `@DBOS.step(retries_allowed=True)` with DBOS's default retry policy (3 attempts,
+  1 s apart, doubling): every exception the step raises (a lost reply, a timeout, a 5xx, a 4xx)
+  runs it again.
+- The step calls `client.v1.refunds.create(...)` with stripe-python's defaults: the SDK puts an
+  `Idempotency-Key` of its own on every POST (a fresh UUID per call), and a `StripeClient`
+  makes no network retries of its own. So each run of the step is a new key: the service cannot
+  tell DBOS's retry (or DBOS's recovery of the workflow after a crash) from a second refund.
+
+The only setting that is not a default is the HTTP timeout of the Stripe client: the
+scenario's request timeout, as a user sets a timeout on a call to a payment API.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import stripe
+from dbos import DBOS
+
+import sends
+
+_client: Optional[stripe.StripeClient] = None
+
+
+def configure(api_base: str, timeout_s: float) -> None:
+    """Points the step's Stripe client at `api_base` (its `stripe.api_base`)."""
+    global _client
+    _client = stripe.StripeClient(
+        "sk_test_twice",
+        base_addresses={"api": api_base},
+        http_client=stripe.RequestsClient(timeout=timeout_s),
+    )
+
+
+@DBOS.step(retries_allowed=True)
+def refund_step(payment_intent: str, amount: int) -> dict[str, Any]:
+    assert _client is not None, "idiomatic.configure(api_base, timeout_s) was not called"
+    sends.count(DBOS.workflow_id)
+    refund = _client.v1.refunds.create(params={"payment_intent": payment_intent, "amount": amount})
+    return {"refund_id": refund.id, "status": refund.status}
+
+
+@DBOS.workflow()
+def refund_workflow(payment_intent: str, amount: int) -> dict[str, Any]:
+    """Refunds `amount` of `payment_intent`; the workflow id is the refund's business id."""
+    return refund_step(payment_intent, amount)

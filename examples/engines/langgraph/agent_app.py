@@ -1,0 +1,407 @@
+"""A LangGraph refund agent on stripe-python, with its durable record in a `SqliteSaver` file,
+in two versions.
+
+The job: a support ticket asks for a refund of AMOUNT of PAYMENT_INTENT; an agent decides to
+refund and calls its `refund` tool, which refunds through stripe-python. One graph thread per
+ticket, the thread id being the ticket (the scenario's intent id). The checkpointer is the
+app's only memory: a process that is killed and started again knows what it was doing only
+from the checkpoints in the SQLite file.
+
+The graph is the tool-calling agent of LangGraph's docs: `StateGraph(MessagesState)`, an
+`agent` node that calls the chat model, a prebuilt `ToolNode`, `tools_condition` between them,
+compiled with a checkpointer. The chat model is a scripted `GenericFakeChatModel` (no network,
+no API key). Fake models have no `bind_tools`, so the agent node turns the model's scripted
+text (JSON) into a tool call itself; the model's place in its script is the number of AI
+messages already in the thread's STATE, since a new process starts the fake afresh. The tool
+call ids are random, as a provider's are, and live in the checkpointed state from then on.
+
+**idiomatic** (`--mode idiomatic`), as the docs show it:
+
+- the default durability (`"async"`), the `ToolNode`'s default error handling (a tool's
+  exception is re-raised), a `RetryPolicy()` with its defaults on the tools node (the docs'
+  advice for transient errors: network issues, rate limits);
+- the tool calls `client.v1.refunds.create(...)` without an idempotency key: stripe-python
+  mints a fresh one per call, so every run of the tool is a new refund to Stripe;
+- a process that starts on a thread left unfinished resumes it (`invoke(None, config)`, the
+  docs' way to resume after a failure).
+
+**careful** (`--mode careful`), the same graph made correct with LangGraph's own tools:
+
+- `durability="sync"`: each step's checkpoint is written before the next step starts, so the
+  tool call (and its id) is on disk before the tool runs;
+- the key is `{thread_id}:{tool_call_id}` (the tool gets both injected: `RunnableConfig` and
+  `InjectedToolCallId`), the same on every run of that tool call, in any process; the send
+  carries them in `metadata` too;
+- every run of the tool first looks the refund up (refunds of the payment intent whose
+  metadata names this tool call): a run after a crash or a retry finds the first one;
+- an unsure outcome (no reply, a timeout, a 5xx, a 409) is not a "no": the tool reads back
+  until the service's settle bound has passed, and returns `unknown` if the refund is still
+  not there rather than send again; only a 429 or a refused connection (certainly not
+  executed) raises, for the node's `RetryPolicy` to run the tool again; a definite refusal
+  returns `failed`;
+- the tool's outcome is in its `ToolMessage` (JSON), so the record says confirmed, failed or
+  unknown; a thread whose tool never returned is claimed `unknown`.
+
+Usage (the tests drive it this way, one process per life):
+
+    python agent_app.py run DB --api-base URL --mode idiomatic|careful --timeout-s S \
+        [--settle-s S] [--api graph|functional] TICKET:PAYMENT_INTENT:AMOUNT ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Optional
+
+import stripe
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import InjectedToolCallId, tool
+from langgraph.cache.sqlite import SqliteCache
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.config import get_config
+from langgraph.func import entrypoint, task
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import CachePolicy, RetryPolicy
+
+MODES = ("idiomatic", "careful")
+API_KEY = "sk_test_twice"
+REFUND_ID = re.compile(r"\bre_[A-Za-z0-9]+\b")
+
+
+# -- the scripted model ------------------------------------------------------------------------
+
+
+def script(payment_intent: str, amount: int) -> list[str]:
+    """What the model says, in order: a decision to call `refund`, then a closing line."""
+    decision = {"tool": "refund", "args": {"payment_intent": payment_intent, "amount": amount}}
+    return [json.dumps(decision), "The refund is done; I have told the customer."]
+
+
+def agent_node(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+    """The docs' `call_model` node, with a scripted model: its place in the script is how many
+    AI messages the state already has (a new process starts the fake afresh)."""
+    ticket = config["configurable"]["ticket"]
+    said = sum(1 for m in state["messages"] if isinstance(m, AIMessage))
+    model = GenericFakeChatModel(messages=iter(script(ticket["payment_intent"], ticket["amount"])[said:]))
+    reply = model.invoke(state["messages"])
+    text = str(reply.content)
+    try:
+        decision = json.loads(text)
+    except ValueError:
+        return {"messages": [AIMessage(content=text)]}
+    # What a provider does for a model with tools bound: a tool call with a fresh id.
+    call = {"name": decision["tool"], "args": decision["args"], "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call"}
+    return {"messages": [AIMessage(content="", tool_calls=[call])]}
+
+
+# -- stripe ------------------------------------------------------------------------------------
+
+_client: Optional[stripe.StripeClient] = None
+_settle_s = 1.0
+
+
+def configure(api_base: str, timeout_s: float, settle_s: float = 1.0) -> None:
+    """The tools' Stripe client, each request bounded by `timeout_s` (the scenario's request
+    timeout); stripe-python's own retry count is left at its default."""
+    global _client, _settle_s
+    _client = stripe.StripeClient(API_KEY, base_addresses={"api": api_base}, http_client=stripe.RequestsClient(timeout=timeout_s))
+    _settle_s = settle_s
+
+
+def client() -> stripe.StripeClient:
+    if _client is None:
+        raise RuntimeError("agent_app.configure(api_base, timeout_s) was not called")
+    return _client
+
+
+# -- idiomatic ---------------------------------------------------------------------------------
+
+
+@tool("refund")
+def refund_idiomatic(payment_intent: str, amount: int) -> str:
+    """Refund `amount` (in cents) of the payment intent `payment_intent`."""
+    refund = client().v1.refunds.create(params={"payment_intent": payment_intent, "amount": amount})
+    return f"Refunded {refund.amount} of {payment_intent}: {refund.id} ({refund.status})"
+
+
+# -- careful -----------------------------------------------------------------------------------
+
+
+class NotExecuted(Exception):
+    """The service certainly did not execute the send (429, connection refused): the node's
+    `RetryPolicy` may run the tool again."""
+
+
+def _look_up(payment_intent: str, tool_call_id: str) -> Optional[Any]:
+    try:
+        refunds = client().v1.refunds.list(params={"payment_intent": payment_intent, "limit": 100})
+    except stripe.StripeError:
+        return None
+    for refund in refunds.data:
+        metadata = refund.to_dict(recursive=True).get("metadata") or {}
+        if metadata.get("lg_tool_call") == tool_call_id:
+            return refund
+    return None
+
+
+def _outcome(state: str, key: str, **fields: Any) -> str:
+    return json.dumps({"state": state, "key": key, **fields})
+
+
+@tool("refund")
+def refund_careful(
+    payment_intent: str, amount: int, tool_call_id: Annotated[str, InjectedToolCallId], config: RunnableConfig
+) -> str:
+    """Refund `amount` (in cents) of the payment intent `payment_intent`."""
+    thread_id = config["configurable"]["thread_id"]
+    key = f"{thread_id}:{tool_call_id}"
+    found = _look_up(payment_intent, tool_call_id)
+    if found is not None:
+        # An earlier run of this very tool call (before a crash, or a retry) landed.
+        return _outcome("confirmed", key, refund_id=found.id, via="lookup")
+    try:
+        refund = client().v1.refunds.create(
+            params={
+                "payment_intent": payment_intent,
+                "amount": amount,
+                "metadata": {"lg_thread": thread_id, "lg_tool_call": tool_call_id},
+            },
+            options={"idempotency_key": key},
+        )
+        return _outcome("confirmed", key, refund_id=refund.id)
+    except stripe.StripeError as e:
+        status = e.http_status
+        error = f"{type(e).__name__} ({status}): {e.user_message or e}"
+        if status == 429 or (status is None and _refused(e)):
+            raise NotExecuted(error) from e
+        if status is not None and 400 <= status < 500 and status != 409:
+            return _outcome("failed", key, last_error=error)
+        # No reply, a timeout, a 5xx, a 409: the refund may exist or may still appear. Read
+        # back until the service's settle bound has passed; then say unknown, never resend.
+        deadline = time.monotonic() + _settle_s
+        while True:
+            found = _look_up(payment_intent, tool_call_id)
+            if found is not None:
+                return _outcome("confirmed", key, refund_id=found.id, via="lookup", last_error=error)
+            if time.monotonic() > deadline:
+                return _outcome("unknown", key, last_error=error)
+            time.sleep(0.1)
+
+
+def _refused(e: stripe.StripeError) -> bool:
+    """A connection that could not be made: nothing left the process."""
+    text = str(e).lower()
+    return "connection refused" in text or "failed to establish a new connection" in text
+
+
+# -- the graph ---------------------------------------------------------------------------------
+
+
+def build(mode: str, checkpointer: SqliteSaver) -> Any:
+    """The docs' tool-calling agent, compiled with the checkpointer."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}: one of {MODES}")
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent_node)
+    if mode == "idiomatic":
+        builder.add_node("tools", ToolNode([refund_idiomatic]), retry_policy=RetryPolicy())
+    else:
+        builder.add_node(
+            "tools",
+            ToolNode([refund_careful]),
+            retry_policy=RetryPolicy(max_attempts=4, initial_interval=0.2, jitter=False, retry_on=NotExecuted),
+        )
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer)
+
+
+@contextmanager
+def saver(db_path: str) -> Iterator[SqliteSaver]:
+    with SqliteSaver.from_conn_string(db_path) as checkpointer:
+        yield checkpointer
+
+
+def thread_config(ticket_id: str, payment_intent: str, amount: int) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": ticket_id,
+            "ticket": {"payment_intent": payment_intent, "amount": amount},
+        }
+    }
+
+
+def run(db_path: str, mode: str, tickets: list[tuple[str, str, int]]) -> None:
+    """One life: every ticket's thread, started or resumed, to its end."""
+    durability = "sync" if mode == "careful" else None  # None: LangGraph's default ("async")
+    with saver(db_path) as checkpointer:
+        graph = build(mode, checkpointer)
+        for ticket_id, payment_intent, amount in tickets:
+            config = thread_config(ticket_id, payment_intent, amount)
+            snapshot = graph.get_state(config)
+            if snapshot.values and not snapshot.next:
+                continue  # finished in an earlier life
+            kwargs = {"durability": durability} if durability else {}
+            started = time.monotonic()
+            try:
+                if snapshot.values:
+                    print(f"{ticket_id}: resuming at {snapshot.next}", flush=True)
+                    graph.invoke(None, config, **kwargs)
+                else:
+                    ask = f"Please refund {amount} of {payment_intent} (ticket {ticket_id})."
+                    graph.invoke({"messages": [HumanMessage(content=ask)]}, config, **kwargs)
+                print(f"{ticket_id}: finished in {time.monotonic() - started:.2f} s", flush=True)
+            except Exception as e:  # the run failed: LangGraph's record says so
+                print(f"{ticket_id}: the run raised {type(e).__name__}: {e}", flush=True)
+
+
+
+# -- the functional API ------------------------------------------------------------------------
+#
+# The same job with `@entrypoint` and `@task`, as the functional API's docs write it: the refund
+# is a task whose result the checkpointer saves once it returns (a resumed entrypoint gets it
+# back instead of running the task again) and which a `CachePolicy` caches in a `SqliteCache`
+# file, keyed on the task's input. Both only ever record a task that FINISHED: a process killed
+# while the task's request is out leaves nothing of it, and the resumed entrypoint runs it
+# again. The careful task keys the send on the thread id (one refund per ticket thread) and
+# looks the refund up first, as the careful tool does.
+
+
+@task(cache_policy=CachePolicy(), retry_policy=RetryPolicy())
+def refund_task_idiomatic(payment_intent: str, amount: int) -> dict[str, Any]:
+    refund = client().v1.refunds.create(params={"payment_intent": payment_intent, "amount": amount})
+    return {"state": "confirmed", "refund_id": refund.id}
+
+
+@task(cache_policy=CachePolicy(), retry_policy=RetryPolicy(max_attempts=4, initial_interval=0.2, jitter=False, retry_on=NotExecuted))
+def refund_task_careful(thread_id: str, payment_intent: str, amount: int) -> dict[str, Any]:
+    # The task's identity within the thread: this entrypoint runs one refund task per thread.
+    return json.loads(refund_careful.func(payment_intent, amount, f"{thread_id}-refund", {"configurable": {"thread_id": thread_id}}))
+
+
+def build_functional(mode: str, checkpointer: SqliteSaver, cache: SqliteCache) -> Any:
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}: one of {MODES}")
+
+    @entrypoint(checkpointer=checkpointer, cache=cache)
+    def refund_ticket(ticket: dict[str, Any]) -> dict[str, Any]:
+        if mode == "idiomatic":
+            return refund_task_idiomatic(ticket["payment_intent"], ticket["amount"]).result()
+        thread_id = get_config()["configurable"]["thread_id"]
+        return refund_task_careful(thread_id, ticket["payment_intent"], ticket["amount"]).result()
+
+    return refund_ticket
+
+
+def run_functional(db_path: str, mode: str, tickets: list[tuple[str, str, int]]) -> None:
+    """One life of the functional version: every ticket's entrypoint run, started or resumed."""
+    durability = "sync" if mode == "careful" else None
+    cache = SqliteCache(path=db_path + ".cache")
+    with saver(db_path) as checkpointer:
+        workflow = build_functional(mode, checkpointer, cache)
+        for ticket_id, payment_intent, amount in tickets:
+            config = thread_config(ticket_id, payment_intent, amount)
+            snapshot = workflow.get_state(config)
+            if snapshot.values is not None and snapshot.created_at and not snapshot.next:
+                continue
+            kwargs = {"durability": durability} if durability else {}
+            started = time.monotonic()
+            try:
+                if snapshot.next:
+                    print(f"{ticket_id}: resuming at {snapshot.next}", flush=True)
+                    workflow.invoke(None, config, **kwargs)
+                else:
+                    workflow.invoke({"payment_intent": payment_intent, "amount": amount}, config, **kwargs)
+                print(f"{ticket_id}: finished in {time.monotonic() - started:.2f} s", flush=True)
+            except Exception as e:
+                print(f"{ticket_id}: the run raised {type(e).__name__}: {e}", flush=True)
+
+
+def record_functional(db_path: str, mode: str, ticket_id: str, payment_intent: str, amount: int) -> dict[str, Any]:
+    """What the checkpointer says of a functional thread, in `record`'s shape: the entrypoint's
+    return value stands for the tool's result."""
+    cache = SqliteCache(path=db_path + ".cache")
+    with saver(db_path) as checkpointer:
+        workflow = build_functional(mode, checkpointer, cache)
+        config = thread_config(ticket_id, payment_intent, amount)
+        snapshot = workflow.get_state(config)
+        errors = [str(t.error) for t in snapshot.tasks if t.error is not None]
+        finished = bool(snapshot.created_at) and not snapshot.next
+        value = snapshot.values if finished and isinstance(snapshot.values, dict) else None
+        results = []
+        if value:
+            if mode == "idiomatic":
+                results = [(f"Refunded {amount} of {payment_intent}: {value.get('refund_id')}", "success")]
+            else:
+                results = [(json.dumps(value), "success")]
+        return {
+            "exists": bool(snapshot.created_at),
+            "finished": finished,
+            "next": list(snapshot.next),
+            "tool_calls": [f"{ticket_id}-refund"],
+            "tool_results": results,
+            "errors": errors,
+            "checkpoints": len(list(workflow.get_state_history(config))),
+        }
+
+
+# -- the record --------------------------------------------------------------------------------
+
+
+def record(db_path: str, mode: str, ticket_id: str, payment_intent: str, amount: int) -> dict[str, Any]:
+    """What the checkpointer says of a ticket's thread: finished or not, the tool's messages,
+    the errors of its pending tasks, as one dict."""
+    with saver(db_path) as checkpointer:
+        graph = build(mode, checkpointer)
+        config = thread_config(ticket_id, payment_intent, amount)
+        snapshot = graph.get_state(config)
+        messages = list(snapshot.values.get("messages", [])) if snapshot.values else []
+        tool_messages = [m for m in messages if isinstance(m, ToolMessage)]
+        tool_calls = [c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+        errors = [str(t.error) for t in snapshot.tasks if t.error is not None]
+        history = list(graph.get_state_history(config))
+        return {
+            "exists": bool(snapshot.values),
+            "finished": bool(snapshot.values) and not snapshot.next,
+            "next": list(snapshot.next),
+            "tool_calls": [c["id"] for c in tool_calls],
+            "tool_results": [(str(m.content), m.status) for m in tool_messages],
+            "errors": errors,
+            "checkpoints": len(history),
+        }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    go = commands.add_parser("run", help="start or resume every ticket's thread, then exit")
+    go.add_argument("db")
+    go.add_argument("tickets", nargs="+", help="TICKET:PAYMENT_INTENT:AMOUNT")
+    go.add_argument("--api-base", required=True)
+    go.add_argument("--mode", choices=MODES, required=True)
+    go.add_argument("--timeout-s", type=float, default=2.0, help="per request")
+    go.add_argument("--api", choices=("graph", "functional"), default="graph", help="the Graph API agent or the functional API")
+    go.add_argument("--settle-s", type=float, default=1.0, help="careful: how long to read back after an unsure send")
+    args = parser.parse_args(argv)
+    configure(args.api_base, args.timeout_s, args.settle_s)
+    tickets = []
+    for spec in args.tickets:
+        ticket_id, payment_intent, amount = spec.split(":")
+        tickets.append((ticket_id, payment_intent, int(amount)))
+    (run_functional if args.api == "functional" else run)(args.db, args.mode, tickets)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
