@@ -17,6 +17,15 @@
   `failed`.
 - When DBOS gives up on the step (`DBOSMaxStepRetriesExceeded`), the workflow ends with
   `unknown` rather than a guess: a request that got no answer may have landed.
+- Given the service's contract (`configure(..., contract=...)`, as the twice/1 adapter
+  twice1.py does), a lookup that finds nothing is believed only once nothing sent can still
+  land (`settle_ms_max + read_lag_ms_max` + the request timeout since the workflow's last send
+  in this process, or since the process started for a workflow DBOS recovered); before that,
+  the step resends only under its own key while the service keeps it, else it waits. Where
+  acks `may_lie`, a success is read back; a hollow one ends the step `not_landed`, and the
+  workflow runs the step again: a new step id, so a new key (the old one may hold the hollow
+  answer), and that run's lookup comes first. Without a contract (test_dbos.py's worker) the
+  lookup is believed at once, as before.
 
 The workflow's output (DBOS's record) says which of these it came to.
 """
@@ -24,6 +33,8 @@ The workflow's output (DBOS's record) says which of these it came to.
 from __future__ import annotations
 
 from typing import Any, Optional
+
+import time
 
 import stripe
 from dbos import DBOS
@@ -44,6 +55,17 @@ UNSURE_STATUSES = (408, 409, 429)
 NEEDS_A_DECISION = (400, 401, 403, 422)
 
 _client: Optional[stripe.StripeClient] = None
+#: The service's contract (docs/protocol.md §3.1), when the caller knows it; None: lookups
+#: are believed at once.
+_contract: Optional[dict[str, Any]] = None
+_timeout_ms = 2000
+#: Rounds of the refund step per workflow where acks may lie (each a new key).
+HOLLOW_ROUNDS_MAX = 3
+#: When this process started: any send of a workflow recovered from an earlier life left before.
+_PROCESS_START_MS = int(time.time() * 1000)
+#: Last send per workflow, and first send per key, in this process (ms).
+_last_sent_ms: dict[str, int] = {}
+_key_first_sent_ms: dict[str, int] = {}
 #: Sends per workflow in this process (a crash forgets them: then an earlier send may have
 #: landed, and a refusal says nothing of it).
 _sent_here: dict[str, int] = {}
@@ -62,10 +84,13 @@ class Refused(Exception):
         self.could_duplicate, self.key = could_duplicate, key
 
 
-def configure(api_base: str, timeout_s: float) -> None:
+def configure(api_base: str, timeout_s: float, contract: Optional[dict[str, Any]] = None) -> None:
     """Points the step's Stripe client at `api_base`; the SDK's own retries stay off (its
-    default), DBOS's step retries are the only ones."""
-    global _client
+    default), DBOS's step retries are the only ones. `contract`: what the service promises
+    (settle and read-lag bounds, key retention, acks), used to tell when "not found" is final."""
+    global _client, _contract, _timeout_ms
+    _contract = dict(contract) if contract is not None else None
+    _timeout_ms = int(timeout_s * 1000)
     _client = stripe.StripeClient(
         "sk_test_twice",
         base_addresses={"api": api_base},
@@ -75,6 +100,33 @@ def configure(api_base: str, timeout_s: float) -> None:
 
 def _retry_unless_refused(error: BaseException) -> bool:
     return not isinstance(error, Refused)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _final_after_ms(workflow_id: str) -> int:
+    """When a lookup that finds nothing becomes final for this workflow: nothing it sent (in
+    this process, or, if DBOS recovered it, in an earlier life, which ended before this process
+    started) can land after that."""
+    if _contract is None:
+        return 0
+    last = _last_sent_ms.get(workflow_id)
+    if last is None:
+        last = 0 if workflow_id in started_here else _PROCESS_START_MS
+    bound = int(_contract.get("settle_ms_max", 30000)) + int(_contract.get("read_lag_ms_max", 0))
+    return last + bound + _timeout_ms + 100
+
+
+def _key_safe(key: str) -> bool:
+    """A resend under `key` cannot execute twice: the service honours keys, acks tell the truth,
+    and the key (sent before by this process) is still retained when the resend arrives."""
+    if _contract is None or key not in _key_first_sent_ms:
+        return False
+    if _contract.get("idempotency_keys", "ignored") != "honored" or _contract.get("acks", "reliable") != "reliable":
+        return False
+    return _now_ms() + _timeout_ms + 100 < _key_first_sent_ms[key] + int(_contract.get("key_retention_ms", 0))
 
 
 def _look_up(payment_intent: str, workflow_id: str) -> Optional[str]:
@@ -104,7 +156,18 @@ def refund_step(payment_intent: str, amount: int) -> dict[str, Any]:
     found = _look_up(payment_intent, workflow_id)
     if found is not None:
         return {"state": "confirmed", "refund_id": found, "key": key, "found_by": "lookup"}
+    if not _key_safe(key):
+        # "Not found" proves nothing while an earlier send may still land: wait until it
+        # cannot (bounded by the contract's settle and read-lag bounds), then look again.
+        wait_ms = _final_after_ms(workflow_id) - _now_ms()
+        if wait_ms > 0:
+            time.sleep(wait_ms / 1000.0)
+            found = _look_up(payment_intent, workflow_id)
+            if found is not None:
+                return {"state": "confirmed", "refund_id": found, "key": key, "found_by": "lookup"}
     _sent_here[workflow_id] = _sent_here.get(workflow_id, 0) + 1
+    _last_sent_ms[workflow_id] = _now_ms()
+    _key_first_sent_ms.setdefault(key, _now_ms())
     sends.count(workflow_id)
     try:
         refund = _client.v1.refunds.create(
@@ -122,6 +185,14 @@ def refund_step(payment_intent: str, amount: int) -> dict[str, Any]:
             earlier = _sent_here[workflow_id] > 1 or workflow_id not in started_here
             raise Refused(status, code, str(e.user_message or e), could_duplicate=earlier, key=key) from None
         raise
+    finally:
+        _last_sent_ms[workflow_id] = _now_ms()  # the send may land up to settle after its end
+    if _contract is not None and _contract.get("acks", "reliable") == "may_lie":
+        # A success may be hollow: only a read-back proves the refund.
+        found = _look_up(payment_intent, workflow_id)
+        if found is None:
+            return {"state": "not_landed", "refund_id": refund.id, "key": key, "found_by": "reply"}
+        return {"state": "confirmed", "refund_id": found, "key": key, "found_by": "read-back"}
     return {"state": "confirmed", "refund_id": refund.id, "key": key, "found_by": "reply"}
 
 
@@ -130,7 +201,13 @@ def refund_workflow(payment_intent: str, amount: int) -> dict[str, Any]:
     """Refunds `amount` of `payment_intent`; the workflow id is the refund's business id. The
     output's `state` is what the workflow knows: confirmed, failed, escalated or unknown."""
     try:
-        return refund_step(payment_intent, amount)
+        for _ in range(HOLLOW_ROUNDS_MAX):
+            result = refund_step(payment_intent, amount)
+            if result["state"] != "not_landed":
+                return result
+            # A hollow success: the next run of the step (a new step id, so a new key) looks
+            # the refund up first and sends only once absence is final.
+        return {"state": "unknown", "key": result["key"], "last_error": "every success was hollow"}
     except Refused as e:
         decision = {"status": e.status, "code": e.code, "message": e.message}
         if e.status in NEEDS_A_DECISION:
