@@ -19,13 +19,15 @@
 //! has not expired on its own clock, so a paused or partitioned worker cannot overwrite the
 //! decision of the worker that took its intents over.
 //!
-//! Where each part lives: `pass` (the phases above, and `drain`), `lease` (leases and
-//! fencing), `lineage` (replacements), `reconcile` (phase 2's decisions), `prepare` (what a
-//! first send records before it leaves) and `send` (an attempt and what its answer means).
+//! Where each part lives: `pass` (the phases above, and `drain`), `planned` (the writes and
+//! sends a pass plans, the shapes the others decide in), `lease` (leases and fencing),
+//! `lineage` (replacements), `reconcile` (phase 2's decisions), `prepare` (what a first send
+//! records before it leaves) and `send` (an attempt and what its answer means).
 
 mod lease;
 mod lineage;
 mod pass;
+mod planned;
 mod prepare;
 mod reconcile;
 mod send;

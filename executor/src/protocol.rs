@@ -19,31 +19,14 @@ use crate::engine::{DrainError, Executor, Proposal, ProposeError, Transition, Wo
 use crate::log::Durability;
 use crate::model::{ACTIONS, ActionError};
 
-/// The protocol version this executor speaks.
-pub const PROTOCOL: &str = "twice/1";
-/// Longest request line read; a longer one is refused (code 12) and skipped.
-pub const LINE_BYTES_MAX: usize = 1024 * 1024;
+/// The protocol version this executor speaks, its line limit and its error codes: the
+/// protocol's own, shared with the harness.
+pub use vocabulary::protocol::{LINE_BYTES_MAX, PROTOCOL, code};
 /// Most `propose` requests handled as one batch, in one commit: the one read, and those
 /// already read in behind it.
 pub const PROPOSE_BATCH_MAX: usize = 64;
 /// Longest drain a caller may ask for.
 pub const DRAIN_MS_MAX: u64 = 600_000;
-
-/// Error codes, after Maelstrom's: definite errors say the request did nothing.
-pub mod code {
-    /// The request timed out (indefinite).
-    pub const TIMEOUT: u16 = 0;
-    /// The operation or action is not supported (definite).
-    pub const NOT_SUPPORTED: u16 = 10;
-    /// Cannot serve this now, e.g. before `init` (definite).
-    pub const TEMPORARILY_UNAVAILABLE: u16 = 11;
-    /// The request is malformed (definite).
-    pub const MALFORMED_REQUEST: u16 = 12;
-    /// The executor failed inside (indefinite).
-    pub const CRASH: u16 = 13;
-    /// An intent with this id exists with another payload (definite).
-    pub const KEY_ALREADY_EXISTS: u16 = 21;
-}
 
 /// Options from the command line.
 #[derive(Debug, Clone)]

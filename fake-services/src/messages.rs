@@ -23,6 +23,7 @@
 //! `stale_read` makes it lag behind deliveries. It needs no API key. (Resend's own `/inboxes`
 //! API is another thing, inboxes for receiving on one's own domain; the path keeps clear of it.)
 
+mod address;
 mod answer;
 mod mailbox;
 mod send;

@@ -16,10 +16,16 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Appends an effect and returns its sequence number.
+    /// Appends an effect and returns its sequence number: one past the last effect's, so that
+    /// a ledger's sequence numbers only grow (whatever `seq` the effect came with).
     pub fn record(&mut self, mut effect: Effect) -> u64 {
         effect.seq = self.effects.len() as u64 + 1;
         let seq = effect.seq;
+        // A checker orders effects by `seq`: one that went back would reorder what happened.
+        debug_assert!(
+            self.effects.last().is_none_or(|last| last.seq < seq),
+            "a ledger's sequence numbers only grow"
+        );
         self.effects.push(effect);
         seq
     }
@@ -77,7 +83,9 @@ impl Journal {
     }
 
     /// Starts an entry and returns its sequence number. The caller checks
-    /// [`Journal::is_full`] first; an entry past the capacity is kept all the same.
+    /// [`Journal::is_full`] first and refuses the request instead, so that the journal never
+    /// passes its capacity (a debug build asserts it; a release build would keep an entry past
+    /// the capacity rather than lose it).
     pub fn begin(&mut self, mut entry: JournalEntry) -> u64 {
         self.next_seq += 1;
         entry.seq = self.next_seq;
@@ -85,6 +93,10 @@ impl Journal {
             self.pending += 1;
         }
         self.entries.push_back(entry);
+        debug_assert!(
+            self.entries.len() <= self.capacity,
+            "a journal never passes its capacity: the service refuses a request once it is full"
+        );
         self.next_seq
     }
 
@@ -342,10 +354,8 @@ mod tests {
         assert!(keys.is_empty());
     }
 
-    #[test]
-    fn the_journal_is_bounded_and_ends_entries_by_seq() {
-        let mut journal = Journal::with_capacity(2);
-        let entry = JournalEntry {
+    fn entry() -> JournalEntry {
+        JournalEntry {
             seq: 0,
             at_ms: 0,
             method: "GET".into(),
@@ -359,7 +369,26 @@ mod tests {
             replayed: false,
             ended_ms: None,
             params: None,
-        };
+        }
+    }
+
+    fn effect(seq: u64) -> Effect {
+        Effect {
+            seq,
+            at_ms: 0,
+            kind: "refund.created".into(),
+            object_id: "re_1".into(),
+            params: serde_json::json!({}),
+            idempotency_key: None,
+            fencing_token: None,
+            request_id: "req".into(),
+        }
+    }
+
+    #[test]
+    fn the_journal_is_bounded_and_ends_entries_by_seq() {
+        let mut journal = Journal::with_capacity(2);
+        let entry = entry();
         for _ in 0..2 {
             assert!(!journal.is_full());
             journal.begin(entry.clone());
@@ -376,6 +405,51 @@ mod tests {
         journal.abandon(2, 6);
         journal.abandon(2, 7);
         assert_eq!(journal.pending(), 0, "each ending counted once");
+    }
+
+    /// Filled to its capacity, a journal is full: the service refuses (and counts) every
+    /// request after that instead of appending it, so the journal stays at its capacity; a
+    /// capacity lowered below what it holds keeps every entry and refuses from then on.
+    #[test]
+    fn a_full_journal_refuses_and_stays_at_its_capacity() {
+        let mut journal = Journal::with_capacity(3);
+        for _ in 0..10 {
+            if journal.is_full() {
+                journal.refuse();
+            } else {
+                journal.begin(entry());
+            }
+            assert!(journal.entries().count() <= journal.capacity());
+        }
+        assert_eq!((journal.entries().count(), journal.refused()), (3, 7));
+        let seqs: Vec<u64> = journal.entries().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![1, 2, 3], "the first requests are kept, none let go");
+        journal.set_capacity(2);
+        assert!(journal.is_full());
+        assert_eq!(journal.entries().count(), 3, "a lower capacity lets no entry go");
+    }
+
+    /// The invariant's assertion: an append past the capacity is a bug in the caller.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "a journal never passes its capacity")]
+    fn appending_to_a_full_journal_fails_a_debug_assertion() {
+        let mut journal = Journal::with_capacity(1);
+        journal.begin(entry());
+        journal.begin(entry());
+    }
+
+    /// Whatever `seq` an effect comes with, the ledger numbers it one past the last: sequence
+    /// numbers only grow.
+    #[test]
+    fn a_ledgers_sequence_numbers_only_grow() {
+        let mut ledger = Ledger::default();
+        let given = [0, 99, 5, 5, 1];
+        let returned: Vec<u64> = given.iter().map(|&seq| ledger.record(effect(seq))).collect();
+        assert_eq!(returned, vec![1, 2, 3, 4, 5]);
+        let seqs: Vec<u64> = ledger.effects().iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, returned);
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]));
     }
 
     /// A new key past the bound is refused unless keys past retention can go; a key within

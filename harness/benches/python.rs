@@ -32,7 +32,7 @@ use common::{
 use harness::check;
 use harness::live::ExecutorCommand;
 use harness::pipeline::{LIVE_JOBS_DEFAULT, LIVE_SHRINK_BUDGET_S, SHRINK_RUNS_MAX};
-use harness::run::{self, Case, Driver, Outcome, Source};
+use harness::run::{self, Case, Driver, Outcome, RunContext, Source};
 use serde_json::Value;
 
 /// The name of this benchmark in `BENCH` records.
@@ -121,7 +121,12 @@ fn default_run(command: &ExecutorCommand, work: &Path, records: &mut Vec<Value>)
     let mut walls = Vec::new();
     for round in 1..=ROUNDS {
         let started = Instant::now();
-        let results = run::run_cases(&cases, SEED, &driver, work, LIVE_JOBS_DEFAULT, &Quiet, "twice run");
+        let results = run::run_cases(
+            &cases,
+            &RunContext::new(SEED, &driver, work, "twice run"),
+            LIVE_JOBS_DEFAULT,
+            &Quiet,
+        );
         let wall = started.elapsed().as_secs_f64();
         let failed = failures(&results);
         println!(
@@ -188,17 +193,18 @@ fn sweep(
                 let driver = Driver::Live(stale.clone());
                 run::run_cases(
                     &stale_cases,
-                    SEED,
-                    &driver,
-                    &work.join("stale"),
+                    &RunContext::new(SEED, &driver, &work.join("stale"), ""),
                     jobs.min(stale_cases.len()),
                     &Quiet,
-                    "",
                 )
             });
             let driver = Driver::Live(correct.clone());
-            let results =
-                run::run_cases(&cases, SEED, &driver, &work.join("sweep"), jobs, &Quiet, "twice run");
+            let results = run::run_cases(
+                &cases,
+                &RunContext::new(SEED, &driver, &work.join("sweep"), "twice run"),
+                jobs,
+                &Quiet,
+            );
             (results, beside.join())
         });
         let wall = started.elapsed().as_secs_f64();
@@ -255,7 +261,8 @@ fn buggy_run(command: &ExecutorCommand, work: &Path, records: &mut Vec<Value>) -
         cases.len()
     );
     let started = Instant::now();
-    let results = run::run_cases(&cases, SEED, &driver, work, LIVE_JOBS_DEFAULT, &Quiet, "twice run");
+    let results =
+        run::run_cases(&cases, &RunContext::new(SEED, &driver, work, "twice run"), LIVE_JOBS_DEFAULT, &Quiet);
     let ran = started.elapsed().as_secs_f64();
     let limits = harness::shrink::ShrinkLimits {
         runs_max: SHRINK_RUNS_MAX,
@@ -263,9 +270,7 @@ fn buggy_run(command: &ExecutorCommand, work: &Path, records: &mut Vec<Value>) -
     };
     let shrunk = harness::shrink::shrink_failures(
         &results,
-        SEED,
-        &driver,
-        work,
+        &RunContext::new(SEED, &driver, work, ""),
         LIVE_JOBS_DEFAULT,
         limits,
         &harness::shrink::QuietShrink,

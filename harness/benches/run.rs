@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use common::{Live, Quiet, Result, SEED, THREADS, WorkDir, catalog, live_figures, load_average, summary};
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Progress, Source};
+use harness::run::{self, Case, Driver, Progress, RunContext, Source};
 use harness::sim::{self, Reference};
 use serde_json::Value;
 
@@ -120,7 +120,7 @@ fn timed_run(
     progress: &dyn Progress,
 ) -> (Duration, run::RunResults) {
     let started = Instant::now();
-    let results = run::run_cases(cases, SEED, driver, work, threads, progress, "twice run");
+    let results = run::run_cases(cases, &RunContext::new(SEED, driver, work, "twice run"), threads, progress);
     let wall = started.elapsed();
     (wall, run::results(SEED, driver, None, results))
 }
@@ -387,7 +387,7 @@ fn report_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     let cases = generated(REPORT_CASES)?;
     let driver = Driver::Sim(&Reference);
     let started = Instant::now();
-    let results = run::run_cases(&cases, SEED, &driver, work, THREADS, &Quiet, "twice run");
+    let results = run::run_cases(&cases, &RunContext::new(SEED, &driver, work, "twice run"), THREADS, &Quiet);
     let sim_s = started.elapsed().as_secs_f64();
     let run = run::results(SEED, &driver, None, results);
     if run.failed() {

@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use common::{Quiet, Result, SEED, THREADS, WorkDir, summary};
 use fake_services::{ContractPatch, FaultRule, FaultSpec};
-use harness::run::{self, Case, Driver, Outcome, Source};
+use harness::run::{self, Case, Driver, Outcome, RunContext, Source};
 use harness::sim::{self, Reference};
 use scenarios::{IntentSpec, LimitOverrides, Scenario, ServiceFault};
 use serde_json::{Value, json};
@@ -102,8 +102,12 @@ fn child(args: &[String]) -> Result<()> {
             // as they come.
             let cases: Vec<run::CaseSpec> =
                 (0..number()?).map(|index| run::CaseSpec::Generated { seed: SEED, index }).collect();
-            let results =
-                run::run_specs(&cases, SEED, &Driver::Sim(&Reference), &work.path, THREADS, &Quiet, "");
+            let results = run::run_specs(
+                &cases,
+                &RunContext::new(SEED, &Driver::Sim(&Reference), &work.path, ""),
+                THREADS,
+                &Quiet,
+            );
             let run = run::results(SEED, &Driver::Sim(&Reference), None, results);
             if run.failed() {
                 return Err("a generated case did not pass".into());
@@ -174,7 +178,7 @@ fn scaled(n: usize) -> Scenario {
 
 fn run_one(scenario: &Scenario, work: &Path) -> run::ScenarioResult {
     let case = Case { scenario: scenario.clone(), source: Source::Catalog };
-    run::run_case(&case, SEED, &Driver::Sim(&Reference), work, "")
+    run::run_case(&case, &RunContext::new(SEED, &Driver::Sim(&Reference), work, ""))
 }
 
 fn generated(count: u64) -> Result<Vec<Case>> {
@@ -326,7 +330,7 @@ fn run_size_figures(work: &Path, idle_kb: u64, records: &mut Vec<Value>) -> Resu
         let mut walls_s = Vec::new();
         for _ in 0..rounds {
             let started = Instant::now();
-            let results = run::run_cases(&cases, SEED, &driver, work, THREADS, &Quiet, "");
+            let results = run::run_cases(&cases, &RunContext::new(SEED, &driver, work, ""), THREADS, &Quiet);
             walls_s.push(started.elapsed().as_secs_f64());
             let failed = common::failures(&results);
             if !failed.is_empty() {

@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use fake_services::{Clock, Fakes};
 use scenarios::model::FIRST_WORKER;
@@ -36,6 +36,8 @@ use vocabulary::WORKFLOWS_FEATURE;
 
 use crate::observe::{Claim, Moment, Observed};
 use crate::setup::{self, RECONCILE_ROUNDS_MAX};
+pub use crate::world::{Timeline, World};
+use vocabulary::protocol::Limits;
 
 /// A state change an executor reports, for the timeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,29 +127,6 @@ pub enum Wait {
     /// Until nothing is in flight at any fake, at most `bound_ms` (the announced settle bound):
     /// only then is a ledger final. A backend on virtual time may wait out the whole bound.
     Settled { bound_ms: u64 },
-}
-
-/// The run's timeline, shared by the engine and its backend (whose workers report state
-/// changes as they happen).
-#[derive(Debug, Clone, Default)]
-pub struct Timeline(Arc<Mutex<Vec<Moment>>>);
-
-impl Timeline {
-    pub fn push(&self, moment: Moment) {
-        self.moments().push(moment);
-    }
-
-    /// The moments so far, locked (a poisoned lock still holds good moments).
-    pub fn moments(&self) -> MutexGuard<'_, Vec<Moment>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Every moment, in time order (moments of one instant keep the order they came in).
-    fn take_sorted(&self) -> Vec<Moment> {
-        let mut moments = std::mem::take(&mut *self.moments());
-        moments.sort_by_key(|m| m.at_ms);
-        moments
-    }
 }
 
 /// How the engine's workers run: in process on virtual time, as real processes, or anywhere
@@ -283,10 +262,9 @@ pub enum RunError {
 
 /// Empties `dir` (a case's own directory), or makes it.
 pub fn fresh_dir(dir: &Path) -> Result<(), RunError> {
-    // After an interrupt, a new case would make again what the interrupt removes.
-    crate::workdir::hold_if_interrupted();
     let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|e| RunError::WorkDir(dir.display().to_string(), e))
+    // After an interrupt, a new case would make again what the interrupt removes.
+    crate::interrupt::make_dir(dir).map_err(|e| RunError::WorkDir(dir.display().to_string(), e))
 }
 
 /// Background work: a reconcile pass this often, once the first drain is done.
@@ -304,24 +282,13 @@ struct Engine<'a, B: Backend> {
     observed: Observed,
     fired: Vec<bool>,
     settle_ms: u64,
-}
-
-/// What a run needs besides its backend.
-pub struct World<'a> {
-    pub scenario: &'a Scenario,
-    /// The fakes, prepared for the scenario (see [`setup::prepare`]).
-    pub fakes: Fakes,
-    /// The run's base clock, shared with the fakes.
-    pub clock: Arc<dyn Clock>,
-    /// The timeline the backend also writes to.
-    pub timeline: Timeline,
-    /// The settle bound of the services the scenario uses ([`setup::settle_ms`]).
-    pub settle_ms: u64,
+    /// The limits the workers were told.
+    limits: Limits,
 }
 
 /// Runs a scenario's phases over `backend` and returns what was observed.
 pub async fn run<B: Backend>(world: World<'_>, backend: B) -> Observed {
-    let World { scenario, fakes, clock, timeline, settle_ms } = world;
+    let World { scenario, fakes, clock, timeline, settle_ms, limits, contracts: _ } = world;
     let mut engine = Engine {
         scenario,
         fakes,
@@ -331,6 +298,7 @@ pub async fn run<B: Backend>(world: World<'_>, backend: B) -> Observed {
         observed: Observed::default(),
         fired: vec![false; scenario.events.len()],
         settle_ms,
+        limits,
     };
     match engine.start(FIRST_WORKER).await {
         Err(e) => engine.fail(e),
@@ -390,7 +358,15 @@ impl<B: Backend> Engine<'_, B> {
     }
 
     async fn start(&mut self, name: &str) -> Result<(), String> {
+        let before = self.backend.roster().get(name).map_or(0, |w| w.incarnation());
         let incarnation = self.backend.start_worker(name).await?;
+        // A worker's lives only grow: the checker tells a stale write from a fresh one by the
+        // life that sent it, so a restart that reused a number would hide one.
+        debug_assert!(
+            incarnation > before
+                && self.backend.roster().get(name).map(|w| w.incarnation()) == Some(incarnation),
+            "worker {name}: life {incarnation} started after life {before}"
+        );
         self.moment(name, "start", format!("incarnation {incarnation}"));
         Ok(())
     }
@@ -478,15 +454,10 @@ impl<B: Backend> Engine<'_, B> {
                     Err(e) => self.fail(e),
                 }
             }
-            EventAction::ClockJump { service, by_ms } => {
-                if let Some(fake) = self.fakes.get(&service) {
-                    fake.clock().jump_ms(by_ms);
+            EventAction::ClockJump { .. } | EventAction::Heal => {
+                if let Some(moment) = World::apply(&self.fakes, &event.action, self.clock.now_ms()) {
+                    self.timeline.push(moment);
                 }
-                self.moment(&service, "clock_jump", format!("+{by_ms} ms"));
-            }
-            EventAction::Heal => {
-                setup::heal(&self.fakes);
-                self.moment("harness", "heal", "every fault disarmed".into());
             }
             EventAction::Reconcile { worker } => {
                 self.backend.ask_reconcile(&worker).await;
@@ -593,8 +564,9 @@ impl<B: Backend> Engine<'_, B> {
     }
 
     async fn reconcile(&mut self) {
-        setup::heal(&self.fakes);
-        self.moment("harness", "heal", "every fault disarmed".into());
+        if let Some(moment) = World::apply(&self.fakes, &EventAction::Heal, self.clock.now_ms()) {
+            self.timeline.push(moment);
+        }
         // Past every request in flight, every late commit and every read lag (the heal ended
         // the faults that made them).
         self.wait(Wait::Settled { bound_ms: self.settle_ms }).await;
@@ -602,8 +574,7 @@ impl<B: Backend> Engine<'_, B> {
             return;
         }
         self.backend.resume_paused().await;
-        let limits = setup::limits_for(self.scenario);
-        let round_pause_ms = limits.request_timeout_ms + self.settle_ms + executor::engine::SAFETY_MARGIN_MS;
+        let round_pause_ms = self.limits.request_timeout_ms + self.settle_ms + setup::ROUND_MARGIN_MS;
         let names = self.backend.roster().names();
         for round in 1..=RECONCILE_ROUNDS_MAX {
             self.observed.reconcile_rounds = round;

@@ -30,15 +30,19 @@
 //!   once over a [`engine::Backend`]; [`sim`] (in process, virtual time) and [`live`] (real
 //!   processes, loopback HTTP, signals) are the two backends.
 //! - [`process`]: the stdio client of `twice/1`, shared by [`live`] and [`conformance`].
-//! - [`setup`]: what every backend does to the fakes; [`points`]: request points.
+//! - [`world`]: a scenario's world on the fakes, prepared once for every caller, and what a
+//!   heal and a clock jump do; [`setup`]: the constants and steps it is made of; [`points`]:
+//!   request points.
 //! - [`check`]: the invariants, judged from [`observe::Observed`] alone.
-//! - [`workdir`]: scratch directories gone on every path, an interrupt included.
+//! - [`workdir`]: scratch directories gone on every path, an interrupt included;
+//!   [`interrupt`]: whether one has come, and the hold that keeps the run from acting on it.
 
 pub mod check;
 pub mod cli;
 pub mod conformance;
 pub mod engine;
 pub mod exit;
+pub mod interrupt;
 pub mod live;
 pub mod observe;
 pub mod pipeline;
@@ -50,6 +54,7 @@ pub mod setup;
 pub mod shrink;
 pub mod sim;
 pub mod workdir;
+pub mod world;
 
 pub use pipeline::{Executor, Ran, RunPlan, Selection, execute, report};
 pub use run::{Case, Driver, RunResults, ScenarioResult};

@@ -124,7 +124,7 @@ fn finish(ran: anyhow::Result<i32>) -> ! {
     match ran {
         Ok(code) => harness::workdir::exit(code),
         Err(e) => {
-            harness::workdir::hold_if_interrupted();
+            harness::interrupt::hold_if_interrupted();
             harness::cli::logs::say_error(&format!("{e:#}"));
             harness::workdir::exit(exit::HARNESS_ERROR);
         }

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::process::ExecutorCommand;
-use crate::run::{self, Case, CaseSpec, Driver, Progress, RunResults, ScenarioResult, Shard, Source};
+use crate::run::{
+    self, Case, CaseSpec, Driver, Progress, RunContext, RunResults, ScenarioResult, Shard, Source,
+};
 use crate::shrink::{self, ShrinkLimits, ShrinkProgress};
 use crate::sim::Reference;
 use crate::workdir::WorkDir;
@@ -238,13 +240,14 @@ pub fn execute(
     let work_dir = work.path().to_path_buf();
     let prefix = plan.executor.replay_prefix();
     let jobs = jobs(plan.jobs, live);
-    let mut results = run::run_specs(&cases, plan.seed, &driver, &work_dir, jobs, progress, &prefix);
+    let run = RunContext::new(plan.seed, &driver, &work_dir, &prefix);
+    let mut results = run::run_specs(&cases, &run, jobs, progress);
     for (result, position) in results.iter_mut().zip(&positions) {
         result.position = *position;
     }
     if plan.shrink {
         let budget_s = live.then(|| plan.shrink_budget_s.unwrap_or(LIVE_SHRINK_BUDGET_S));
-        let context = ShrinkContext { plan, driver: &driver, work_dir: &work_dir, prefix: &prefix, jobs };
+        let context = ShrinkContext { plan, run, jobs };
         shrink_failures(&context, &mut results, budget_s, shrinking)?;
     }
     drop(work);
@@ -257,16 +260,14 @@ pub fn execute(
 /// `dir`; returns their paths.
 pub fn report(results: &RunResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     // An interrupted run's results are of executors killed by the interrupt: no report.
-    crate::workdir::hold_if_interrupted();
+    crate::interrupt::hold_if_interrupted();
     Ok(reports::write_all(dir, results)?)
 }
 
 /// What shrinking needs of the run.
 struct ShrinkContext<'a> {
     plan: &'a RunPlan,
-    driver: &'a Driver<'a>,
-    work_dir: &'a Path,
-    prefix: &'a str,
+    run: RunContext<'a>,
     jobs: usize,
 }
 
@@ -281,7 +282,8 @@ fn shrink_failures(
     if budget_s == Some(0) {
         return Ok(());
     }
-    let ShrinkContext { plan, driver, work_dir, prefix, jobs } = context;
+    let ShrinkContext { plan, run, jobs } = context;
+    let prefix = run.replay_prefix;
     let limits = ShrinkLimits {
         runs_max: SHRINK_RUNS_MAX,
         deadline: budget_s.map(|s| Instant::now() + Duration::from_secs(s)),
@@ -289,7 +291,7 @@ fn shrink_failures(
     let done = std::sync::atomic::AtomicBool::new(false);
     let shrunk = std::thread::scope(|scope| {
         scope.spawn(|| progress.heartbeat(&done));
-        let shrunk = shrink::shrink_failures(results, plan.seed, driver, work_dir, *jobs, limits, progress);
+        let shrunk = shrink::shrink_failures(results, run, *jobs, limits, progress);
         done.store(true, std::sync::atomic::Ordering::SeqCst);
         shrunk
     });
@@ -334,7 +336,8 @@ pub fn replay(
     let case = load(name_or_file)?;
     let work = WorkDir::create("twice-replay-")?;
     let started = std::time::Instant::now();
-    let result = run::run_case(&case, seed, &driver, work.path(), &executor.replay_prefix());
+    let prefix = executor.replay_prefix();
+    let result = run::run_case(&case, &RunContext::new(seed, &driver, work.path(), &prefix));
     run::log_finished(&result, started.elapsed());
     drop(work);
     let results = run::results(seed, &driver, None, vec![result.clone()]);

@@ -66,11 +66,42 @@ pub fn case_seed(run_seed: u64, source: &Source, name: &str) -> u64 {
     }
 }
 
+/// What every case of one run shares: the run's seed (each case's own seed is mixed from it,
+/// [`case_seed`]), the driver, the directory the cases' own directories go under, and the
+/// start of the replay command each result carries (`twice run --executor ...`; empty where
+/// nobody replays, as for shrinking's candidates).
+#[derive(Clone, Copy)]
+pub struct RunContext<'a> {
+    pub seed: u64,
+    pub driver: &'a Driver<'a>,
+    pub work_dir: &'a Path,
+    pub replay_prefix: &'a str,
+}
+
+impl<'a> RunContext<'a> {
+    pub fn new(
+        seed: u64,
+        driver: &'a Driver<'a>,
+        work_dir: &'a Path,
+        replay_prefix: &'a str,
+    ) -> RunContext<'a> {
+        RunContext { seed, driver, work_dir, replay_prefix }
+    }
+
+    /// The same run, with no replay command (shrinking's candidates and probes).
+    pub fn unreplayed(self) -> RunContext<'a> {
+        RunContext { replay_prefix: "", ..self }
+    }
+}
+
 /// Reports progress as cases finish.
 pub trait Progress: Sync {
     fn started(&self, total: usize);
     fn finished(&self, result: &ScenarioResult);
     fn done(&self);
+    /// A line about what a command is doing before its cases start (`checking 9 protocol
+    /// rules ...`); said where plain progress lines may go, and nowhere by default.
+    fn note(&self, _line: &str) {}
 }
 
 /// A [`Progress`] that says nothing.
@@ -141,53 +172,43 @@ impl CaseSpec {
 /// waiting for one long case started last.
 pub fn run_cases(
     cases: &[Case],
-    run_seed: u64,
-    driver: &Driver<'_>,
-    work_dir: &Path,
+    run: &RunContext<'_>,
     threads: usize,
     progress: &dyn Progress,
-    replay_prefix: &str,
 ) -> Vec<ScenarioResult> {
     let case_at = |i: usize| -> Result<std::borrow::Cow<'_, Case>, (Source, String)> {
         cases.get(i).map(std::borrow::Cow::Borrowed).ok_or_else(|| (Source::Catalog, format!("no case {i}")))
     };
-    run_each(cases.len(), &case_at, run_seed, driver, work_dir, threads, progress, replay_prefix)
+    run_each(cases.len(), &case_at, run, threads, progress)
 }
 
 /// As [`run_cases`], for cases made when they run ([`CaseSpec`]).
 pub fn run_specs(
     specs: &[CaseSpec],
-    run_seed: u64,
-    driver: &Driver<'_>,
-    work_dir: &Path,
+    run: &RunContext<'_>,
     threads: usize,
     progress: &dyn Progress,
-    replay_prefix: &str,
 ) -> Vec<ScenarioResult> {
     let case_at = |i: usize| -> Result<std::borrow::Cow<'_, Case>, (Source, String)> {
         let spec = specs.get(i).ok_or_else(|| (Source::Catalog, format!("no case {i}")))?;
         spec.make().map_err(|e| (spec.source(), e))
     };
-    run_each(specs.len(), &case_at, run_seed, driver, work_dir, threads, progress, replay_prefix)
+    run_each(specs.len(), &case_at, run, threads, progress)
 }
 
 /// The case at a position, or why it could not be made (with its source, for the replay).
 type CaseAt<'c> = dyn Fn(usize) -> Result<std::borrow::Cow<'c, Case>, (Source, String)> + Sync + 'c;
 
-#[allow(clippy::too_many_arguments)]
 fn run_each<'c>(
     count: usize,
     case_at: &CaseAt<'c>,
-    run_seed: u64,
-    driver: &Driver<'_>,
-    work_dir: &Path,
+    run: &RunContext<'_>,
     threads: usize,
     progress: &dyn Progress,
-    replay_prefix: &str,
 ) -> Vec<ScenarioResult> {
     progress.started(count);
     let mut order: Vec<usize> = (0..count).collect();
-    if matches!(driver, Driver::Live(_)) {
+    if matches!(run.driver, Driver::Live(_)) {
         // Stable: equal estimates keep the list's order. Live runs are small: making each
         // scenario once more for its estimate costs nothing next to running it.
         order.sort_by_cached_key(|i| {
@@ -202,8 +223,8 @@ fn run_each<'c>(
                 while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
                     let started = std::time::Instant::now();
                     let mut result = match case_at(i) {
-                        Ok(case) => run_case(&case, run_seed, driver, work_dir, replay_prefix),
-                        Err((source, e)) => unmade(i, source, &e, run_seed, replay_prefix),
+                        Ok(case) => run_case(&case, run),
+                        Err((source, e)) => unmade(i, source, &e, run),
                     };
                     result.position = i as u64;
                     log_finished(&result, started.elapsed());
@@ -251,7 +272,7 @@ pub fn log_finished(result: &ScenarioResult, duration: std::time::Duration) {
 
 /// The result of a case that could not even be made (a generator failure): an error, so that
 /// one broken case never stops a run.
-fn unmade(i: usize, source: Source, why: &str, run_seed: u64, replay_prefix: &str) -> ScenarioResult {
+fn unmade(i: usize, source: Source, why: &str, run: &RunContext<'_>) -> ScenarioResult {
     let name = match source {
         Source::Generated { index } => format!("generated-{index}"),
         _ => format!("case-{i}"),
@@ -261,21 +282,15 @@ fn unmade(i: usize, source: Source, why: &str, run_seed: u64, replay_prefix: &st
         executor_error: Some(format!("the harness could not make the case: {why}")),
         ..Observed::default()
     };
-    let seed = case_seed(run_seed, &case.source, &case.scenario.name);
-    judge(&case, run_seed, seed, observed, replay_prefix)
+    let seed = case_seed(run.seed, &case.source, &case.scenario.name);
+    judge(&case, run.seed, seed, observed, run.replay_prefix)
 }
 
 /// Runs one case and checks it.
-pub fn run_case(
-    case: &Case,
-    run_seed: u64,
-    driver: &Driver<'_>,
-    work_dir: &Path,
-    replay_prefix: &str,
-) -> ScenarioResult {
-    let seed = case_seed(run_seed, &case.source, &case.scenario.name);
-    let observed = observe(&case.scenario, seed, driver, work_dir);
-    judge(case, run_seed, seed, observed, replay_prefix)
+pub fn run_case(case: &Case, run: &RunContext<'_>) -> ScenarioResult {
+    let seed = case_seed(run.seed, &case.source, &case.scenario.name);
+    let observed = observe(&case.scenario, seed, run.driver, run.work_dir);
+    judge(case, run.seed, seed, observed, run.replay_prefix)
 }
 
 /// Checks what was observed of a case and puts its result together: the verdicts, hazards,
@@ -501,7 +516,7 @@ pub fn first_failure(
     (0..cases).find_map(|index| {
         let scenario = scenarios::generate::case(seed, index).ok()?;
         let case = Case { scenario, source: Source::Generated { index } };
-        let result = run_case(&case, seed, driver, work_dir, "");
+        let result = run_case(&case, &RunContext::new(seed, driver, work_dir, ""));
         (result.outcome != Outcome::Passed).then_some((index, result))
     })
 }

@@ -1,4 +1,6 @@
-//! What both drivers do to the fakes: prepare them for a scenario, heal them, read them.
+//! The steps and constants a scenario's world is made of ([`crate::world::World::prepare`]
+//! puts them together for every caller): contracts, seeds and faults set on the fakes, a heal,
+//! the settle bound, the limits and secrets every worker is told.
 
 use std::collections::BTreeMap;
 
@@ -29,8 +31,8 @@ pub const ALWAYS_ANNOUNCED: [&str; 2] = ["payments", "workspaces"];
 
 /// The limits every executor is told in `init`, the same in both drivers, so that scenario
 /// authors can reason about them (a pause past the lease is a pause longer than `lease_ms`).
-pub fn limits() -> executor::Limits {
-    executor::Limits {
+pub fn limits() -> vocabulary::protocol::Limits {
+    vocabulary::protocol::Limits {
         request_timeout_ms: 1_000,
         lease_ms: 3_000,
         attempts_max: 5,
@@ -41,8 +43,8 @@ pub fn limits() -> executor::Limits {
 }
 
 /// The limits for a scenario: [`limits`] with the scenario's own request timeout and lease.
-pub fn limits_for(scenario: &Scenario) -> executor::Limits {
-    executor::Limits {
+pub fn limits_for(scenario: &Scenario) -> vocabulary::protocol::Limits {
+    vocabulary::protocol::Limits {
         request_timeout_ms: scenario.request_timeout_ms(),
         lease_ms: scenario.lease_ms(),
         ..limits()
@@ -51,6 +53,11 @@ pub fn limits_for(scenario: &Scenario) -> executor::Limits {
 
 /// Reconciliation rounds the harness runs, at most, after healing.
 pub const RECONCILE_ROUNDS_MAX: u32 = 12;
+
+/// Added to each pause between reconciliation rounds, past the request timeout and the settle
+/// bound, so that a round starts after every answer that could still change what it finds.
+/// The harness's own margin: it drives any executor and knows none's internals.
+pub const ROUND_MARGIN_MS: u64 = 100;
 
 /// Why a scenario could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -84,7 +91,7 @@ pub fn contracts(scenario: &Scenario, fakes: &Fakes) -> BTreeMap<String, Contrac
 pub fn secrets() -> BTreeMap<String, String> {
     BTreeMap::from([
         ("payments_api_key".to_string(), PAYMENTS_API_KEY.to_string()),
-        (executor::model::CHAIN_PRIVATE_KEY_SECRET.to_string(), CHAIN_PRIVATE_KEY.to_string()),
+        (vocabulary::CHAIN_PRIVATE_KEY_SECRET.to_string(), CHAIN_PRIVATE_KEY.to_string()),
         (vocabulary::MESSAGES_API_KEY_SECRET.to_string(), MESSAGES_API_KEY.to_string()),
     ])
 }
@@ -95,8 +102,7 @@ pub fn chain_account() -> String {
     static ACCOUNT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     ACCOUNT
         .get_or_init(|| {
-            executor::signing::ChainKey::parse(CHAIN_PRIVATE_KEY)
-                .map(|k| k.address().to_string())
+            fake_services::chain::address_of(CHAIN_PRIVATE_KEY)
                 .expect("CHAIN_PRIVATE_KEY is a valid key (a unit test checks it)")
         })
         .clone()

@@ -2,7 +2,6 @@
 //! same way, within a number of candidate runs per failure and (live, where each candidate
 //! costs seconds) a deadline for all of a run's failures together.
 
-use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -11,7 +10,7 @@ use scenarios::Scenario;
 use scenarios::generate::ShrinkStop;
 
 use crate::run::{
-    Case, Driver, Outcome, SHRINK_BUDGET, SHRINK_MINIMAL, SHRINK_RUNS, ScenarioResult, Shrink, Source,
+    Case, Outcome, RunContext, SHRINK_BUDGET, SHRINK_MINIMAL, SHRINK_RUNS, ScenarioResult, Shrink, Source,
     run_case,
 };
 
@@ -53,19 +52,17 @@ impl ShrinkProgress for QuietShrink {
 /// that the original broke, or, for an executor error, errs again), within `limits`, and how
 /// far it got.
 pub fn shrink_case(
-    seed: u64,
+    run: &RunContext<'_>,
     index: u64,
-    driver: &Driver<'_>,
-    work_dir: &Path,
     limits: ShrinkLimits,
     progress: &dyn ShrinkProgress,
 ) -> Result<(Scenario, Shrink), String> {
-    let tree = scenarios::generate::case_tree(seed, index)?;
+    let run = run.unreplayed();
+    let tree = scenarios::generate::case_tree(run.seed, index)?;
     let source = Source::Generated { index };
     let name = tree.current().name.clone();
     let steps_before = scenarios::generate::steps(&tree.current());
-    let original =
-        run_case(&Case { scenario: tree.current(), source: source.clone() }, seed, driver, work_dir, "");
+    let original = run_case(&Case { scenario: tree.current(), source: source.clone() }, &run);
     let broken =
         |r: &ScenarioResult| -> Vec<String> { r.violations().map(|v| v.invariant.clone()).collect() };
     // The first one only: a candidate that keeps a lesser violation and loses the headline one
@@ -77,7 +74,7 @@ pub fn shrink_case(
             return None;
         }
         let probe = Case { scenario: s.clone(), source: source.clone() };
-        let result = run_case(&probe, seed, driver, work_dir, "");
+        let result = run_case(&probe, &run);
         runs += 1;
         let fails = match (original.outcome, result.outcome) {
             (_, Outcome::Passed) | (Outcome::Passed, _) => false,
@@ -111,12 +108,9 @@ pub type ShrunkCase = (usize, Result<(Scenario, Shrink), String>);
 
 /// Shrinks every failing generated case of a run (by its results, in run order), up to `jobs` at a time, within `limits`; each gets its smallest failing scenario
 /// and its [`Shrink`], or the error that kept it from shrinking.
-#[allow(clippy::too_many_arguments)] // the run's facts, each needed; a struct would only rename them
 pub fn shrink_failures(
     results: &[ScenarioResult],
-    seed: u64,
-    driver: &Driver<'_>,
-    work_dir: &Path,
+    run: &RunContext<'_>,
     jobs: usize,
     limits: ShrinkLimits,
     progress: &dyn ShrinkProgress,
@@ -139,7 +133,7 @@ pub fn shrink_failures(
         for _ in 0..jobs.clamp(1, failing.len()) {
             scope.spawn(|| {
                 while let Some((i, index)) = failing.get(next.fetch_add(1, Ordering::SeqCst)) {
-                    let shrunk = shrink_case(seed, *index, driver, work_dir, limits, progress);
+                    let shrunk = shrink_case(run, *index, limits, progress);
                     out.lock().unwrap_or_else(|p| p.into_inner()).push((*i, shrunk));
                 }
             });

@@ -6,11 +6,11 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 
 use crate::exit;
+use crate::interrupt;
 use crate::process;
 
 /// How often, and how far apart, an interrupt removes the work directories.
@@ -20,30 +20,11 @@ const REMOVE_PAUSE_MS: u64 = 20;
 /// The directories made by [`WorkDir::create`] and not yet removed.
 static LIVE_DIRS: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 
-/// Held by the signal watcher from the signal to its exit: the run, which sees its executors
-/// die, must neither exit first with a verdict about them nor write a report of them.
-static EXIT: Mutex<()> = Mutex::new(());
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// Whether SIGINT or SIGTERM has come (see [`on_interrupt`]).
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// Waits for the signal watcher's exit if an interrupt has come (and returns at once if none
-/// has): called before anything that reports on the run.
-pub fn hold_if_interrupted() {
-    if interrupted() {
-        let _held = process::lock(&EXIT);
-    }
-}
-
 /// Exits with `code`, unless an interrupt has come: then the signal watcher's code wins.
 /// Every executor has been killed by now; the orphans they left, adopted by `twice` as their
 /// subreaper ([`process::become_subreaper`]), are killed first.
 pub fn exit(code: i32) -> ! {
-    hold_if_interrupted();
-    let _held = process::lock(&EXIT);
+    let _held = interrupt::final_hold();
     process::kill_orphans();
     std::process::exit(code)
 }
@@ -101,8 +82,7 @@ pub fn on_interrupt() -> anyhow::Result<()> {
                     _ = terminate.recv() => exit::TERMINATED,
                 }
             });
-            let _held = process::lock(&EXIT);
-            INTERRUPTED.store(true, Ordering::SeqCst);
+            let _held = interrupt::begin();
             let groups = process::kill_every_group();
             process::kill_orphans();
             let dirs: Vec<PathBuf> = std::mem::take(&mut *process::lock(&LIVE_DIRS)).into_iter().collect();

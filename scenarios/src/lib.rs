@@ -13,6 +13,9 @@
 //!
 //! The format is documented in `docs/scenarios.md`.
 
+// The format's bounds, below the model whose schema states some of them; public through
+// `validate`, which checks them.
+mod bounds;
 pub mod catalog;
 pub mod coverage;
 // The body of the `cargo fuzz` target in `fuzz/`, which the suite replays too.
@@ -22,6 +25,8 @@ pub mod generate;
 pub mod model;
 pub mod parse;
 pub mod schema;
+// The schema parts the model's derives name, below the model; `schema` renders the whole.
+mod schema_parts;
 pub mod validate;
 pub mod write;
 

@@ -33,7 +33,7 @@ pub const CHAIN_ACCOUNT_BALANCE_WEI: u128 = 1_000 * ETHER_WEI;
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Unique within a catalog; also the file name without `.toml`.
-    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = crate::validate::ID_MAX))]
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = crate::bounds::ID_MAX))]
     pub name: String,
     /// What the scenario rehearses, for people.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -41,7 +41,7 @@ pub struct Scenario {
     /// The failure mode this scenario rehearses: a short stable slug, listed per catalog
     /// scenario in `docs/scenarios.md`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = crate::validate::ID_MAX))]
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"), length(min = 1, max = crate::bounds::ID_MAX))]
     pub failure_mode: Option<String>,
     /// Limits the driver announces to the executor in `init`, where the scenario's timing
     /// depends on them (a pause past the lease, a hold past the request timeout).
@@ -49,7 +49,7 @@ pub struct Scenario {
     pub limits: LimitOverrides,
     /// The contract each service announces, as changes to its defaults (see `docs/faults.md`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(schema_with = "crate::schema::services")]
+    #[schemars(schema_with = "crate::schema_parts::services")]
     pub services: BTreeMap<String, ContractPatch>,
     /// Payment intents to create before anything runs: id to refundable amount. Payment
     /// intents that intents mention but that are not listed here get 10 000.
@@ -59,7 +59,7 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub objects: Vec<ObjectSeed>,
     /// What the agent proposes, in order.
-    #[schemars(length(min = 1, max = crate::validate::INTENTS_MAX))]
+    #[schemars(length(min = 1, max = crate::bounds::INTENTS_MAX))]
     pub intents: Vec<IntentSpec>,
     /// Fault rules armed on the fakes before the act phase.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -70,7 +70,7 @@ pub struct Scenario {
     /// Final states the scenario accepts (intent id to one state, or to every state that is
     /// honest there), beyond the invariants.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(schema_with = "crate::schema::expect")]
+    #[schemars(schema_with = "crate::schema_parts::expect")]
     pub expect: BTreeMap<String, Expected>,
 }
 
@@ -234,17 +234,17 @@ impl LimitOverrides {
 /// One intent, as the model proposes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::schema::params_by_action)]
+#[schemars(transform = crate::schema_parts::params_by_action)]
 pub struct IntentSpec {
     /// Unique within the scenario: 1 to 64 characters, no white space.
-    #[schemars(regex(pattern = r"^\S+$"), length(min = 1, max = crate::validate::ID_MAX))]
+    #[schemars(regex(pattern = r"^\S+$"), length(min = 1, max = crate::bounds::ID_MAX))]
     pub id: String,
     /// e.g. `payments.refund`.
-    #[schemars(schema_with = "crate::schema::action_name")]
+    #[schemars(schema_with = "crate::schema_parts::action_name")]
     pub action: String,
     /// The action's parameters, each of its kind; text parameters and object keys other than
     /// the business key may instead be a reference to an earlier intent's result.
-    #[schemars(schema_with = "crate::schema::params")]
+    #[schemars(schema_with = "crate::schema_parts::params")]
     pub params: serde_json::Value,
     /// The intent this one replaces (lineage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,7 +275,7 @@ impl IntentSpec {
 #[schemars(deny_unknown_fields)]
 pub struct ServiceFault {
     /// The service the rule is armed on.
-    #[schemars(schema_with = "crate::schema::service_name")]
+    #[schemars(schema_with = "crate::schema_parts::service_name")]
     pub service: String,
     #[serde(flatten)]
     pub rule: FaultRule,
@@ -290,7 +290,7 @@ pub enum Point {
     /// before it answers.
     Request {
         /// The service the request reaches.
-        #[schemars(schema_with = "crate::schema::service_name")]
+        #[schemars(schema_with = "crate::schema_parts::service_name")]
         service: String,
         /// The HTTP method to count (any when absent).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -364,7 +364,7 @@ pub enum EventAction {
     /// Move a service's clock forward.
     ClockJump {
         /// The service whose clock jumps.
-        #[schemars(schema_with = "crate::schema::service_name")]
+        #[schemars(schema_with = "crate::schema_parts::service_name")]
         service: String,
         /// How far forward.
         by_ms: u64,

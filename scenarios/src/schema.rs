@@ -4,11 +4,12 @@
 //! parameters of each action); the validator ([`crate::Scenario::validate`]) still checks
 //! what a schema cannot (references between intents, fairness, bounds across fields).
 //! `scenarios/tests/it/schema.rs` holds the committed file equal to [`scenario_schema`].
+//! The parts the model's derives name (service and action names, each action's parameters)
+//! are in `schema_parts.rs`, below the model.
 
+use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
-use schemars::{Schema, SchemaGenerator, json_schema};
 use serde_json::{Value, json};
-use vocabulary::{ACTIONS, ContractPatch, SERVICES};
 
 use crate::model::Scenario;
 
@@ -59,62 +60,4 @@ fn without_null(schema: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(without_null),
         _ => {}
     }
-}
-
-/// A service name (`vocabulary::SERVICES`).
-pub(crate) fn service_name(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "type": "string", "enum": SERVICES })
-}
-
-/// `[services.NAME]`: a contract patch per service.
-pub(crate) fn services(generator: &mut SchemaGenerator) -> Schema {
-    let patch = generator.subschema_for::<ContractPatch>();
-    json_schema!({
-        "type": "object",
-        "description": "The contract each service announces, as changes to its defaults (docs/faults.md).",
-        "propertyNames": { "enum": SERVICES },
-        "additionalProperties": patch
-    })
-}
-
-/// `[expect]`: intent id to a state name, or to the states that are each honest there.
-pub(crate) fn expect(generator: &mut SchemaGenerator) -> Schema {
-    let state = vocabulary::schema::state_name(generator);
-    json_schema!({
-        "type": "object",
-        "description": "Final states the scenario accepts (intent id to a state, or to an array of the states that are each honest there), beyond the invariants.",
-        "additionalProperties": {
-            "oneOf": [
-                state,
-                { "type": "array", "items": state, "minItems": 1, "uniqueItems": true }
-            ]
-        }
-    })
-}
-
-/// An intent's `action`: a name of the action table.
-pub(crate) fn action_name(_: &mut SchemaGenerator) -> Schema {
-    let names: Vec<&str> = ACTIONS.iter().map(|a| a.name).collect();
-    json_schema!({ "type": "string", "enum": names })
-}
-
-/// An intent's `params` in general: a table; [`params_by_action`] says which keys and
-/// values each action takes.
-pub(crate) fn params(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "type": "object" })
-}
-
-/// An intent's `params` per action: one `if action = NAME then params = ...` per row of the
-/// action table, so an editor knows each action's parameters and their kinds.
-pub(crate) fn params_by_action(schema: &mut Schema) {
-    let rules: Vec<Value> = ACTIONS
-        .iter()
-        .map(|spec| {
-            json!({
-                "if": { "properties": { "action": { "const": spec.name } }, "required": ["action"] },
-                "then": { "properties": { "params": vocabulary::schema::action_params(spec) } }
-            })
-        })
-        .collect();
-    schema.insert("allOf".into(), Value::Array(rules));
 }

@@ -11,7 +11,7 @@ use std::fmt;
 use serde_json::Value;
 use vocabulary::action::{CHAIN_TRANSFER, FILES_PUT};
 use vocabulary::rule::{HOLD_MS_MAX, closest};
-use vocabulary::{Contract, DAY_MS, FaultRule, FaultSpec, KeyPolicy, State};
+use vocabulary::{Contract, FaultRule, FaultSpec, KeyPolicy, State};
 
 mod values;
 
@@ -33,30 +33,13 @@ pub const STATES: &[&str] = &State::NAMES;
 /// and a [`ParamKind::Wei`] at most [`TRANSFER_WEI_MAX`].
 pub use vocabulary::action::{ACTIONS, ActionSpec, Param, ParamKind, action};
 
-/// Most intents in one scenario.
-pub const INTENTS_MAX: usize = 1_000;
-/// Most fault rules in one scenario.
-pub const FAULTS_MAX: usize = 100;
-/// Most events in one scenario.
-pub const EVENTS_MAX: usize = 100;
-/// Longest pause of a worker.
-pub const PAUSE_MS_MAX: u64 = 60_000;
-/// Largest single clock jump.
-pub const CLOCK_JUMP_MS_MAX: u64 = 30 * DAY_MS;
-/// Longest text parameter (the workspaces service refuses longer names and ids).
-pub const TEXT_MAX: usize = 200;
-/// Largest amount, in a payment intent or a refund.
-pub const AMOUNT_MAX: u64 = 1_000_000_000_000;
-/// Longest name, failure mode, intent id, worker id or rule id.
-pub const ID_MAX: usize = 64;
-/// Allowed range of `limits.request_timeout_ms`.
-pub const REQUEST_TIMEOUT_MS: (u64, u64) = (50, 60_000);
-/// Allowed range of `limits.lease_ms`.
-pub const LEASE_MS: (u64, u64) = (100, 600_000);
-/// Longest key retention a contract can announce.
-pub const KEY_RETENTION_MS_MAX: u64 = 30 * DAY_MS;
-/// Most objects a scenario seeds.
-pub const OBJECTS_MAX: usize = 100;
+// The bounds a scenario is checked against. They are defined in `bounds.rs`, below the model
+// (whose schema states some of them), and public here, with the rules that use them.
+pub use crate::bounds::{
+    AMOUNT_MAX, CLOCK_JUMP_MS_MAX, EVENTS_MAX, FAULTS_MAX, ID_MAX, INTENTS_MAX, KEY_RETENTION_MS_MAX,
+    LEASE_MS, OBJECTS_MAX, PAUSE_MS_MAX, REQUEST_TIMEOUT_MS, TEXT_MAX,
+};
+
 /// Largest single transfer: the whole balance the harness seeds the chain account with.
 pub const TRANSFER_WEI_MAX: u128 = CHAIN_ACCOUNT_BALANCE_WEI;
 /// What the transfers of a scenario leave of the chain account's balance, at least: enough

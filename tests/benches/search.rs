@@ -59,7 +59,7 @@ use std::time::Instant;
 
 use fake_services::{Contract, FaultRule, FaultSpec};
 use harness::check;
-use harness::run::{self, Case, Driver, Outcome, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Outcome, RunContext, ScenarioResult, Source};
 use harness::sim::{Reference, SimFactory};
 use scenarios::generate::REQUEST_TIMEOUT_MS;
 use scenarios::{Scenario, ServiceFault};
@@ -485,7 +485,7 @@ fn run_one(seed: u64, index: u64, side: Side, driver: &Driver<'_>, dir: &Path) -
     };
     // `Source::Generated` gives the case the run seed a generated case gets.
     let case = Case { scenario, source: Source::Generated { index } };
-    Ok(run::run_case(&case, seed, driver, dir, ""))
+    Ok(run::run_case(&case, &RunContext::new(seed, driver, dir, "")))
 }
 
 /// The baseline's version of a generated case: its intents and limits, default contracts,

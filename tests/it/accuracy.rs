@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use harness::check;
-use harness::run::{self, Case, Driver, Outcome, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Outcome, RunContext, ScenarioResult, Source};
 use harness::sim::{Reference, SimExecutor, SimFactory, WorkerSetup};
 use scenarios::Scenario;
 
@@ -170,7 +170,7 @@ impl Subject {
     fn run(&self, scenario: &Scenario, point: &GridPoint, dir: &Path) -> ScenarioResult {
         let factory = self.factory((point.timing)(scenario));
         let case = Case { scenario: scenario.clone(), source: Source::Catalog };
-        run::run_case(&case, SEED, &Driver::Sim(factory.as_ref()), dir, "")
+        run::run_case(&case, &RunContext::new(SEED, &Driver::Sim(factory.as_ref()), dir, ""))
     }
 }
 
@@ -339,7 +339,8 @@ fn honest_rows() -> Vec<HonestRow> {
         for index in 0..GENERATED_CASES {
             let scenario = scenarios::generate::case(SEED, index).expect("the generator works");
             let case = Case { scenario, source: Source::Generated { index } };
-            let result = run::run_case(&case, SEED, &Driver::Sim(factory.as_ref()), &dir, "");
+            let result =
+                run::run_case(&case, &RunContext::new(SEED, &Driver::Sim(factory.as_ref()), &dir, ""));
             if result.outcome == Outcome::Passed {
                 passed += 1;
             } else {

@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use executor::world::{HttpRequest, HttpTransport, Transport};
-use harness::run::{self, Driver};
+use harness::run::{self, Driver, RunContext};
 use harness::serve::{self, ServeArgs};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -191,7 +191,10 @@ fn post_check_and_twice_run_give_the_same_verdicts_for_the_same_world_and_claims
         (&["--bug", "key-per-attempt"][..], Some(harness::check::NO_DUPLICATE_EFFECT)),
     ] {
         let dir = work_dir(&format!("byo-{}", bug.last().unwrap_or(&"correct")));
-        let ran = run::run_case(&case, SEED, &Driver::Live(python_executor(bug)), &dir, "twice run");
+        let ran = run::run_case(
+            &case,
+            &RunContext::new(SEED, &Driver::Live(python_executor(bug)), &dir, "twice run"),
+        );
         let by_run = statuses(&ran.verdicts);
         let served = runtime.block_on(through_serve(bug, &dir.join("serve-state")));
         let results: reports::model::RunResults = serde_json::from_value(served["results"].clone()).unwrap();

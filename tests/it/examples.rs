@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use harness::check;
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, ScenarioResult, Source};
 
 /// The run seed of every case here (`twice run`'s default).
 pub(super) const SEED: u64 = 1;
@@ -83,7 +83,12 @@ pub(super) fn passes_the_whole_catalog(who: &str, prefix: &str, executor: Execut
     let _turn = machine();
     let dir = work_dir(prefix, "catalog");
     let cases = catalog_cases();
-    let results = run::run_cases(&cases, SEED, &Driver::Live(executor), &dir, JOBS, &Quiet, "twice run");
+    let results = run::run_cases(
+        &cases,
+        &RunContext::new(SEED, &Driver::Live(executor), &dir, "twice run"),
+        JOBS,
+        &Quiet,
+    );
     clean(&dir);
     assert_eq!(results.len(), cases.len());
     let failed: Vec<String> = results.iter().filter(|r| r.outcome != Outcome::Passed).map(describe).collect();
@@ -126,7 +131,10 @@ pub(super) fn bug_table(
                     all.get(next.fetch_add(1, Ordering::SeqCst))
                 {
                     let driver = Driver::Live(executor(bug));
-                    let result = run::run_case(&catalog_case(scenario), SEED, &driver, &dir, "twice run");
+                    let result = run::run_case(
+                        &catalog_case(scenario),
+                        &RunContext::new(SEED, &driver, &dir, "twice run"),
+                    );
                     let caught = if *hazard {
                         let strict = run::results(SEED, &driver, None, vec![result.clone()]);
                         let strict = run::RunResults { strict: true, ..strict };

@@ -22,6 +22,7 @@ mod executor_protocol;
 mod executor_rig;
 mod executor_workflow;
 mod executor_world;
+mod modules;
 mod mutant_naive;
 mod mutant_table;
 mod mutants;

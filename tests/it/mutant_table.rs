@@ -452,8 +452,8 @@ pub const MUTANTS: &[Mutant] = &[
         // It takes a pause at a lookup that is out before a late commit lands, while the run
         // still has work to drain: drawn step by step, all of them together came about once in
         // twenty thousand cases, so the generator lines them up whole in a case with a pause
-        // (a stopped read-back, `generate::aimed_steps`); the bug then shows within a few
-        // hundred cases in every seed.
+        // (a stopped read-back, `aimed_steps` in `scenarios/src/generate/draw.rs`); the bug then
+        // shows within a few hundred cases in every seed.
         generated: Some(NO_DUPLICATE),
     },
     Mutant {

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use harness::check;
-use harness::run::{self, Case, Driver, Outcome, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Outcome, RunContext, ScenarioResult, Source};
 use harness::sim::{Reference, SimFactory};
 use scenarios::Scenario;
 
@@ -70,7 +70,7 @@ fn catalog_scenario(name: &str) -> Scenario {
 
 fn run_catalog(name: &str, driver: &Driver<'_>, dir: &Path) -> ScenarioResult {
     let case = Case { scenario: catalog_scenario(name), source: Source::Catalog };
-    run::run_case(&case, CATALOG_SEED, driver, dir, "")
+    run::run_case(&case, &RunContext::new(CATALOG_SEED, driver, dir, ""))
 }
 
 fn violated(result: &ScenarioResult) -> Vec<&str> {
@@ -142,10 +142,8 @@ fn the_generator_finds_and_shrinks_every_mutant() {
         let mut problems: Vec<String> = missing(&found, invariant).into_iter().collect();
         let limits = harness::shrink::ShrinkLimits { runs_max: SHRINK_RUNS_MAX, deadline: None };
         let shrunk = match harness::shrink::shrink_case(
-            GENERATOR_SEED,
+            &RunContext::new(GENERATOR_SEED, &driver, &dir, ""),
             index,
-            &driver,
-            &dir,
             limits,
             &harness::shrink::QuietShrink,
         ) {
@@ -154,7 +152,7 @@ fn the_generator_finds_and_shrinks_every_mutant() {
         };
         let replay = |scenario: &Scenario| {
             let case = Case { scenario: scenario.clone(), source: Source::Generated { index } };
-            run::run_case(&case, GENERATOR_SEED, &driver, &dir, "")
+            run::run_case(&case, &RunContext::new(GENERATOR_SEED, &driver, &dir, ""))
         };
         problems.extend(missing(&replay(&shrunk), invariant).map(|p| format!("shrunk case {index}: {p}")));
         // Minimal: without any one of its faults or events, it no longer fails that way.

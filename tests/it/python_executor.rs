@@ -18,7 +18,7 @@ use harness::check::{
     LINEAGE, NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST, REFUSAL_RESPECTED, WORKFLOW,
 };
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Outcome, Source};
+use harness::run::{self, Case, Driver, Outcome, RunContext, Source};
 
 pub(super) use crate::examples::machine;
 use crate::examples::{BugRow, JOBS, Quiet, SEED, bug_table, catalog_cases, clean, describe};
@@ -110,7 +110,7 @@ fn the_single_worker_variant_fails_only_where_a_second_worker_did_harm() {
         cases.push(Case { scenario, source: Source::Generated { index } });
     }
     let driver = Driver::Live(python_executor(&["--single-worker"]));
-    let results = run::run_cases(&cases, SEED, &driver, &dir, JOBS, &Quiet, "twice run");
+    let results = run::run_cases(&cases, &RunContext::new(SEED, &driver, &dir, "twice run"), JOBS, &Quiet);
     clean(&dir);
     let mut problems = Vec::new();
     for (case, result) in cases.iter().zip(&results).filter(|(_, r)| r.outcome != Outcome::Passed) {
@@ -267,7 +267,7 @@ fn an_executor_with_fewer_actions_is_judged_on_those_and_the_rest_are_unsupporte
     let scenario = scenarios::parse_scenario(MIXED, "mixed_actions.toml").expect("the scenario is valid");
     let case = Case { scenario, source: Source::File { path: "mixed_actions.toml".into() } };
     let driver = Driver::Live(python_executor(&["--actions", "payments.refund,workspaces.create"]));
-    let result = run::run_case(&case, SEED, &driver, &dir, "twice run");
+    let result = run::run_case(&case, &RunContext::new(SEED, &driver, &dir, "twice run"));
     clean(&dir);
     assert_eq!(result.outcome, Outcome::Passed, "{}", describe(&result));
     let intent = |id: &str| {

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use harness::run::{self, Case, Driver, Outcome, Progress, RunResults, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, RunResults, ScenarioResult, Source};
 
 use crate::mutant_naive::{Bug, Naive, Style};
 
@@ -40,7 +40,7 @@ fn run(cases: &[Case], positions: &[u64], shard: Option<run::Shard>) -> RunResul
     let factory = Naive::with(Style::LookupFirst, Bug::NaiveRetry);
     let driver = Driver::Sim(&factory);
     let dir = work_dir("sim");
-    let mut results = run::run_cases(cases, 20, &driver, &dir, 2, &Quiet, "twice run");
+    let mut results = run::run_cases(cases, &RunContext::new(20, &driver, &dir, "twice run"), 2, &Quiet);
     for (r, p) in results.iter_mut().zip(positions) {
         r.position = *p;
     }
@@ -138,13 +138,15 @@ fn passed_cases_are_kept_compact_failed_ones_whole_and_results_json_round_trips(
     for r in failed.iter().take(3) {
         assert!(r.summary.is_none(), "{}", r.name);
         assert!(!r.observed.timeline.is_empty() && !r.observed.journals.is_empty() && !r.intents.is_empty());
-        let mut alone = run::run_case(&cases[r.position as usize], 20, &driver, &dir, "twice run");
+        let mut alone =
+            run::run_case(&cases[r.position as usize], &RunContext::new(20, &driver, &dir, "twice run"));
         alone.position = r.position;
         assert_eq!(&alone, *r, "{}", r.name);
     }
     // A passed case's summary is its full result's, compacted.
     let p = passed[0];
-    let mut alone = run::run_case(&cases[p.position as usize], 20, &driver, &dir, "twice run");
+    let mut alone =
+        run::run_case(&cases[p.position as usize], &RunContext::new(20, &driver, &dir, "twice run"));
     let _ = std::fs::remove_dir_all(&dir);
     alone.position = p.position;
     let trace_before = reports::baseline::Trace::of(&alone);

@@ -16,7 +16,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use harness::run::{self, Case, Driver, Outcome, RunResults, ScenarioResult, Source, Totals};
+use harness::run::{self, Case, Driver, Outcome, RunContext, RunResults, ScenarioResult, Source, Totals};
 use scraper::{Html, Selector};
 
 use crate::mutant_naive::{Bug, Naive, Style};
@@ -78,7 +78,7 @@ fn mutant_run(work: &Path) -> RunResults {
     let factory = Naive::with(Style::LookupFirst, Bug::NaiveRetry);
     let driver = Driver::Sim(&factory);
     let cases: Vec<Case> = [PASSING, DUPLICATE, LOST_REPLY].into_iter().map(catalog_case).collect();
-    let results = run::run_cases(&cases, SEED, &driver, work, 1, &Quiet, "twice run");
+    let results = run::run_cases(&cases, &RunContext::new(SEED, &driver, work, "twice run"), 1, &Quiet);
     run::results(SEED, &driver, None, results)
 }
 

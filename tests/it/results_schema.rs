@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, ScenarioResult, Source};
 use serde_json::{Value, json};
 
 use crate::executor_process::bin;
@@ -81,7 +81,7 @@ fn results_with_failures_validate_and_a_broken_file_does_not() {
     let factory = Naive::with(Style::LookupFirst, Bug::NaiveRetry);
     let driver = Driver::Sim(&factory);
     let work = fresh_dir("sim-work");
-    let results = run::run_cases(&cases, 20, &driver, &work, 2, &Quiet, "twice run");
+    let results = run::run_cases(&cases, &RunContext::new(20, &driver, &work, "twice run"), 2, &Quiet);
     let _ = std::fs::remove_dir_all(&work);
     let run = run::results(20, &driver, None, results);
     assert!(

@@ -27,12 +27,15 @@
 //!   runs on wall time and on tokio's paused, virtual time ([`TokioClock`]).
 //! - [`ParamRef`] ([`workflow`]): a parameter that takes its value from an earlier intent's
 //!   result ([`ResultField`]), and the `workflows` feature an executor announces.
+//! - [`protocol`]: the shapes of the stdio protocol `twice/1` (`init`'s services and limits,
+//!   the version, the line limit, the error codes), which the harness and every executor share.
 //! - [`schema`]: the JSON Schema parts serde's derives cannot say (a fault as a name or a
 //!   table, parameters by kind), for the schemas in `schemas/`.
 
 pub mod action;
 pub mod clock;
 pub mod contract;
+pub mod protocol;
 pub mod record;
 pub mod rule;
 pub mod schema;

@@ -1,6 +1,6 @@
-//! `cargo xtask bench`: the benchmark targets ([`BENCHES`], in the order their sections
-//! appear), and the run: build what they drive, run each, collect its `BENCH` records, then
-//! write `docs/benchmarks.md`, `docs/benchmarks.json` and README.md's headlines.
+//! `cargo xtask bench`: the run of the benchmark targets ([`BENCHES`], in `benches.rs`):
+//! build what they drive, run each, collect its `BENCH` records, then write
+//! `docs/benchmarks.md`, `docs/benchmarks.json` and README.md's headlines.
 //!
 //! Only this module runs anything or touches files; the rendering it calls is pure.
 
@@ -11,107 +11,14 @@ use std::process::Stdio;
 
 use anyhow::{Context, Result, bail};
 
+// Also public here, where `main.rs` and `records.rs` name the table in their docs.
+pub(crate) use crate::benches::BENCHES;
 use crate::headlines::{README, headlines, with_headlines};
 use crate::machine::machine;
 use crate::records::{Records, Saved};
 use crate::render::render;
 use crate::venv::prepare_venv;
 use crate::{cargo, exit_code, root};
-
-/// A benchmark target that `cargo xtask bench` runs, in this order.
-pub(crate) struct Bench {
-    pub(crate) package: &'static str,
-    pub(crate) target: &'static str,
-    /// One paragraph under the section heading: what is measured.
-    pub(crate) about: &'static str,
-}
-
-impl Bench {
-    /// The value of `bench` in its records.
-    pub(crate) fn id(&self) -> String {
-        format!("{}/{}", self.package, self.target)
-    }
-}
-
-pub(crate) const BENCHES: &[Bench] = &[
-    Bench {
-        package: "fake-services",
-        target: "throughput",
-        about: "Requests per second that the fakes serve over loopback HTTP with keep-alive: the payments \
-                fake creating a refund per request, with and without fault rules armed, next to a stateful \
-                refund stub built with the `wiremock` crate (what a user would write instead: a `Respond` \
-                impl holding the same state) and bare hyper answering a fixed body on the same transport \
-                (the ceiling); the files fake storing an object per S3 PUT; the chain fake taking a \
-                pre-signed transfer per `eth_sendRawTransaction` (decoding and sender recovery included). \
-                Target: within 1.5x of bare hyper.",
-    },
-    Bench {
-        package: "executor",
-        target: "intents",
-        about: "Intents per second through the reference executor library (`Executor::propose`, each a \
-                durable commit, then `drain` until the payments fake on loopback confirms every refund, \
-                no faults), with `Durability::Full` and `Durability::Normal`, next to the raw rate of \
-                single-row SQLite commits (WAL, synchronous FULL and NORMAL) on the same disk in the \
-                same run. Target: within 2x of the raw commit rate.",
-    },
-    Bench {
-        package: "harness",
-        target: "run",
-        about: "How fast `twice run` goes. Sim: generated cases per second against the reference executor \
-                in process (`run::run_cases`, each case on its own paused tokio runtime with the fakes and a \
-                real SQLite log, then checked), on 2 threads and on 1, and the virtual time those cases span \
-                over the wall time they took. Live: the whole catalog against the release `twice-executor` \
-                binary (real subprocesses, loopback HTTP, real signals), in total and per scenario, and the \
-                same catalog in sim: cases per second in both and their ratio. Reports: \
-                10,000 generated cases run in sim, then all four report files rendered and written from \
-                their results. Targets: thousands of cases/s (at least 2,000) and 1,000x in sim on this 2-core machine; \
-                the live catalog in under 60 s; the reports in under 10% of the sim time.",
-    },
-    Bench {
-        package: "harness",
-        target: "scaling",
-        about: "How the sim's cost grows. With intents per scenario: one scenario of 1, 10, 100 and 1,000 \
-                refunds (a tenth of the sends lose their reply after committing, so the share reconciled is \
-                the same at every size), its wall time on one thread and the peak memory of a process that \
-                runs it. With the size of the scenario set a run covers: 100, 1,000 and 10,000 generated \
-                cases on 2 threads (the catalog has 39), cases per \
-                second and the peak memory of a process that runs them and keeps their results. The \
-                complexity is stated as the exponent b in cost ~ size^b.",
-    },
-    Bench {
-        package: "harness",
-        target: "serve",
-        about: "`twice serve` as a test suite meets it: the release binary from spawn to ready (its URLs \
-                file written, every fake and the control endpoint listening), and on a running serve one \
-                scenario set up and one verdict asked for (`POST /__twice/scenario`, then `POST \
-                /__twice/check`) over loopback, and a reset. Target: a start well under a second, so that a \
-                serve per test is affordable.",
-    },
-    Bench {
-        package: "twice-tests",
-        target: "search",
-        about: "Search power: for each mutant executor of the failure-mode list (one deliberate bug each, \
-                `docs/failure-modes.md`), how many generated cases it takes to reach the first violation, \
-                median over 20 seeds, for twice's generator and for a protocol-unaware baseline built into \
-                the benchmark that does what a TCP fault proxy can: the same intents against services on \
-                their default contracts, each request independently delayed past the timeout or reset with a \
-                fixed probability; no semantic faults, no crashes or second workers, no clock control. Both \
-                run in sim, against the same executors, checked by the same checker.",
-    },
-    Bench {
-        package: "harness",
-        target: "python",
-        about: "Live runs against the Python executor of `examples/executors/python` (the conformance \
-                kit's example: stripe-python, requests, boto3 and web3.py against the fakes, a SQLite intent \
-                log, a Python process per worker), as a team meets them: the catalog and 20 generated cases at \
-                `twice run`'s default of 8 scenarios at a time (target: at most 30 s on two cores); the same at \
-                2, 8 and 16 at a time beside the `constant-fencing-token` variant on the stale-worker \
-                scenarios, and whether every verdict held under that load; a run whose executor has a bug \
-                (`--bug memory-only`) that generated cases expose, failures shrunk within the default 60 s \
-                budget (target: at most 120 s from start to the last shrink); and the whole catalog alone on 2 \
-                at a time, in total and per scenario (target: under 60 s).",
-    },
-];
 
 const BENCH_DOC: &str = "docs/benchmarks.md";
 const RECORD_PREFIX: &str = "BENCH ";

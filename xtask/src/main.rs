@@ -35,6 +35,7 @@
 //! (`docs/benchmarks.md`). This file parses the command line and dispatches.
 
 mod bench;
+mod benches;
 mod engines;
 mod flake;
 mod fuzz_api;

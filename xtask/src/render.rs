@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::bench::{BENCHES, Bench};
+use crate::benches::{BENCHES, Bench};
 use crate::machine::Machine;
 use crate::records::{Record, Records, Saved, Table};
 

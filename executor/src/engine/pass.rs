@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::planned::{Planned, Sending};
 use super::reconcile::Decision;
 use super::send::Send;
 use super::workflow::Unresolvable;
@@ -12,24 +13,6 @@ use super::{DrainError, Executor, PassReport, Transition};
 use crate::log::{Change, LogError};
 use crate::model::{Action, Intent, State};
 use crate::services::{self, Lookup};
-
-/// A planned write: the row as it should become, and what it was.
-pub(super) struct Planned {
-    pub(super) new: Intent,
-    pub(super) expect_version: u64,
-    pub(super) from: State,
-    pub(super) note: String,
-}
-
-/// A send decided in a pass, before its commit: the row as it will be sent, and as it was
-/// (leased) before it was marked submitted, for when its first send cannot be prepared.
-pub(super) struct Sending {
-    pub(super) planned: Planned,
-    pub(super) action: Action,
-    pub(super) before: Intent,
-    /// A step whose references this pass resolved (its first send).
-    pub(super) resolved_now: bool,
-}
 
 impl Executor {
     /// Whether `sending`, if it resends under a key whose first send may have landed, still

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::Executor;
-use super::pass::{Planned, Sending};
+use super::planned::{Planned, Sending};
 use crate::config::Service;
 use crate::log::LogError;
 use crate::model::{Action, State};

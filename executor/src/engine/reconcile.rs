@@ -6,7 +6,7 @@
 //! never sent again: it is confirmed if an earlier send is found, and escalated once none can
 //! have landed.
 
-use super::pass::Planned;
+use super::planned::Planned;
 use super::{Executor, SAFETY_MARGIN_MS};
 use crate::config::{Contract, KeyPolicy};
 use crate::model::{Action, Intent, State};

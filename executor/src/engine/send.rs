@@ -4,7 +4,7 @@
 //! lie, and the row an outcome leads to. A timeout is never a "no".
 
 use super::Executor;
-use super::pass::Planned;
+use super::planned::Planned;
 use crate::config::Reads;
 use crate::model::{Action, Decision, Intent, State};
 use crate::services::{self, Lookup, WriteOutcome};

@@ -154,3 +154,51 @@ impl IntentLog {
         tx.commit().map_err(err)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::log::IntentLog;
+    use crate::log::testing::transfer;
+    use crate::model::{Evidence, State};
+
+    /// The sim's warm logs: a run's log is empty whatever the run before it on the same name
+    /// left (rows and counters), its workers share it, and a connection dropped inside a
+    /// transaction (a crash) loses that transaction and is not handed to the next opener.
+    #[test]
+    fn a_warm_log_starts_empty_and_a_crash_inside_a_transaction_loses_only_that() {
+        let first_name;
+        {
+            let run = IntentLog::fresh_in_memory().unwrap();
+            first_name = run.name().to_string();
+            let mut worker = IntentLog::open_in_memory(run.name()).unwrap();
+            let mut row = transfer("a", 0);
+            row.evidence = Evidence::default();
+            worker.record(&row).unwrap();
+            worker.conn.execute_batch("BEGIN IMMEDIATE; UPDATE intents SET state = 'failed'").unwrap();
+            drop(worker);
+            let other = IntentLog::open_in_memory(run.name()).unwrap();
+            assert!(other.conn.is_autocommit(), "the crashed connection was not handed out again");
+            assert_eq!(other.get("a").unwrap().unwrap().state, State::Recorded);
+            assert_eq!(other.history("a").unwrap().len(), 1);
+        }
+        // Runs one after another on this thread: the name comes back, emptied.
+        let mut names = Vec::new();
+        for _ in 0..3 {
+            let run = IntentLog::fresh_in_memory().unwrap();
+            let mut worker = IntentLog::open_in_memory(run.name()).unwrap();
+            assert_eq!(worker.count().unwrap(), 0, "a run's log starts empty");
+            let mut row = transfer("b", 0);
+            row.evidence = Evidence::default();
+            worker.record(&row).unwrap();
+            let seq: i64 =
+                worker.conn.query_row("SELECT seq FROM intents WHERE id = 'b'", [], |r| r.get(0)).unwrap();
+            assert_eq!(seq, 1, "the AUTOINCREMENT counter starts again");
+            names.push(run.name().to_string());
+        }
+        assert!(names.iter().all(|n| n.starts_with("twice-warm-")));
+        assert!(
+            names.contains(&first_name) || names.windows(2).all(|w| w[0] == w[1]),
+            "names are reused: {names:?}"
+        );
+    }
+}

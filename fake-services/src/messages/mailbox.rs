@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use rand::RngExt;
 use serde_json::{Value, json};
 
+use super::address::address_of;
 use super::answer::{invalid, resend};
-use super::send::address_of;
 use super::{DELIVERED, TO_FIELD};
 use crate::core::{ApiError, Inner, Mode, Stamp};
 use crate::files::http::iso_date;

@@ -15,10 +15,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    PaymentsState, check_key, check_metadata, missing, optional_string, positive_integer, stripe_error,
-    unknown_parameters,
-};
+use super::PaymentsState;
+use super::answer::{missing, stripe_error};
+use super::params::{check_key, check_metadata, optional_string, positive_integer, unknown_parameters};
 use crate::core::{ApiError, Commit, Inner, Mode, Stamp};
 use crate::form;
 use crate::record::Effect;

@@ -11,7 +11,7 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, ScenarioResult, Source};
 use serde_json::Value;
 
 pub use bench_support::{WorkDir, load_average, record, summary};
@@ -118,7 +118,8 @@ pub fn live_figures(
     for round in 1..=rounds {
         let timing = Timing::default();
         let started = Instant::now();
-        let results = run::run_cases(&cases, SEED, &driver, work, THREADS, &timing, "twice run");
+        let results =
+            run::run_cases(&cases, &RunContext::new(SEED, &driver, work, "twice run"), THREADS, &timing);
         let wall = started.elapsed();
         let failed = failures(&results);
         println!(

@@ -269,7 +269,7 @@ fn timeline_states_compare_without_case() {
 
 #[test]
 fn terminal_states_agree_with_the_reference_vocabulary() {
-    for state in executor::State::ALL {
+    for state in vocabulary::State::ALL {
         assert_eq!(is_terminal(state.as_str()), state.is_terminal(), "{state}");
     }
     assert!(!is_terminal("pending"));

@@ -45,6 +45,12 @@ impl Reporter {
 }
 
 impl Progress for Reporter {
+    fn note(&self, line: &str) {
+        if super::logs::plain_progress() {
+            eprintln!("twice: {line}");
+        }
+    }
+
     fn started(&self, total: usize) {
         *self.total.lock().unwrap_or_else(|p| p.into_inner()) = total;
         match &self.bar {

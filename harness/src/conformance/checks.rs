@@ -7,7 +7,7 @@ use super::*;
 pub(super) struct Probe<'a> {
     pub(super) command: &'a ExecutorCommand,
     pub(super) dir: PathBuf,
-    pub(super) services: BTreeMap<String, executor::Service>,
+    pub(super) services: BTreeMap<String, vocabulary::protocol::Service>,
     pub(super) samples: Vec<IntentSpec>,
 }
 
@@ -42,7 +42,7 @@ impl Probe<'_> {
 
     pub(super) fn init(&self, state_dir: &Path) -> Value {
         json!({
-            "protocol": executor::protocol::PROTOCOL,
+            "protocol": vocabulary::protocol::PROTOCOL,
             "worker_id": WORKER,
             "state_dir": state_dir,
             "services": self.services,
@@ -75,7 +75,7 @@ impl Probe<'_> {
 }
 
 pub(super) fn unsupported_note() -> String {
-    let known = executor::model::ACTIONS.join(", ");
+    let known = vocabulary::ACTION_NAMES.join(", ");
     format!("the executor announced none of the actions this rule can propose ({known})")
 }
 
@@ -355,23 +355,16 @@ pub struct Protocol {
 pub async fn check_protocol(command: &ExecutorCommand, dir: &Path, seed: u64) -> anyhow::Result<Protocol> {
     let fixture = fixture().context("the conformance fixture")?;
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::from_wall_clock());
-    let fakes = Fakes::new(clock, seed);
-    setup::prepare(&fixture, &fakes)?;
-    let contracts = setup::contracts(&fixture, &fakes);
+    let fakes = Fakes::new(Arc::clone(&clock), seed);
+    let world = World::prepare(&fixture, fakes, clock)?;
     let mut servers = Vec::new();
-    for fake in fakes.all().into_iter().filter(|f| contracts.contains_key(f.name())) {
+    for fake in world.fakes.all().into_iter().filter(|f| world.contracts.contains_key(f.name())) {
         let server = Server::start(fake, SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
             .context("cannot listen on 127.0.0.1")?;
         servers.push(server);
     }
-    let services = contracts
-        .iter()
-        .filter_map(|(name, contract)| {
-            let server = servers.iter().find(|s| s.name() == name)?;
-            Some((name.clone(), executor::Service { url: server.url(), contract: contract.clone() }))
-        })
-        .collect();
+    let services = world.services(|name| Some(servers.iter().find(|s| s.name() == name)?.url()));
     let probe = Probe { command, dir: dir.to_path_buf(), services, samples: fixture.intents.clone() };
     let (first, init) = init_answered(&probe).await;
     let mut verdicts = vec![verdict(&INIT_ANSWERED, first)];

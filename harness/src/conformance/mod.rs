@@ -25,13 +25,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use executor::model::State;
 use fake_services::{Clock, Fakes, Server, TokioClock};
 use scenarios::{IntentSpec, Scenario};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use vocabulary::State;
 
 use crate::exit;
 use crate::live;
@@ -40,6 +40,7 @@ use crate::process::{self, Ending, ExecutorCommand, Frame, Out, Process, WriteEr
 use crate::run::{self, Case, Outcome, Progress, ScenarioResult, Source};
 use crate::setup;
 use crate::shrink::QuietShrink;
+use crate::world::World;
 
 /// `init_ok` must come this soon after `init` (docs/protocol.md §9).
 pub const INIT_MS_MAX: u64 = live::INIT_MS_MAX;
@@ -144,7 +145,7 @@ impl Conformance {
         let width = RULES.iter().map(|r| r.name.len()).max().unwrap_or(0);
         let mut out = format!(
             "protocol rules ({}, docs/protocol.md) against {}:\n",
-            executor::protocol::PROTOCOL,
+            vocabulary::protocol::PROTOCOL,
             self.executor
         );
         for v in &self.rules {
@@ -173,7 +174,7 @@ impl Conformance {
         out.push_str(&format!(
             ", seed {}.\n\n## Protocol rules ({})\n\n",
             self.seed,
-            executor::protocol::PROTOCOL
+            vocabulary::protocol::PROTOCOL
         ));
         out.push_str("| rule | verdict | detail | expected |\n|---|---|---|---|\n");
         for v in &self.rules {
@@ -271,9 +272,7 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
     pipeline::select(&plan.selection, plan.seed, true)?;
     let work = crate::workdir::WorkDir::create("twice-check-")?;
     let work_dir = work.path().to_path_buf();
-    if crate::cli::logs::plain_progress() {
-        eprintln!("twice: checking {} protocol rules against {command}", RULES.len());
-    }
+    progress.note(&format!("checking {} protocol rules against {command}", RULES.len()));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -352,8 +351,7 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
     if let Some(table) = &report.table {
         println!("\nconformance (failure mode x action):\n\n{}", table.markdown());
     }
-    crate::workdir::hold_if_interrupted();
-    std::fs::create_dir_all(&plan.report_dir)
+    crate::interrupt::make_dir(&plan.report_dir)
         .with_context(|| format!("cannot create {}", plan.report_dir.display()))?;
     let md = plan.report_dir.join(CONFORMANCE_MD);
     std::fs::write(&md, report.markdown()).with_context(|| format!("cannot write {}", md.display()))?;

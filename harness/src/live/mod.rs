@@ -140,7 +140,7 @@ pub struct LiveBackend<'a> {
     servers: Vec<Server>,
     tap: Arc<PointTap>,
     reached: mpsc::UnboundedReceiver<Reached>,
-    limits: executor::Limits,
+    limits: vocabulary::protocol::Limits,
     state_dir: PathBuf,
     bounds: Bounds,
     workers: Roster<LiveWorker>,
@@ -189,7 +189,7 @@ impl Backend for LiveBackend<'_> {
             .map_err(|e| format!("worker {name} did not start: {e}"))?;
         self.workers.insert(name.to_string(), worker);
         let init = json!({
-            "protocol": executor::protocol::PROTOCOL,
+            "protocol": vocabulary::protocol::PROTOCOL,
             "worker_id": name,
             "state_dir": self.state_dir,
             "services": services,
@@ -461,13 +461,9 @@ pub async fn run(
 ) -> Result<Observed, setup::SetupError> {
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::from_wall_clock());
     let fakes = Fakes::new(Arc::clone(&clock), seed);
-    setup::prepare(scenario, &fakes)?;
-    let contracts = setup::contracts(scenario, &fakes);
-    let settle_ms = setup::settle_ms(scenario, &contracts);
-    let limits = setup::limits_for(scenario);
+    let world = World::prepare(scenario, fakes, Arc::clone(&clock))?;
     let state_dir = work_dir.join("state");
-    crate::workdir::hold_if_interrupted();
-    std::fs::create_dir_all(&state_dir)
+    crate::interrupt::make_dir(&state_dir)
         .map_err(|e| rejected(scenario, format!("cannot create {}: {e}", state_dir.display())))?;
     let (reached_tx, reached) = mpsc::unbounded_channel();
     let tap = Arc::new(PointTap {
@@ -475,26 +471,24 @@ pub async fn run(
         reached: reached_tx,
         last_arrival: Mutex::new(HashMap::new()),
     });
-    let timeline = Timeline::default();
     let backend = LiveBackend {
         scenario,
         command: executor,
-        fakes: fakes.clone(),
-        clock: Arc::clone(&clock),
-        contracts,
+        fakes: world.fakes.clone(),
+        clock,
+        contracts: world.contracts.clone(),
         servers: Vec::new(),
         tap,
         reached,
-        bounds: Bounds::of(scenario, &limits, settle_ms),
-        limits,
+        bounds: Bounds::of(scenario, &world.limits, world.settle_ms),
+        limits: world.limits.clone(),
         state_dir,
         workers: Roster::default(),
         background: true,
-        timeline: timeline.clone(),
+        timeline: world.timeline.clone(),
         failure: None,
         workflows: false,
     };
-    let world = World { scenario, fakes, clock, timeline, settle_ms };
     Ok(engine::run(world, backend).await)
 }
 

@@ -63,7 +63,7 @@ pub(super) struct Bounds {
 }
 
 impl Bounds {
-    pub(super) fn of(scenario: &Scenario, limits: &executor::Limits, settle_ms: u64) -> Bounds {
+    pub(super) fn of(scenario: &Scenario, limits: &vocabulary::protocol::Limits, settle_ms: u64) -> Bounds {
         // Long enough for a lease held by a dead worker to run out and for every attempt of
         // an intent to time out.
         let drain_ms = (limits.lease_ms
@@ -97,8 +97,11 @@ mod tests {
     fn a_drain_is_awaited_one_pass_past_its_deadline() {
         let scenario: Scenario =
             serde_json::from_value(serde_json::json!({"name": "x", "intents": []})).unwrap();
-        let limits =
-            executor::Limits { request_timeout_ms: 1_000, lease_ms: 3_000, ..executor::Limits::default() };
+        let limits = vocabulary::protocol::Limits {
+            request_timeout_ms: 1_000,
+            lease_ms: 3_000,
+            ..vocabulary::protocol::Limits::default()
+        };
         let bounds = Bounds::of(&scenario, &limits, 500);
         assert_eq!(bounds.drain_ms, 3_000 + 5 * 1_000 + 500 + DRAIN_SLACK_MS);
         assert_eq!(bounds.reply_ms("drain"), bounds.drain_ms + 2 * 1_000 + CALL_SLACK_MS);

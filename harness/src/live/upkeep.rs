@@ -7,11 +7,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor::protocol::code;
 use fake_services::{Listener, Server, Tap};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+use vocabulary::protocol::code;
 
 use super::worker::{Answer, Pending, Queued};
 use super::{BACKGROUND_ROUND_MS, LiveBackend, LiveCall, PAUSE_QUIET_MS, PAUSE_QUIET_MS_MAX, claims};
@@ -36,7 +36,7 @@ impl LiveBackend<'_> {
     pub(super) async fn listen(
         &mut self,
         origin: &str,
-    ) -> Result<BTreeMap<String, executor::Service>, String> {
+    ) -> Result<BTreeMap<String, vocabulary::protocol::Service>, String> {
         let mut services = BTreeMap::new();
         for (name, contract) in &self.contracts {
             let Some(fake) = self.fakes.get(name) else { continue };
@@ -47,8 +47,10 @@ impl LiveBackend<'_> {
             let server = Server::start_with(fake, SocketAddr::from(([127, 0, 0, 1], 0)), listener)
                 .await
                 .map_err(|e| format!("cannot listen on 127.0.0.1 for {origin}: {e}"))?;
-            services
-                .insert(name.clone(), executor::Service { url: server.url(), contract: contract.clone() });
+            services.insert(
+                name.clone(),
+                vocabulary::protocol::Service { url: server.url(), contract: contract.clone() },
+            );
             self.servers.push(server);
         }
         Ok(services)

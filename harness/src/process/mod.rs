@@ -27,8 +27,8 @@ use tokio::time::Instant;
 
 pub use command::{CommandLineError, ExecutorCommand, LocateError, REFERENCE_BINARY};
 
-/// Longest stdout line read from an executor.
-pub const LINE_BYTES_MAX: usize = 1024 * 1024;
+/// Longest stdout line read from an executor: the protocol's limit.
+pub use vocabulary::protocol::LINE_BYTES_MAX;
 /// How much of a process's stderr is kept for error messages.
 pub const STDERR_TAIL_BYTES: usize = 4 * 1024;
 /// How much of an offending stdout line an error message quotes.
@@ -272,9 +272,9 @@ impl Process {
         // Spawned and registered under the lock an interrupt kills the groups under: a process
         // is either registered before the interrupt's kill, or never started.
         let mut groups = running_groups();
-        if crate::workdir::interrupted() {
+        if crate::interrupt::interrupted() {
             drop(groups);
-            crate::workdir::hold_if_interrupted();
+            crate::interrupt::hold_if_interrupted();
             return Err(format!("`{command}` not started: the run was interrupted"));
         }
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

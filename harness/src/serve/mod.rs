@@ -2,9 +2,12 @@
 //! endpoint (a scenario's world on demand, its steps, the verdict on an application's
 //! claims, a reset of every fake), until Ctrl-C or SIGTERM. `docs/byo.md` is the user's view.
 
+pub mod check;
 pub mod claims;
 pub mod control;
 pub mod world;
+
+pub use check::{CheckArgs, check};
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -198,69 +201,4 @@ async fn wait_for_stop() -> anyhow::Result<()> {
         _ = terminate.recv() => {}
     }
     Ok(())
-}
-
-/// Options of `twice check`.
-#[derive(Debug, clap::Args)]
-pub struct CheckArgs {
-    /// The URLs file `twice serve --urls-file` wrote (its `control` entry is where the
-    /// claims go).
-    #[arg(long, value_name = "PATH")]
-    pub urls_file: PathBuf,
-    /// The application's claims: {"claims": [{"id", "action", "state", ...}]} (docs/byo.md).
-    #[arg(long, value_name = "PATH")]
-    pub claims: PathBuf,
-    /// Where the report files go.
-    #[arg(long, default_value = "twice-report")]
-    pub report_dir: PathBuf,
-}
-
-/// How long `twice check` waits for serve's verdict.
-pub const CHECK_MS_MAX: u64 = 60_000;
-
-/// `twice check`: posts the claims to a running serve, writes the report files of its
-/// verdict, and exits as `twice run` does (0 held, 1 violated, 2 could not check).
-pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
-    use executor::world::{HttpRequest, HttpTransport, Transport};
-    let started = std::time::Instant::now();
-    let text = std::fs::read_to_string(&args.urls_file)
-        .with_context(|| format!("cannot read {}", args.urls_file.display()))?;
-    let urls: BTreeMap<String, String> = serde_json::from_str(&text).with_context(|| {
-        format!("{}: expected the JSON object twice serve --urls-file writes", args.urls_file.display())
-    })?;
-    let control = urls.get("control").with_context(|| {
-        format!(
-            "{}: no \"control\" URL; write it with a twice serve of this version",
-            args.urls_file.display()
-        )
-    })?;
-    let body =
-        std::fs::read(&args.claims).with_context(|| format!("cannot read {}", args.claims.display()))?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let request = HttpRequest {
-        method: "POST",
-        url: format!("{control}/__twice/check"),
-        headers: vec![("content-type".into(), "application/json".into())],
-        body,
-        timeout_ms: CHECK_MS_MAX,
-    };
-    let answer = runtime
-        .block_on(HttpTransport.send(request))
-        .map_err(|e| anyhow::anyhow!("no verdict from twice serve at {control}: {e}"))?;
-    let value: serde_json::Value = serde_json::from_slice(&answer.body)
-        .with_context(|| format!("twice serve at {control} answered {} with no JSON", answer.status))?;
-    if answer.status != 200 {
-        let message = value["error"]["message"].as_str().unwrap_or("no message");
-        anyhow::bail!("{}: {message}", args.claims.display());
-    }
-    let results: reports::model::RunResults = serde_json::from_value(value["results"].clone())
-        .context("twice serve's verdict is not in this version's results shape")?;
-    crate::pipeline::report(&results, &args.report_dir)?;
-    print!("{}", crate::run::summary(&results));
-    println!(
-        "report: {} (results.json, summary.md, junit.xml, report.html; {:.1} s)",
-        args.report_dir.display(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(if results.failed() { crate::exit::VIOLATION } else { crate::exit::OK })
 }

@@ -136,7 +136,9 @@ impl World {
     /// Resets every fake, then sets up `case`'s world on them: contracts, seeds and faults.
     pub fn set(&self, case: Case) -> Result<(), setup::SetupError> {
         self.reset();
-        setup::prepare(&case.scenario, &self.fakes)?;
+        // The world's contracts and limits are read again when asked (`GET /__twice/scenario`):
+        // the fakes hold them, and a test may patch a contract after this.
+        crate::world::World::prepare(&case.scenario, self.fakes.clone(), Arc::clone(&self.base))?;
         let steps = case.scenario.events.iter().enumerate().map(|(i, e)| step(i, e)).collect();
         let now = self.now_ms();
         let moments = vec![Moment {
@@ -291,35 +293,10 @@ fn steps_len(case: &Case) -> usize {
     case.scenario.events.len()
 }
 
-/// Applies one of serve's own events to the fakes.
+/// Applies one of serve's own events to the fakes (a heal, a clock jump), as a run's engine
+/// does; the test's own events do nothing here.
 fn apply(fakes: &Fakes, event: &EventAction, moments: &mut Vec<Moment>, now: u64) {
-    match event {
-        EventAction::Heal => {
-            setup::heal(fakes);
-            moments.push(Moment {
-                at_ms: now,
-                lane: "harness".into(),
-                kind: "heal".into(),
-                detail: "every fault disarmed".into(),
-            });
-        }
-        EventAction::ClockJump { service, by_ms } => {
-            if let Some(fake) = fakes.get(service) {
-                fake.clock().jump_ms(*by_ms);
-            }
-            moments.push(Moment {
-                at_ms: now,
-                lane: service.clone(),
-                kind: "clock_jump".into(),
-                detail: format!("+{by_ms} ms"),
-            });
-        }
-        // The test's own: nothing for serve to do.
-        EventAction::Crash { .. }
-        | EventAction::Pause { .. }
-        | EventAction::StartWorker { .. }
-        | EventAction::Reconcile { .. } => {}
-    }
+    moments.extend(crate::world::World::apply(fakes, event, now));
 }
 
 /// The step for event `index`.

@@ -326,16 +326,10 @@ pub async fn run(
 ) -> Result<Observed, setup::SetupError> {
     let base = fake_services::TokioClock::starting_at(EPOCH_MS);
     let fakes = Fakes::new(Arc::new(base.clone()), seed);
-    setup::prepare(scenario, &fakes)?;
-    let contracts = setup::contracts(scenario, &fakes);
-    let services = contracts
-        .iter()
-        .map(|(name, c)| (name.clone(), executor::Service { url: sim_url(name), contract: c.clone() }))
-        .collect();
-    let settle_ms = setup::settle_ms(scenario, &contracts);
+    let world = World::prepare(scenario, fakes, Arc::new(base.clone()))?;
+    let services = world.services(|name| Some(sim_url(name)));
     let (trips_tx, trips_rx) = mpsc::unbounded_channel();
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
-    let timeline = Timeline::default();
     // An empty log no other run holds, kept open (and so alive) for the whole run.
     let log =
         executor::log::IntentLog::fresh_in_memory().map_err(|e| setup::SetupError::Storage(e.to_string()))?;
@@ -343,7 +337,7 @@ pub async fn run(
     let backend = SimBackend {
         scenario,
         factory,
-        fakes: fakes.all().into_iter().map(|f| (f.name().to_string(), f)).collect(),
+        fakes: world.fakes.all().into_iter().map(|f| (f.name().to_string(), f)).collect(),
         points: Arc::new(Points::new(scenario)),
         trips_tx,
         trips_rx,
@@ -357,9 +351,8 @@ pub async fn run(
         state_dir: work_dir.join("state"),
         log_name,
         _log: log,
-        timeline: timeline.clone(),
+        timeline: world.timeline.clone(),
     };
-    let world = World { scenario, fakes, clock: Arc::new(base), timeline, settle_ms };
     Ok(engine::run(world, backend).await)
 }
 

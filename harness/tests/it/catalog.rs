@@ -1,7 +1,7 @@
 //! The whole catalog against the reference executor, in both drivers: the same scenario files
 //! pass in process on virtual time and through the stdio protocol with real processes.
 
-use harness::run::{self, Case, Driver, Outcome, Progress, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, ScenarioResult, Source};
 use harness::sim::Reference;
 
 struct Quiet;
@@ -40,7 +40,7 @@ fn check(driver: Driver<'_>, what: &str) {
     let cases = catalog();
     assert!(cases.len() >= 30, "the catalog has {} scenarios", cases.len());
     let dir = std::env::temp_dir().join(format!("twice-catalog-{what}-{}", std::process::id()));
-    let results = run::run_cases(&cases, 1, &driver, &dir, 2, &Quiet, "twice run");
+    let results = run::run_cases(&cases, &RunContext::new(1, &driver, &dir, "twice run"), 2, &Quiet);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(results.len(), cases.len());
     let failed = failures(&results);

@@ -403,7 +403,7 @@ const BASELINE_RERUNS: usize = 5;
 /// what must not move).
 #[test]
 fn a_live_baseline_reports_no_regression_over_five_reruns() {
-    use harness::run::{self, Driver, Quiet};
+    use harness::run::{self, Driver, Quiet, RunContext};
     use reports::baseline;
 
     let dir = fresh_dir("live-baseline");
@@ -413,12 +413,9 @@ fn a_live_baseline_reports_no_regression_over_five_reruns() {
     let live_run = |n: usize| {
         let results = run::run_cases(
             &cases,
-            1,
-            &driver,
-            &dir.join(format!("run-{n}")),
+            &RunContext::new(1, &driver, &dir.join(format!("run-{n}")), "twice run --live"),
             jobs,
             &Quiet,
-            "twice run --live",
         );
         run::results(1, &driver, None, results)
     };
@@ -456,13 +453,13 @@ const EVENTFUL: [&str; 7] = [
 /// from each (invariant by invariant, status and all) and the same hazards.
 #[test]
 fn sim_and_live_give_the_same_verdicts_on_scenarios_with_every_event() {
-    use harness::run::{self, Driver, Quiet};
+    use harness::run::{self, Driver, Quiet, RunContext};
 
     let dir = fresh_dir("sim-and-live");
     let cases = catalog_cases(&EVENTFUL);
     let verdicts = |driver: Driver<'_>| -> Vec<(String, Vec<String>, Vec<String>)> {
         let jobs = harness::pipeline::LIVE_JOBS_DEFAULT;
-        run::run_cases(&cases, 1, &driver, &dir, jobs, &Quiet, "twice run")
+        run::run_cases(&cases, &RunContext::new(1, &driver, &dir, "twice run"), jobs, &Quiet)
             .into_iter()
             .map(|r| {
                 let verdicts = r.verdicts.iter().map(|v| format!("{} {:?}", v.invariant, v.status)).collect();

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use harness::run::{self, Case, Driver, Outcome, Progress, RunResults, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, RunResults, ScenarioResult, Source};
 use harness::sim::{Reference, SimExecutor, SimFactory, WorkerSetup};
 use reports::baseline;
 
@@ -41,7 +41,7 @@ fn catalog_cases() -> Vec<Case> {
 fn run_sim(cases: &[Case], factory: &dyn SimFactory, what: &str) -> RunResults {
     let driver = Driver::Sim(factory);
     let dir = work_dir(what);
-    let results = run::run_cases(cases, 1, &driver, &dir, 2, &Quiet, "twice run");
+    let results = run::run_cases(cases, &RunContext::new(1, &driver, &dir, "twice run"), 2, &Quiet);
     let _ = std::fs::remove_dir_all(&dir);
     run::results(1, &driver, None, results)
 }

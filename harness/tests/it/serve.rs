@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use executor::world::{HttpRequest, HttpResponse, HttpTransport, Transport};
 use harness::serve::{self, ServeArgs};
 use serde_json::{Value, json};
 
-use super::{read_urls, twice, wait_bounded};
+use super::{WAIT_MS_MAX, read_urls, twice, wait_bounded};
 
 const REQUEST_MS_MAX: u64 = 30_000;
 
@@ -222,21 +223,10 @@ fn reset_forgets_the_scenario_and_every_ledger() {
 #[test]
 fn each_port_flag_binds_its_service_and_no_other() {
     for service in ["payments", "workspaces", "files", "chain", "messages", "control"] {
-        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = free.local_addr().unwrap().port();
-        drop(free);
         let dir = std::env::temp_dir().join(format!("twice-serve-port-{}-{service}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let urls_file = dir.join("urls.json");
-        let _ = std::fs::remove_file(&urls_file);
-        let mut child = twice()
-            .args(["serve", &format!("--{service}-port"), &port.to_string(), "--urls-file"])
-            .arg(&urls_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let urls = read_urls(&urls_file, &mut child);
+        let (port, mut child, urls) = serve_on_a_free_port(service, &urls_file);
         let urls: BTreeMap<String, String> = serde_json::from_value(urls).unwrap();
         assert_eq!(urls[service], format!("http://127.0.0.1:{port}"), "{urls:?}");
         let others: Vec<&String> =
@@ -247,6 +237,43 @@ fn each_port_flag_binds_its_service_and_no_other() {
         let _ = wait_bounded(&mut child);
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// Starts `twice serve --{service}-port P` on a port that was free a moment ago; the tests
+/// running beside this one bind ports of their own, so one of them may take P first: then
+/// serve says the address is in use, and another port is tried (a few times at most).
+fn serve_on_a_free_port(service: &str, urls_file: &Path) -> (u16, std::process::Child, Value) {
+    const TRIES: usize = 5;
+    for _ in 0..TRIES {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        let _ = std::fs::remove_file(urls_file);
+        let mut child = twice()
+            .args(["serve", &format!("--{service}-port"), &port.to_string(), "--urls-file"])
+            .arg(urls_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_millis(WAIT_MS_MAX);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(urls_file)
+                && let Ok(urls) = serde_json::from_str(&text)
+            {
+                return (port, child, urls);
+            }
+            if child.try_wait().unwrap().is_some() {
+                let mut stderr = String::new();
+                let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+                assert!(stderr.contains("Address already in use"), "twice serve exited early: {stderr}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "no URLs file within {WAIT_MS_MAX} ms");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    panic!("{TRIES} ports in a row were taken before twice serve could bind them");
 }
 
 /// `twice check` from the shell: the report files, and `twice run`'s exit codes.

@@ -1,6 +1,6 @@
 //! The sim driver with the reference executor.
 
-use harness::run::{self, Case, Driver, Outcome, Source};
+use harness::run::{self, Case, Driver, Outcome, RunContext, Source};
 use harness::sim::{self, Reference};
 use scenarios::Scenario;
 
@@ -97,7 +97,12 @@ fn cases(seed: u64, generated: u64) -> Vec<Case> {
 
 fn results_json(seed: u64, threads: usize) -> String {
     let driver = Driver::Sim(&Reference);
-    let results = run::run_cases(&cases(seed, 60), seed, &driver, &work_dir(), threads, &Quiet, "twice run");
+    let results = run::run_cases(
+        &cases(seed, 60),
+        &RunContext::new(seed, &driver, &work_dir(), "twice run"),
+        threads,
+        &Quiet,
+    );
     serde_json::to_string_pretty(&run::results(seed, &driver, None, results)).unwrap()
 }
 
@@ -193,7 +198,7 @@ fn scenarios_the_generator_found_stay_fixed() {
         let path = dir.join(format!("{name}.toml"));
         let scenario = scenarios::parse_file(&path).expect("a valid scenario");
         let case = Case { scenario, source: Source::File { path: path.display().to_string() } };
-        let result = run::run_case(&case, *seed, &Driver::Sim(&Reference), &work_dir(), "");
+        let result = run::run_case(&case, &RunContext::new(*seed, &Driver::Sim(&Reference), &work_dir(), ""));
         if result.outcome != Outcome::Passed {
             let broken: Vec<String> =
                 harness::check::violations(&result.verdicts).map(|v| v.evidence.join(" / ")).collect();

@@ -1,0 +1,75 @@
+//! Stripe's checks of a request's parameters, shared by refunds and PaymentIntents: the
+//! `Idempotency-Key`, unknown parameters, strings, amounts and metadata, each refused in
+//! Stripe's words.
+
+use serde_json::{Map, Value};
+
+use crate::core::ApiError;
+use crate::wire::FakeRequest;
+
+/// Stripe's limit on a key's length: an `Idempotency-Key`, and the fake holds a restricted
+/// key to it too.
+pub(super) const KEY_CHARS_MAX: usize = 255;
+
+/// Stripe's limits on an `Idempotency-Key`: at most 255 characters of printable ASCII.
+pub(super) fn check_key(req: &FakeRequest) -> Result<(), ApiError> {
+    if let Some(key) = req.header_str("idempotency-key") {
+        if key.len() > KEY_CHARS_MAX {
+            return Err(ApiError::invalid(format!(
+                "Idempotency-Key must be at most {KEY_CHARS_MAX} characters long."
+            )));
+        }
+    } else if req.headers.contains_key("idempotency-key") {
+        return Err(ApiError::invalid("Idempotency-Key must be printable ASCII."));
+    }
+    Ok(())
+}
+
+/// The first parameter that is not one of `known`, as Stripe reports it.
+pub(super) fn unknown_parameters(params: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
+    match params.keys().find(|name| !known.contains(&name.as_str())) {
+        Some(name) => {
+            Err(ApiError::invalid(format!("Received unknown parameter: {name}")).param(name.clone()))
+        }
+        None => Ok(()),
+    }
+}
+
+pub(super) fn optional_string(params: &Map<String, Value>, name: &str) -> Result<Option<String>, ApiError> {
+    match params.get(name) {
+        None => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+        Some(_) => {
+            Err(ApiError::invalid(format!("Invalid string: {name} must be a non-empty string")).param(name))
+        }
+    }
+}
+
+pub(super) fn positive_integer(value: &Value, name: &str) -> Result<u64, ApiError> {
+    let text = value.as_str().unwrap_or_default();
+    match text.parse::<u64>() {
+        Ok(0) => Err(ApiError::invalid("This value must be greater than or equal to 1.").param(name)),
+        Ok(n) if n <= 99_999_999 => Ok(n),
+        Ok(_) => Err(ApiError::invalid("This value must be less than or equal to 99999999.").param(name)),
+        Err(_) => Err(ApiError::invalid(format!("Invalid integer: {text}")).param(name)),
+    }
+}
+
+pub(super) fn check_metadata(metadata: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+    if metadata.len() > 50 {
+        return Err(ApiError::invalid("Metadata can have up to 50 keys.").param("metadata"));
+    }
+    for (k, v) in metadata {
+        let Value::String(v) = v else {
+            return Err(ApiError::invalid(format!("Invalid value for metadata[{k}]: must be a string"))
+                .param("metadata"));
+        };
+        if k.len() > 40 || v.len() > 500 {
+            return Err(ApiError::invalid(
+                "Metadata keys can be up to 40 characters long and values up to 500 characters long.",
+            )
+            .param(format!("metadata[{k}]")));
+        }
+    }
+    Ok(metadata.clone())
+}

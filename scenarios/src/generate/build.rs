@@ -1,0 +1,590 @@
+//! Building a case: the draws of [`super::draw`] turned into a [`Scenario`]. Intents and
+//! their parameters come from the action table, contracts from the terms, and each fault
+//! is picked among the kinds its service's contract admits (so every scenario is fair by
+//! construction) and aimed at a write, a read or one intent; events land on the services
+//! the intents use.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use vocabulary::{
+    Acks, ActionSpec, Contract, ContractPatch, FaultRule, FaultSpec, Guard, KeyPolicy, ParamKind, ParamRef,
+    Reads,
+};
+
+use super::draw::{
+    COMMIT_AFTER_TIMEOUT, DELIVER_LATE, EventDraw, FORGET_KEYS, FaultDraw, IGNORE_KEYS, IntentDraw, LATENCY,
+    LEASE_MS, NOT_NOW, PAUSE, READ_KINDS, REFUSE, REJECT, REQUEST_TIMEOUT_MS, STALE_READ, Size, Step, Swarm,
+    Terms, UNSURE_KINDS, aimed_steps, enabled, event_draw, fault_draw, intent_draw, late_write, service_of,
+    surface, swarm, terms, weighted_kind,
+};
+use crate::model::{
+    Event, EventAction, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario, ServiceFault,
+};
+
+/// The longest clock jump: on a service that keeps no keys it moves no term.
+const HOUR_MS: u64 = 3_600_000;
+/// The bucket every generated `files.put` writes to.
+const BUCKET: &str = "generated";
+
+/// The terms `service`'s contract may vary in, as its default contract shows them: keys where
+/// the service takes them, a unique business key where it can enforce one, and the guard its
+/// actions can use (fencing or conditional writes); reads, acks and the settle bound
+/// everywhere.
+fn patch(t: &Terms, service: &str) -> ContractPatch {
+    let default = Contract::default_for(service).unwrap_or_else(Contract::payments_default);
+    let keys = default.idempotency_keys == KeyPolicy::Honored;
+    let guard = vocabulary::ACTIONS.iter().find(|a| a.service == service).and_then(|a| a.guard);
+    ContractPatch {
+        idempotency_keys: keys.then_some(if t.keys_honored {
+            KeyPolicy::Honored
+        } else {
+            KeyPolicy::Ignored
+        }),
+        key_retention_ms: keys.then_some(t.key_retention_ms),
+        reads: Some(if t.eventual_lag_ms.is_some() { Reads::Eventual } else { Reads::Strong }),
+        read_lag_ms_max: Some(t.eventual_lag_ms.unwrap_or(0)),
+        acks: Some(if t.acks_may_lie { Acks::MayLie } else { Acks::Reliable }),
+        settle_ms_max: Some(t.settle_ms_max),
+        unique_business_key: (service == "workspaces").then_some(t.unique),
+        fencing: (guard == Some(Guard::Fencing)).then_some(t.guarded),
+        conditional_writes: (guard == Some(Guard::ConditionalWrites)).then_some(t.guarded),
+    }
+}
+
+/// Makes `intent` a step after `predecessor`; with `reads`, its first parameter that can take
+/// a reference reads the predecessor's first result field, keeping its drawn value around it.
+fn as_step(intent: &mut IntentSpec, predecessor: &IntentSpec, reads: bool) {
+    intent.after = vec![predecessor.id.clone()];
+    let (Some(action), Some(from)) =
+        (vocabulary::action(&intent.action), vocabulary::action(&predecessor.action))
+    else {
+        return;
+    };
+    let (true, Some(field)) = (reads, from.result_fields.first()) else { return };
+    let Some(param) = action.params.iter().find(|p| action.param_takes_reference(p.name)) else { return };
+    let drawn = intent.params.get(param.name).and_then(Value::as_str).unwrap_or_default().to_string();
+    let reference = ParamRef {
+        from: predecessor.id.clone(),
+        field: field.name.to_string(),
+        format: Some(format!("{drawn} {{}}")),
+    };
+    intent.params[param.name] = reference.to_value();
+}
+
+/// The strategy for generated case `index` of any seed; `name` names every value it makes.
+pub fn scenario_strategy(name: String, size: Size) -> BoxedStrategy<Scenario> {
+    let services = vocabulary::SERVICES.len();
+    (
+        swarm(),
+        prop::collection::vec(terms(), services),
+        prop::collection::vec(intent_draw(), 1..=size.intents_max),
+        prop::collection::vec(fault_draw(), 1..=size.faults_max),
+        prop::collection::vec(event_draw(), 0..=size.events_max),
+    )
+        .prop_map(move |(swarm, terms, intents, faults, events)| {
+            build(&name, size.sharp, &swarm, &terms, &intents, &faults, &events)
+        })
+        .boxed()
+}
+
+/// The value of parameter `kind` of a new intent `n` (1-based), from the intent's `amount`.
+/// The business key is unique per lineage; the rest follows the amount.
+fn param_value(action: &ActionSpec, name: &str, kind: ParamKind, n: usize, amount: u64) -> Value {
+    let business = name == action.business_key;
+    match kind {
+        ParamKind::Text if business && action.service == "payments" => json!(format!("pi_{n}")),
+        ParamKind::Text if business => json!(format!("{}-{n}", action.service)),
+        ParamKind::Text => json!(format!("Item {amount}")),
+        ParamKind::PositiveInteger => json!(amount),
+        ParamKind::Bucket => json!(BUCKET),
+        ParamKind::ObjectKey => json!(format!("doc-{n}.txt")),
+        ParamKind::Address => json!(format!("0x{:040x}", 0xc0de_0000_u64 + n as u64)),
+        ParamKind::Wei => json!((u128::from(amount) * 1_000_000_000_000).to_string()),
+        ParamKind::Email => json!(format!("user-{n}@example.com")),
+    }
+}
+
+/// An intent's parameters from the action table; a replacement keeps the business key of the
+/// intent it replaces (the same payment intent, external id, object key or recipient).
+fn params_for(action: &ActionSpec, n: usize, amount: u64, previous: Option<&IntentSpec>) -> Value {
+    let mut params = serde_json::Map::new();
+    for p in action.params {
+        let value = match previous {
+            Some(prev) if p.name == action.business_key => prev.params[p.name].clone(),
+            _ => param_value(action, p.name, p.kind, n, amount),
+        };
+        params.insert(p.name.to_string(), value);
+    }
+    Value::Object(params)
+}
+
+fn build(
+    name: &str,
+    sharp: bool,
+    swarm: &Swarm,
+    terms: &[Terms],
+    intent_draws: &[IntentDraw],
+    fault_draws: &[FaultDraw],
+    event_draws: &[EventDraw],
+) -> Scenario {
+    let actions_on = enabled(&swarm.actions_off);
+    let mut intents: Vec<IntentSpec> = Vec::new();
+    let mut objects = Vec::new();
+    for (i, draw) in intent_draws.iter().enumerate() {
+        let action = &vocabulary::ACTIONS[actions_on[draw.action % actions_on.len()]];
+        let previous =
+            intents.iter().rev().find(|p| p.action == action.name).filter(|_| draw.replaces_previous);
+        let params = params_for(action, i + 1, draw.amount, previous);
+        // An object that exists before the run, so that a put overwrites: what conditional
+        // writes guard.
+        if action.guard == Some(Guard::ConditionalWrites) && draw.exists && previous.is_none() {
+            objects.push(ObjectSeed {
+                bucket: params["bucket"].as_str().unwrap_or(BUCKET).to_string(),
+                key: params["key"].as_str().unwrap_or_default().to_string(),
+                body: "the version before".into(),
+            });
+        }
+        let replaces = previous.map(|p| p.id.clone());
+        let mut intent = IntentSpec {
+            id: format!("i{}", i + 1),
+            action: action.name.to_string(),
+            params,
+            replaces,
+            after: Vec::new(),
+        };
+        // A step of a workflow: after the intent before it, when neither is part of a lineage
+        // (a replacement's own order is its lineage's).
+        if let Some(before) = intents.last().filter(|b| draw.after_previous && b.replaces.is_none())
+            && intent.replaces.is_none()
+            && !intents.iter().any(|x| x.replaces.as_deref() == Some(before.id.as_str()))
+        {
+            as_step(&mut intent, before, draw.reads);
+        }
+        intents.push(intent);
+    }
+    // The services the intents act on: faults and events aim at these, where they can fire.
+    let used: Vec<&'static str> = vocabulary::SERVICES
+        .iter()
+        .copied()
+        .filter(|s| intents.iter().any(|i| vocabulary::action(&i.action).is_some_and(|a| a.service == *s)))
+        .collect();
+    let mut services = BTreeMap::new();
+    let mut contracts = BTreeMap::new();
+    for (s, service) in vocabulary::SERVICES.iter().enumerate() {
+        let patch = patch(&terms[s % terms.len()], service);
+        let mut contract = Contract::default_for(service).unwrap_or_else(Contract::payments_default);
+        contract.apply(patch.clone());
+        // Announced where an intent uses the service; payments and workspaces always, as
+        // every run has them.
+        if s < 2 || used.contains(service) {
+            services.insert(service.to_string(), patch);
+        }
+        contracts.insert(*service, contract);
+    }
+    let aim = |draw: usize| used[draw % used.len()];
+    let faults_on = enabled(&swarm.faults_off);
+    let events_on = enabled(&swarm.events_off);
+    let steps = aimed_steps(&intents, fault_draws.len(), event_draws, &events_on, &contracts);
+    let mut faults = Vec::new();
+    for (i, d) in fault_draws.iter().enumerate() {
+        let step = steps.get(&i).copied();
+        let service = step.map(|(_, intent)| service_of(intent)).unwrap_or_else(|| aim(d.service));
+        let contract = &contracts[service];
+        // Among the kinds the swarm leaves on, those the contract admits: a fault it does not
+        // admit would be unfair, and a draw spent on one would be wasted.
+        // A rejection's status takes a second draw besides `param` (which sizes latencies and
+        // late commits): the top bit of the kind's draw, which the kind's pick hardly feels.
+        let pick = d.param + 3 * u64::from(d.kind >= 32);
+        let fault_of = |kind: usize| fault_for(kind, d.param, pick, contract, service == "chain");
+        // Keys faults only where the service takes keys at all: elsewhere they change nothing.
+        let keys = Contract::default_for(service).is_some_and(|c| c.idempotency_keys == KeyPolicy::Honored);
+        // A late commit needs a settle bound past the timeout; within it, it is latency.
+        let late_commits = contract.settle_ms_max > REQUEST_TIMEOUT_MS + 100;
+        let admitted: Vec<usize> = faults_on
+            .iter()
+            .copied()
+            .filter(|k| keys || !matches!(*k, IGNORE_KEYS | FORGET_KEYS))
+            .filter(|k| fault_of(*k).check_service(service).is_ok())
+            .filter(|k| *k != COMMIT_AFTER_TIMEOUT || late_commits)
+            .filter(|k| contract.admits(&fault_of(*k)).is_ok())
+            .collect();
+        // An aimed step keeps its fault where the contract admits it (the swarm gave it its
+        // draws already).
+        let unsure: Vec<usize> = admitted.iter().copied().filter(|k| *k < UNSURE_KINDS).collect();
+        let step = step.filter(|(step, _)| match step {
+            Step::NotNow => contract.admits(&NOT_NOW).is_ok(),
+            Step::UnsureRetry => !unsure.is_empty(),
+            Step::LateCommit => late_commits && contract.admits(&fault_of(COMMIT_AFTER_TIMEOUT)).is_ok(),
+        });
+        if admitted.is_empty() && step.is_none() {
+            continue;
+        }
+        let surface = surface(service);
+        // The fault before this one on the same service and method, which this one follows
+        // (a retry after it meets this fault).
+        let before = (d.follows && !sharp && step.is_none())
+            .then(|| {
+                let method = if d.at_read { surface.reads[d.nth as usize % 2].0 } else { surface.write.0 };
+                faults.iter().rev().find(|f: &&ServiceFault| {
+                    f.service == service && f.rule.method.as_deref() == Some(method) && f.rule.nth.is_some()
+                })
+            })
+            .flatten();
+        // After a refusal, the retry it causes is where an unsure answer does harm.
+        let refused =
+            before.is_some_and(|f| matches!(f.rule.fault, FaultSpec::Refuse | FaultSpec::Reject { .. }));
+        let (kind, fault) = match step {
+            Some((Step::NotNow, _)) => (REJECT, NOT_NOW),
+            Some((Step::LateCommit, _)) => (COMMIT_AFTER_TIMEOUT, fault_of(COMMIT_AFTER_TIMEOUT)),
+            Some((Step::UnsureRetry, _)) => {
+                let kind = weighted_kind(&unsure, d.kind);
+                (kind, fault_of(kind))
+            }
+            None => {
+                let kind =
+                    weighted_kind(if refused && !unsure.is_empty() { &unsure } else { &admitted }, d.kind);
+                (kind, fault_of(kind))
+            }
+        };
+        // A read can be lost, hang, be refused or rejected, lag or be slow; what happens to a
+        // commit or a key happens at a write.
+        let at_read =
+            kind == STALE_READ || (d.at_read && !sharp && step.is_none() && READ_KINDS.contains(&kind));
+        let (method, call) = if at_read { surface.reads[d.nth as usize % 2] } else { surface.write };
+        let mut rule = FaultRule::always(fault);
+        rule.id = Some(format!("f{}", i + 1));
+        rule.method = Some(method.to_string());
+        if let Some(call) = call {
+            rule.fields.insert("rpc_method".into(), call.into());
+        }
+        if let Some(aimed) =
+            step.map(|(_, intent)| intent).or_else(|| d.aim.map(|a| &intents[a % intents.len()]))
+            && let Some(action) = vocabulary::action(&aimed.action)
+            && action.service == service
+        {
+            aim_at(&mut rule, action, aimed);
+        }
+        // Right after the window of the fault it follows, if it still aims where that one did.
+        let after = before
+            .filter(|f| {
+                f.rule.method == rule.method && f.rule.fields == rule.fields && f.rule.path == rule.path
+            })
+            .and_then(|f| f.rule.nth.map(|n| n + f.rule.times.unwrap_or(1)));
+        match (after, d.dense) {
+            // The first send, or the retry after it.
+            _ if step.is_some() => {
+                rule.nth = Some(if matches!(step, Some((Step::UnsureRetry, _))) { 2 } else { 1 })
+            }
+            (Some(next), _) => {
+                rule.nth = Some(next);
+                rule.times = d.times;
+            }
+            (None, _) if sharp => rule.nth = Some(1),
+            (None, Some(p)) => rule.probability = Some(f64::from(p) * 0.25),
+            (None, None) => {
+                rule.nth = Some(d.nth);
+                rule.times = d.times;
+            }
+        }
+        faults.push(ServiceFault { service: service.to_string(), rule });
+    }
+    // Where reads are eventual, they lag as far as the contract allows, on every read: that is
+    // the world an executor reading back must be ready for.
+    for service in &used {
+        let contract = &contracts[service];
+        if contract.reads == Reads::Eventual && contract.read_lag_ms_max > 0 {
+            let mut rule = FaultRule::always(FaultSpec::StaleRead { lag_ms: contract.read_lag_ms_max });
+            rule.id = Some(format!("lag-{service}"));
+            rule.method = Some(surface(service).reads[0].0.to_string());
+            faults.push(ServiceFault { service: service.to_string(), rule });
+        }
+    }
+    let mut events = Vec::new();
+    let mut second_worker = false;
+    for d in event_draws {
+        let service = aim(d.service);
+        let surface = surface(service);
+        let (method, _) = if d.at_read { surface.reads[d.nth as usize % 2] } else { surface.write };
+        // A chain's calls are all POSTs to one path: the n-th of them, up to the receipt reads
+        // after the broadcast (so also right after signing).
+        let nth = if service == "chain" { d.nth * 2 } else { d.nth };
+        let request =
+            Point::Request { service: service.to_string(), method: Some(method.into()), path: None, nth };
+        let w1 = || "w1".to_string();
+        match events_on[d.kind % events_on.len()] {
+            0 => events.push(Event { at: request, action: EventAction::Crash { worker: w1() } }),
+            1 => {
+                let intent = &intents[d.intent % intents.len()];
+                events.push(Event {
+                    at: Point::AfterPropose { after_propose: intent.id.clone() },
+                    action: EventAction::Crash { worker: w1() },
+                });
+            }
+            2 if !second_worker => {
+                second_worker = true;
+                events.push(Event {
+                    at: request.clone(),
+                    action: EventAction::Pause { worker: w1(), for_ms: LEASE_MS * 2 },
+                });
+                events.push(Event { at: request, action: EventAction::StartWorker { worker: "w2".into() } });
+            }
+            // A pause shorter than the lease, and no one to take over. At a read, or where the
+            // case lines up a stopped read-back (see [`aimed_steps`]), where a write commits
+            // late it stops the worker at that write's read-back, past the settle bound.
+            PAUSE => {
+                let for_ms = LEASE_MS / 3 * (d.param + 1);
+                let lined_up = steps.values().any(|(step, _)| *step == Step::LateCommit);
+                let read_back = (d.at_read || lined_up).then(|| late_write(&faults, &contracts)).flatten();
+                events.push(match read_back {
+                    Some((service, read, outlast_ms)) => Event {
+                        at: Point::Request {
+                            service: service.to_string(),
+                            method: Some(read.into()),
+                            path: None,
+                            nth: 1,
+                        },
+                        action: EventAction::Pause { worker: w1(), for_ms: outlast_ms },
+                    },
+                    None => Event { at: request, action: EventAction::Pause { worker: w1(), for_ms } },
+                });
+            }
+            // Within the terms: never as far as a key's retention where the service keeps keys;
+            // where it keeps none, as far as an hour, which moves no term at all but puts the
+            // service's stamps far from the executor's clock.
+            4 => {
+                let contract = &contracts[service];
+                let by_ms = match (contract.idempotency_keys, d.param) {
+                    (KeyPolicy::Honored, p) => (250 * (p + 1)).min(contract.key_retention_ms / 2),
+                    (_, 0) => 250,
+                    (_, _) => HOUR_MS,
+                };
+                events.push(Event {
+                    at: request,
+                    action: EventAction::ClockJump { service: service.to_string(), by_ms: by_ms.max(1) },
+                });
+            }
+            5 => events.push(Event { at: request, action: EventAction::Heal }),
+            // A crash once a phase is over: with the work of `act` (or `drain`) in flight.
+            6 => {
+                let phase = if d.param == 0 { PhaseName::Drain } else { PhaseName::Act };
+                events.push(Event {
+                    at: Point::Phase { after_phase: phase },
+                    action: EventAction::Crash { worker: w1() },
+                });
+            }
+            _ => events.push(Event { at: request, action: EventAction::Reconcile { worker: w1() } }),
+        }
+    }
+    Scenario {
+        name: name.to_string(),
+        description: "generated".into(),
+        limits: LimitOverrides { request_timeout_ms: Some(REQUEST_TIMEOUT_MS), lease_ms: Some(LEASE_MS) },
+        services,
+        objects,
+        intents,
+        faults,
+        events,
+        ..Scenario::default()
+    }
+}
+
+/// Narrows `rule` to the requests of one intent: `where` its business key is the intent's
+/// (form, JSON or query field), or for an object store its object's path.
+fn aim_at(rule: &mut FaultRule, action: &ActionSpec, intent: &IntentSpec) {
+    let key = intent.params.get(action.business_key).and_then(|v| v.as_str()).unwrap_or_default();
+    match action.param(action.business_key).map(|p| p.kind) {
+        Some(ParamKind::ObjectKey) => {
+            let bucket = intent.params.get("bucket").and_then(|v| v.as_str()).unwrap_or(BUCKET);
+            rule.path = Some(format!("/{bucket}/{key}"));
+        }
+        // A transfer's recipient is inside the signed bytes, which no rule sees.
+        Some(ParamKind::Address) => {}
+        _ => {
+            rule.fields.insert(action.business_key.to_string(), key.to_string());
+        }
+    }
+}
+
+/// Statuses a rejection answers, one per `pick` (0 to 5): half of them say "not now" (429 and
+/// 503, retried) or "no" (402, a plain failure), half need a person's decision (403, 400,
+/// 422: escalated, never retried). A rejection never executes, so every one is fair.
+const REJECT_STATUSES: [u16; 6] = [429, 503, 402, 403, 400, 422];
+/// A node's: it answers a raw transaction it will not take with a JSON-RPC error, never with
+/// a 402, and over HTTP only the transient ones. A refusal for good (a gateway's 401 or 403)
+/// would leave the refused transfer's nonce unused, and every transfer signed after it waiting
+/// behind that gap for ever (filling it takes a transaction nobody authorised): a case no
+/// correct executor could bring to an end.
+const CHAIN_REJECT_STATUSES: [u16; 2] = [429, 503];
+
+/// The fault of kind `kind` (see [`FAULT_KINDS`](super::draw::FAULT_KINDS)), with parameters
+/// sized to the contract (whether the contract admits it at all is checked by the caller);
+/// `pick` chooses a rejection's status.
+pub(super) fn fault_for(kind: usize, param: u64, pick: u64, c: &Contract, chain: bool) -> FaultSpec {
+    match kind {
+        0 => FaultSpec::DropAfterCommit,
+        1 => FaultSpec::ErrorAfterCommit { status: 500 },
+        2 => FaultSpec::TimeoutAfterCommit { hold_ms: REQUEST_TIMEOUT_MS * 3 },
+        // Past the caller's timeout when the settle bound allows it: the commit lands after
+        // the caller gave up, and a read-back right away says "not there".
+        COMMIT_AFTER_TIMEOUT => FaultSpec::CommitAfterTimeout {
+            delay_ms: Some(c.settle_ms_max.min(REQUEST_TIMEOUT_MS + 200 * (param + 1))),
+        },
+        4 => FaultSpec::SilentNoop,
+        STALE_READ => FaultSpec::StaleRead { lag_ms: c.read_lag_ms_max },
+        IGNORE_KEYS => FaultSpec::IgnoreKeys,
+        FORGET_KEYS => FaultSpec::ForgetKeys { older_than_ms: Some(c.key_retention_ms) },
+        REFUSE => FaultSpec::Refuse,
+        REJECT if chain => FaultSpec::Reject {
+            status: CHAIN_REJECT_STATUSES[pick as usize % CHAIN_REJECT_STATUSES.len()],
+            body: None,
+        },
+        REJECT => {
+            FaultSpec::Reject { status: REJECT_STATUSES[pick as usize % REJECT_STATUSES.len()], body: None }
+        }
+        LATENCY => FaultSpec::Latency { before_ms: 100 * param, after_ms: 100 * (2 - param) },
+        // Past the caller's read-back when the settle bound allows it, as a late commit is:
+        // the inbox says "not there" for a message that is on its way.
+        DELIVER_LATE => {
+            FaultSpec::DeliverLate { delay_ms: c.settle_ms_max.min(REQUEST_TIMEOUT_MS + 200 * (param + 1)) }
+        }
+        _ => FaultSpec::Redeliver { after_ms: c.settle_ms_max.min(250 * param) },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::draw::FAULT_KINDS;
+    use crate::generate::replay::case;
+
+    #[test]
+    fn generated_faults_stay_inside_their_contracts() {
+        for index in 0..500 {
+            let s = case(11, index).unwrap();
+            for f in &s.faults {
+                let contract = s.contract(&f.service).unwrap();
+                assert!(
+                    contract.admits(&f.rule.fault).is_ok(),
+                    "{index}: {:?} under {contract:?}",
+                    f.rule.fault
+                );
+                assert!(f.rule.validate().is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn the_fault_table_makes_every_kind_of_the_vocabulary() {
+        let c = Contract::payments_default();
+        let made: std::collections::BTreeSet<&str> =
+            (0..FAULT_KINDS).map(|k| fault_for(k, 0, 0, &c, false).kind()).collect();
+        let known: std::collections::BTreeSet<&str> = vocabulary::rule::FAULT_KINDS.iter().copied().collect();
+        assert_eq!(made, known);
+    }
+
+    #[test]
+    fn the_generator_draws_every_action_fault_kind_and_event() {
+        use std::collections::BTreeSet;
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for index in 0..3_000 {
+            let s = case(1, index).unwrap();
+            for i in &s.intents {
+                seen.insert(format!("action {}", i.action));
+                if i.replaces.is_some() {
+                    seen.insert(format!("lineage {}", i.action));
+                }
+            }
+            for f in &s.faults {
+                let at = if f.rule.method.as_deref() == Some(surface(&f.service).write.0)
+                    && f.rule.fields.get("rpc_method").is_none_or(|m| m == "eth_sendRawTransaction")
+                {
+                    "write"
+                } else {
+                    "read"
+                };
+                seen.insert(format!("{} {} at a {at}", f.service, f.rule.fault.kind()));
+                if let FaultSpec::Reject { status, .. } = f.rule.fault
+                    && vocabulary::needs_decision(status)
+                    && at == "write"
+                {
+                    seen.insert(format!("{} a refusal that needs a decision at a write", f.service));
+                }
+                if f.rule.probability.is_some() {
+                    seen.insert("probability".into());
+                }
+                if f.rule.fields.keys().any(|k| k != "rpc_method") || f.rule.path.is_some() {
+                    seen.insert("where".into());
+                }
+            }
+            let takeover = s.events.iter().any(|e| matches!(e.action, EventAction::StartWorker { .. }));
+            for e in &s.events {
+                let what = match (&e.at, &e.action) {
+                    (Point::Request { service, method, .. }, EventAction::Crash { .. }) => {
+                        let at = if method.as_deref() == Some(surface(service).write.0) {
+                            "write"
+                        } else {
+                            "read"
+                        };
+                        format!("crash at a {service} {at}")
+                    }
+                    (Point::AfterPropose { .. }, EventAction::Crash { .. }) => "crash after propose".into(),
+                    (Point::Phase { .. }, EventAction::Crash { .. }) => "crash after a phase".into(),
+                    (_, EventAction::Pause { .. }) if takeover => "pause with a takeover".into(),
+                    (_, EventAction::Pause { .. }) => "pause without a takeover".into(),
+                    (_, EventAction::ClockJump { service, .. }) => format!("clock jump on {service}"),
+                    (_, EventAction::Heal) => "heal".into(),
+                    (_, EventAction::Reconcile { .. }) => "reconcile".into(),
+                    (_, other) => format!("{other:?}"),
+                };
+                seen.insert(what);
+            }
+        }
+        let mut missing = Vec::new();
+        let mut want = |what: String| {
+            if !seen.contains(&what) {
+                missing.push(what);
+            }
+        };
+        for action in vocabulary::ACTIONS {
+            want(format!("action {}", action.name));
+            want(format!("lineage {}", action.name));
+        }
+        for service in vocabulary::SERVICES {
+            let keys =
+                Contract::default_for(service).is_some_and(|c| c.idempotency_keys == KeyPolicy::Honored);
+            let delivers = vocabulary::rule::DELIVERY_SERVICES.contains(service);
+            for kind in vocabulary::rule::FAULT_KINDS {
+                let delivery = matches!(*kind, "deliver_late" | "redeliver");
+                if (keys || !matches!(*kind, "ignore_keys" | "forget_keys")) && (delivers || !delivery) {
+                    let at = if *kind == "stale_read" { "read" } else { "write" };
+                    want(format!("{service} {kind} at a {at}"));
+                }
+            }
+            if *service != "chain" {
+                want(format!("{service} a refusal that needs a decision at a write"));
+            }
+            want(format!("crash at a {service} write"));
+            // A chain's reads are POSTs to the one path its writes use: a crash point counts
+            // them all, so a crash during a lookup is not told apart there.
+            if *service != "chain" {
+                want(format!("crash at a {service} read"));
+            }
+            want(format!("clock jump on {service}"));
+        }
+        for what in [
+            "crash after propose",
+            "crash after a phase",
+            "pause with a takeover",
+            "pause without a takeover",
+            "heal",
+            "reconcile",
+            "probability",
+            "where",
+        ] {
+            want(what.to_string());
+        }
+        assert!(missing.is_empty(), "not drawn in 3,000 cases: {missing:?}");
+    }
+}
