@@ -70,6 +70,10 @@ use crate::setup;
 pub const INIT_MS_MAX: u64 = 10_000;
 /// And this long to answer `propose`, `status` or `shutdown` (beyond requests queued ahead).
 pub const REPLY_MS_MAX: u64 = 10_000;
+/// Added to the wait for a `reconcile_ok`: a worker's first reconcile after a restart may load
+/// what it loads lazily (a Python executor's web3 took over 12 s on a loaded 2-core machine).
+/// Only an executor that never answers waits this long.
+const RECONCILE_SLACK_MS: u64 = 30_000;
 /// The longest drain the backend asks for, whatever the scenario's bounds.
 pub const DRAIN_MS_MAX: u64 = 60_000;
 /// Added to the drain the executor is asked for: passes in flight when its deadline comes.

@@ -9,7 +9,7 @@ use scenarios::Scenario;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::{CALL_SLACK_MS, DRAIN_MS_MAX, DRAIN_SLACK_MS, INIT_MS_MAX, REPLY_MS_MAX};
+use super::{CALL_SLACK_MS, DRAIN_MS_MAX, DRAIN_SLACK_MS, INIT_MS_MAX, RECONCILE_SLACK_MS, REPLY_MS_MAX};
 use crate::engine::Reached;
 use crate::points::RequestPoints;
 use crate::process::lock;
@@ -72,7 +72,7 @@ impl Bounds {
             + DRAIN_SLACK_MS)
             .min(DRAIN_MS_MAX);
         let intents = scenario.intents.len() as u64 + 1;
-        let reconcile_ms = intents * 2 * limits.request_timeout_ms + REPLY_MS_MAX;
+        let reconcile_ms = intents * 2 * limits.request_timeout_ms + RECONCILE_SLACK_MS;
         let pass_ms = 2 * limits.request_timeout_ms;
         Bounds { drain_ms, reconcile_ms, pauses_ms: scenario.pauses_ms(), pass_ms }
     }
