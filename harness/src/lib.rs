@@ -39,6 +39,7 @@
 
 pub mod check;
 pub mod cli;
+pub mod client;
 pub mod conformance;
 pub mod engine;
 pub mod exit;

@@ -45,6 +45,10 @@ enum Command {
     /// Send an application's claims to a running `twice serve` and write the report of its
     /// verdict (exit 0: all held, 1: a violation, 2: could not check).
     Check(serve::CheckArgs),
+    /// Serve a scenario's world as MCP tools over stdio (and, with --mcp-port, streamable
+    /// HTTP): an agent's tool calls meet the scenario's faults, and `twice check` judges what
+    /// it claims (see docs/agents.md). Takes every option of `twice serve`.
+    Mcp(serve::ServeArgs),
     /// Print a completion script for a shell (e.g. `twice completions bash >
     /// ~/.local/share/bash-completion/completions/twice`).
     Completions {
@@ -72,7 +76,7 @@ fn main() {
     // Runs log warnings and errors unless asked for more, so that a plain run reads as before;
     // serve's log is its faults and steps, so it starts at info.
     let level = match cli.command {
-        Command::Serve(_) => serve::LOG_DEFAULT,
+        Command::Serve(_) | Command::Mcp(_) => serve::LOG_DEFAULT,
         _ => tracing::level_filters::LevelFilter::WARN,
     };
     harness::cli::logs::init(&cli.logs, level);
@@ -87,8 +91,9 @@ fn main() {
             tracing::debug!(target: "twice", "not a child subreaper: an executor's orphans go to init");
         }
     }
-    // Runs drive their own runtimes (one per scenario in sim); only `serve` needs one here.
-    let serve_args = match cli.command {
+    // Runs drive their own runtimes (one per scenario in sim); only `serve` and `mcp` need one
+    // here.
+    let (serve_args, mcp) = match cli.command {
         Command::Run(args) => finish(harness::cli::run(args)),
         Command::Replay(args) => finish(harness::cli::replay(args)),
         Command::CheckExecutor(args) => finish(harness::cli::check_executor(args)),
@@ -100,7 +105,8 @@ fn main() {
             clap_complete::generate(shell, &mut Cli::command(), "twice", &mut std::io::stdout());
             std::process::exit(exit::OK);
         }
-        Command::Serve(args) => args,
+        Command::Serve(args) => (args, false),
+        Command::Mcp(args) => (args, true),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
@@ -109,7 +115,9 @@ fn main() {
             std::process::exit(exit::HARNESS_ERROR);
         }
     };
-    let result = runtime.block_on(async { serve::serve(serve_args).await });
+    let result = runtime.block_on(async {
+        if mcp { serve::mcp::command::run(serve_args).await } else { serve::serve(serve_args).await }
+    });
     match result {
         Ok(()) => std::process::exit(exit::OK),
         Err(e) => {

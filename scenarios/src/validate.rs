@@ -140,6 +140,15 @@ pub struct Invalid {
     pub hint: Option<String>,
 }
 
+/// Why `value` is not a valid `name` parameter of `kind`, with how to fix it; `None` when it
+/// is. The same checks as a scenario's intents get, for values that come from elsewhere
+/// (`twice mcp`'s tool arguments).
+pub fn param_problem(kind: vocabulary::ParamKind, name: &str, value: &Value) -> Option<String> {
+    param_value(kind, name, value, FieldPath::root().key(name))
+        .err()
+        .map(|invalid| format!("{}{}", invalid.message, render_hint(&invalid.hint)))
+}
+
 pub(crate) fn render_hint(hint: &Option<String>) -> String {
     hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default()
 }

@@ -87,6 +87,8 @@ async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
         urls_file: None,
         seed: SEED,
         scenario: Some(SCENARIO.into()),
+        mcp_port: None,
+        tool_timeout_ms: None,
     })
     .await
     .unwrap();

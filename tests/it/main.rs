@@ -7,6 +7,7 @@
 
 mod accuracy;
 mod action;
+mod agents;
 mod boundaries;
 mod byo;
 mod byo_python;
@@ -22,10 +23,12 @@ mod executor_protocol;
 mod executor_rig;
 mod executor_workflow;
 mod executor_world;
+mod mcp_clients;
 mod modules;
 mod mutant_naive;
 mod mutant_table;
 mod mutants;
+mod pytest;
 mod python;
 mod python_executor;
 mod report_files;

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 
-use crate::node::prepare_node_executor;
+use crate::node::{install_lockfile, prepare_node_executor};
 use crate::venv::prepare_venv;
 use crate::{cargo, exit_code, output_of, root, target_dir};
 
@@ -17,6 +17,8 @@ pub(crate) fn test(args: &[String]) -> Result<i32> {
     let python = prepare_venv(&root)?;
     // The TypeScript example runs on the Node SDKs of its lockfile, compiled to dist/.
     let node_executor = prepare_node_executor(&root)?;
+    // The MCP client tests (tests/it/mcp_clients.rs) run the TypeScript MCP SDK of tests/mcp.
+    install_lockfile(&root, "tests/mcp", "cargo xtask test")?;
     // End-to-end tests run the project's binaries (`twice`, `twice-executor`) as real child
     // processes; cargo builds a package's binaries only for that package's own tests, so
     // build them all first and tell the tests where they are.

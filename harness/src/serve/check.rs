@@ -1,14 +1,9 @@
 //! `twice check`: an application's claims posted to a running `twice serve`, and the report
 //! files of its verdict.
 
+use anyhow::Context;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
-
-use anyhow::Context;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 
 /// Options of `twice check`.
 #[derive(Debug, clap::Args)]
@@ -46,8 +41,15 @@ pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
     let body =
         std::fs::read(&args.claims).with_context(|| format!("cannot read {}", args.claims.display()))?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let request = crate::client::Request {
+        method: "POST",
+        url: format!("{control}/__twice/check"),
+        headers: vec![("content-type".into(), "application/json".into())],
+        body,
+        timeout_ms: CHECK_MS_MAX,
+    };
     let answer = runtime
-        .block_on(post_json(&format!("{control}/__twice/check"), body, CHECK_MS_MAX))
+        .block_on(crate::client::exchange(request))
         .map_err(|e| anyhow::anyhow!("no verdict from twice serve at {control}: {e}"))?;
     let value: serde_json::Value = serde_json::from_slice(&answer.body)
         .with_context(|| format!("twice serve at {control} answered {} with no JSON", answer.status))?;
@@ -65,42 +67,4 @@ pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
         started.elapsed().as_secs_f64()
     );
     Ok(if results.failed() { crate::exit::VIOLATION } else { crate::exit::OK })
-}
-
-/// A status and a body, as serve's control endpoint answered.
-struct Answer {
-    status: u16,
-    body: Bytes,
-}
-
-/// POSTs `body` as JSON to `url` (plain HTTP, as serve listens) and reads the whole answer,
-/// within `timeout_ms` from connect to last byte.
-async fn post_json(url: &str, body: Vec<u8>, timeout_ms: u64) -> Result<Answer, String> {
-    let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url}: {e}"))?;
-    let host = uri.host().ok_or_else(|| format!("no host in {url}"))?.to_string();
-    let port = uri.port_u16().unwrap_or(80);
-    let exchange = async {
-        let stream = tokio::net::TcpStream::connect((host.as_str(), port))
-            .await
-            .map_err(|e| format!("connect to {host}:{port}: {e}"))?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
-        let driver = tokio::spawn(connection);
-        let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        let request = hyper::Request::builder()
-            .method("POST")
-            .uri(path)
-            .header("host", format!("{host}:{port}"))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
-        let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-        driver.abort();
-        Ok(Answer { status, body })
-    };
-    tokio::time::timeout(Duration::from_millis(timeout_ms), exchange)
-        .await
-        .map_err(|_| format!("no answer within {timeout_ms} ms"))?
 }

@@ -5,6 +5,7 @@
 pub mod check;
 pub mod claims;
 pub mod control;
+pub mod mcp;
 pub mod world;
 
 pub use check::{CheckArgs, check};
@@ -60,6 +61,14 @@ pub struct ServeArgs {
     /// `POST /__twice/scenario` does.
     #[arg(long, value_name = "NAME|FILE")]
     pub scenario: Option<String>,
+    /// Also serve the fakes as MCP tools over streamable HTTP on this port (0: any free
+    /// port), at `/mcp` (docs/agents.md); its URL is `mcp` in the URLs file.
+    #[arg(long, value_name = "PORT")]
+    pub mcp_port: Option<u16>,
+    /// The longest each request an MCP tool makes may take (default: the scenario's request
+    /// timeout, 1000 ms unless it says otherwise).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub tool_timeout_ms: Option<u64>,
 }
 
 /// What serve says on stderr when it listens beyond loopback.
@@ -96,6 +105,7 @@ pub struct Served {
     pub world: Arc<World>,
     servers: Vec<Server>,
     control: ControlServer,
+    mcp: Option<mcp::http::McpHttp>,
 }
 
 impl Served {
@@ -105,6 +115,9 @@ impl Served {
     }
 
     pub async fn stop(self) {
+        if let Some(mcp) = self.mcp {
+            mcp.stop().await;
+        }
         for server in self.servers {
             server.stop().await;
         }
@@ -138,12 +151,25 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Served> {
     let control = ControlServer::start(Arc::clone(&world), addr)
         .await
         .with_context(|| format!("cannot listen on {addr}; pick another --control-port or --bind address"))?;
+    let mcp = match args.mcp_port {
+        None => None,
+        Some(port) => {
+            let addr = SocketAddr::new(args.bind, port);
+            let mcp = mcp::http::start(Arc::clone(&world), addr, args.tool_timeout_ms).await.with_context(
+                || format!("cannot listen on {addr}; pick another --mcp-port or --bind address"),
+            )?;
+            Some(mcp)
+        }
+    };
     {
         let mut urls = world.urls.lock().unwrap_or_else(|p| p.into_inner());
         for server in &servers {
             urls.insert(server.name().to_string(), server.url());
         }
         urls.insert("control".into(), control.url());
+        if let Some(mcp) = &mcp {
+            urls.insert("mcp".into(), mcp.url().to_string());
+        }
     }
     if let Some(case) = scenario {
         world.set(case)?;
@@ -156,7 +182,7 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Served> {
             .with_context(|| format!("cannot write {}", partial.display()))?;
         std::fs::rename(&partial, path).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(Served { world, servers, control })
+    Ok(Served { world, servers, control, mcp })
 }
 
 /// Serve's log level when neither `-v`/`-q` nor `RUST_LOG` says one (`crate::cli::logs`):
@@ -168,8 +194,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let served = start(&args).await?;
     println!("twice serve: fakes listening (seed {}); Ctrl-C to stop", args.seed);
     for (name, url) in served.urls() {
-        let control =
-            if name == "control" { "scenario, steps, check, reset" } else { "control: URL/__twice/" };
+        let control = match name.as_str() {
+            "control" => "scenario, steps, check, reset",
+            "mcp" => "MCP tools over streamable HTTP",
+            _ => "control: URL/__twice/",
+        };
         println!("  {name:<11} {url}   {control}");
     }
     if let Some(current) = served.world.lock().as_ref() {

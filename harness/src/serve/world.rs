@@ -123,6 +123,24 @@ impl World {
         self.base.now_ms()
     }
 
+    /// Adds a moment to the timeline of the scenario set up, stamped now (a tool call of
+    /// `twice mcp`); with no scenario set up there is no timeline, and nothing is kept.
+    pub fn note(&self, lane: &str, kind: &str, detail: String) {
+        let at_ms = self.now_ms();
+        if let Some(current) = self.lock().as_mut() {
+            current.moments.push(Moment { at_ms, lane: lane.into(), kind: kind.into(), detail });
+        }
+    }
+
+    /// The request timeout the scenario set up announces, or the default one: the bound of
+    /// each exchange an MCP tool makes.
+    pub fn request_timeout_ms(&self) -> u64 {
+        match self.lock().as_ref() {
+            Some(current) => crate::setup::limits_for(&current.case.scenario).request_timeout_ms,
+            None => crate::setup::limits().request_timeout_ms,
+        }
+    }
+
     /// Resets every fake and forgets the scenario; every held request is let go.
     pub fn reset(&self) {
         let old = self.lock().take();

@@ -4,6 +4,7 @@ mod catalog;
 mod conformance;
 mod live;
 mod logs;
+mod mcp;
 mod misbehave;
 mod reports;
 mod serve;

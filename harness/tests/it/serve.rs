@@ -34,6 +34,8 @@ fn args() -> ServeArgs {
         urls_file: None,
         seed: 3,
         scenario: None,
+        mcp_port: None,
+        tool_timeout_ms: None,
     }
 }
 

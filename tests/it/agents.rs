@@ -1,0 +1,99 @@
+//! The example agents of `examples/agents` (pydantic-ai, a scripted `FunctionModel`, twice's
+//! tools over MCP) come out as their runs showed: the careful agent and the careful durable
+//! agent pass; the naive agent (a blind retry after a lost reply) and the naive durable agent
+//! (its refund call run again by DBOS's recovery after a crash mid-call) are strict expected
+//! failures in a plain `pytest` run, and with `--runxfail` each fails with twice's verdict
+//! naming `no-duplicate-effect` and the ledger's two refunds as evidence.
+//!
+//! pytest runs as a child process of the venv's interpreter (`TWICE_PYTHON`, set by `cargo
+//! xtask test`, which installs pydantic-ai, fastmcp and DBOS there from
+//! `tests/requirements.txt`) with `TWICE_BIN` pointing at the `twice` binary; each run's
+//! outcomes are read per test from its JUnit XML, as `byo_python.rs` does. Every run is
+//! bounded.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::pytest::{FAILED, PASSED, Run, Suite, XFAILED};
+use super::python_executor::machine;
+
+/// The example agents: the whole module takes about 40 s (each durable agent's two process
+/// lives about 14 s). Each test's own output (its transcript and verdict) is kept in the XML.
+const SUITE: Suite = Suite {
+    name: "agents",
+    wait: Duration::from_secs(300),
+    imports: "twice.pytest_plugin, fastmcp, pydantic_ai.mcp, pydantic_ai.durable_exec.dbos",
+    args: &["-o", "junit_logging=system-out"],
+};
+
+fn pytest(label: &str, args: &[&str]) -> Run {
+    super::pytest::pytest(&SUITE, label, args)
+}
+
+/// The invariant the naive agents break.
+const NAIVE_BREAKS: &str = "no-duplicate-effect";
+
+/// Every test of `examples/agents` and whether it is a naive agent's (an expected failure).
+const AGENT_TESTS: &[(&str, bool)] = &[
+    ("test_agent[careful]", false),
+    ("test_agent[naive]", true),
+    ("test_durable_agent[careful]", false),
+    ("test_durable_agent[naive]", true),
+    ("test_the_careful_key_is_the_plan_steps", false),
+];
+
+#[test]
+fn the_careful_agents_pass_and_the_naive_ones_are_expected_failures() {
+    let _turn = machine();
+    let run = pytest("agents", &["examples/agents"]);
+    assert_eq!(run.code, Some(0), "the example agents' tests fail:\n{}", run.output_tail());
+    let expected: BTreeMap<&str, &str> =
+        AGENT_TESTS.iter().map(|(name, naive)| (*name, if *naive { XFAILED } else { PASSED })).collect();
+    assert_eq!(run.outcomes(), expected, "{}", run.output_tail());
+    // The careful agents' verdicts held: each test prints its transcript, what the payments
+    // fake saw, the claim and the verdict, which the XML keeps as the test's output.
+    for (name, naive) in AGENT_TESTS {
+        if name.starts_with("test_the_") {
+            continue;
+        }
+        let text = &run.cases[*name].text;
+        assert!(text.contains("model: call refund_payment"), "{name}: no transcript:\n{text}");
+        assert!(
+            text.contains("\"state\": \"confirmed\""),
+            "{name}: the agent did not claim confirmed:\n{text}"
+        );
+        let held = "1 passed, 0 violated";
+        assert_eq!(
+            text.contains(held),
+            !naive,
+            "{name}: held verdict {}expected:\n{text}",
+            if *naive { "not " } else { "" }
+        );
+    }
+}
+
+#[test]
+fn the_naive_agents_are_caught_with_the_invariant_and_the_ledgers_evidence() {
+    let _turn = machine();
+    // `--runxfail` runs the expected failures as plain tests: each must fail, and by twice's
+    // verdict rather than anything else.
+    let run = pytest("agents-naive", &["examples/agents", "--runxfail", "-k", "naive"]);
+    assert_eq!(run.code, Some(1), "the naive agents must fail:\n{}", run.output_tail());
+    let naive: Vec<&str> = AGENT_TESTS.iter().filter(|(_, naive)| *naive).map(|(name, _)| *name).collect();
+    let expected: BTreeMap<&str, &str> = naive.iter().map(|name| (*name, FAILED)).collect();
+    assert_eq!(run.outcomes(), expected, "{}", run.output_tail());
+    for name in naive {
+        let text = &run.cases[name].text;
+        assert!(text.contains("TwiceViolation"), "{name} failed, but not by a verdict:\n{text}");
+        assert!(
+            text.contains(&format!("{NAIVE_BREAKS}: ")),
+            "{name}'s verdict does not name {NAIVE_BREAKS}:\n{text}"
+        );
+        // The evidence is the ledger's: two refunds where one is allowed.
+        assert!(text.contains("has 2 effects, at most one allowed"), "{name}:\n{text}");
+        assert!(
+            text.contains("payments re_") && text.contains("(seq 2)"),
+            "{name}: no ledger evidence:\n{text}"
+        );
+    }
+}
