@@ -56,6 +56,10 @@ struct Session {
 
 impl Session {
     fn start(tag: &str, scenario: &str) -> Session {
+        Session::start_with(tag, scenario, &[])
+    }
+
+    fn start_with(tag: &str, scenario: &str, options: &[&str]) -> Session {
         let dir = std::env::temp_dir().join(format!("twice-mcp-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -67,6 +71,7 @@ impl Session {
             .arg(&file)
             .arg("--urls-file")
             .arg(&urls_file)
+            .args(options)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -253,6 +258,76 @@ fn a_bad_call_gets_the_specifications_error_and_changes_nothing() {
     let ledger = exchange("GET", format!("{}/__twice/ledger", session.url("payments")), vec![], vec![]);
     let ledger: Value = serde_json::from_slice(&ledger.body).unwrap();
     assert_eq!(ledger["effects"].as_array().map(Vec::len), Some(0), "{ledger}");
+    assert_eq!(session.close(), Some(0));
+}
+
+/// A success that lies, an answer held past the tool's bound, and a 429 with its Retry-After:
+/// one of each, as docs/agents.md's table says the agent sees them.
+const NOOP_TIMEOUT_AND_429: &str = r#"
+name = "agent_sees_each_kind_of_answer"
+description = "A silent no-op, a held answer and a rate limit, one request each."
+failure_mode = "silent_noop"
+
+[services.payments]
+acks = "may_lie"
+settle_ms_max = 500
+
+[payment_intents]
+pi_7302 = 10000
+
+[[intents]]
+id = "refund-7302"
+action = "payments.refund"
+params = { payment_intent = "pi_7302", amount = 1000 }
+
+[[intents]]
+id = "mail-1"
+action = "messages.send"
+params = { to = "ada@example.com", subject = "refund", body = "done" }
+
+[[faults]]
+service = "payments"
+method = "POST"
+path = "/v1/refunds"
+nth = 1
+fault = "silent_noop"
+
+[[faults]]
+service = "payments"
+method = "POST"
+path = "/v1/refunds"
+nth = 2
+fault = { kind = "timeout_after_commit", hold_ms = 3000 }
+
+[[faults]]
+service = "messages"
+method = "POST"
+path = "/emails"
+nth = 1
+fault = { kind = "reject", status = 429 }
+"#;
+
+#[test]
+fn a_lying_success_a_held_answer_and_a_rate_limit_reach_the_agent_as_the_docs_say() {
+    let mut session = Session::start_with("answers", NOOP_TIMEOUT_AND_429, &["--tool-timeout-ms", "500"]);
+    let args = json!({"payment_intent": "pi_7302", "amount": 1000});
+    let lying = session.call("refund_payment", args.clone());
+    assert_ne!(lying["isError"], true, "a silent no-op is a success: {lying}");
+    let listed = session.call("list_refunds", json!({"payment_intent": "pi_7302"}));
+    assert_eq!(
+        listed["structuredContent"]["data"].as_array().map(Vec::len),
+        Some(0),
+        "and did nothing: {listed}"
+    );
+    let held = session.call("refund_payment", args);
+    assert_eq!(held["isError"], true, "{held}");
+    assert_eq!(held["content"][0]["text"], "Request to the payments API timed out after 500 ms.");
+    let limited =
+        session.call("send_message", json!({"to": "ada@example.com", "subject": "refund", "body": "done"}));
+    assert_eq!(limited["isError"], true, "{limited}");
+    let text = limited["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("The messages API refused the request: HTTP 429"), "{text}");
+    assert!(text.ends_with("Retry after 1 s."), "{text}");
     assert_eq!(session.close(), Some(0));
 }
 

@@ -13,7 +13,7 @@ pub async fn run(args: crate::serve::ServeArgs) -> anyhow::Result<()> {
     tracing::info!(target: "twice::mcp", seed = args.seed, "twice mcp: MCP over stdio; {}", urls.join(", "));
     let (transport, writer) =
         super::stdio::spawn(tokio::io::BufReader::new(tokio::io::stdin()), tokio::io::stdout());
-    let server = super::Server::new(Arc::clone(&served.world), args.tool_timeout_ms, "stdio");
+    let server = super::Server::new(Arc::clone(&served.world), args.tool_timeout_ms, super::Transport::Stdio);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot watch SIGTERM")?;
     let session = async {

@@ -49,7 +49,7 @@ pub async fn start(world: Arc<World>, addr: SocketAddr, timeout_ms: Option<u64>)
         config.allowed_hosts.push(addr.ip().to_string());
     }
     let service = StreamableHttpService::new(
-        move || Ok(Server::new(Arc::clone(&world), timeout_ms, "http")),
+        move || Ok(Server::new(Arc::clone(&world), timeout_ms, super::Transport::Http)),
         Arc::new(LocalSessionManager::default()),
         config,
     );

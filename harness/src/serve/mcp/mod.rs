@@ -46,19 +46,26 @@ pub struct Server {
     world: Arc<World>,
     /// Each exchange's bound; `None`: the scenario's request timeout.
     timeout_ms: Option<u64>,
-    /// `stdio` or `http`: the session of a stdio call, and the transport of an HTTP one.
-    transport: &'static str,
+    transport: Transport,
+}
+
+/// How the client reaches the server: over stdio there is one session; over HTTP each call
+/// carries the SDK's `Mcp-Session-Id` (or none, stateless).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Stdio,
+    Http,
 }
 
 impl Server {
-    pub fn new(world: Arc<World>, timeout_ms: Option<u64>, transport: &'static str) -> Server {
+    pub fn new(world: Arc<World>, timeout_ms: Option<u64>, transport: Transport) -> Server {
         Server { world, timeout_ms, transport }
     }
 
     /// The session a call belongs to: stdio has one; over HTTP, the `Mcp-Session-Id` the
     /// SDK handed out (none for a stateless request).
     fn session(&self, context: &RequestContext<RoleServer>) -> String {
-        if self.transport == "stdio" {
+        if self.transport == Transport::Stdio {
             return "stdio".into();
         }
         context
