@@ -37,7 +37,7 @@ pub use keys::Permission;
 pub use seed::PaymentIntent;
 
 use answer::stripe_error;
-use keys::{authorize, seed_restricted_key};
+use keys::{authorize, seed_restricted_key, seed_secret_key};
 use list::{list, parse_list};
 use refunds::{Prepared, Refund, prepare_create, refused_params, retrieve};
 use seed::{seed_from_json, seed_intent};
@@ -62,6 +62,12 @@ pub struct PaymentsState {
     /// Restricted keys (`rk_...`) and the permissions each was given; any other key may do
     /// everything, as a secret key may.
     restricted_keys: BTreeMap<String, BTreeSet<Permission>>,
+    /// Secret keys (`sk_...`) seeded as the account's own: with `strict_keys`, only these and
+    /// the restricted keys are accepted.
+    secret_keys: BTreeSet<String>,
+    /// Whether a key that was not seeded is refused (401), as the real service refuses a
+    /// key it never issued; off, any non-empty key is accepted.
+    strict_keys: bool,
 }
 
 /// The payments fake. Cheap to clone; clones share state.
@@ -100,6 +106,18 @@ impl Payments {
         seed_restricted_key(&mut self.core.lock(), key, permissions)
     }
 
+    /// Makes `key` (`sk_...`) one of the account's secret keys: with strict keys on, one that
+    /// is accepted.
+    pub fn seed_secret_key(&self, key: &str) -> Result<(), String> {
+        seed_secret_key(&mut self.core.lock(), key)
+    }
+
+    /// Strict keys: only the seeded secret and restricted keys are accepted, and any other
+    /// key is Stripe's 401 for a key it never issued. Off (the default), any non-empty key is.
+    pub fn set_strict_keys(&self, strict: bool) {
+        self.core.lock().state.strict_keys = strict;
+    }
+
     /// Fields a rule can match: form fields (nested ones as `metadata[k]`) and query parameters.
     pub fn fields(req: &FakeRequest) -> BTreeMap<String, String> {
         let mut fields: BTreeMap<String, String> = req.query_pairs().into_iter().collect();
@@ -130,7 +148,9 @@ impl Payments {
         };
         let exists = |id: &str| self.core.lock().state.intents.contains_key(id);
         let route = route(&req);
-        let allowed = authorize(&req).and_then(|key| self.permitted(key, &route));
+        let allowed = authorize(&req)
+            .and_then(|key| keys::accepted(&self.core, key))
+            .and_then(|key| self.permitted(key, &route));
         let outcome = match allowed {
             Err(e) => Outcome::of(self.core.error(&e)),
             Ok(()) => match route {

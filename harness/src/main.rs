@@ -41,6 +41,7 @@ enum Command {
     /// Start the fake services on loopback with their control API, and serve's own endpoint
     /// for a scenario's world, its steps and the verdict on an application's claims (see
     /// docs/byo.md).
+    #[command(after_help = serve::clients::help())]
     Serve(serve::ServeArgs),
     /// Send an application's claims to a running `twice serve` and write the report of its
     /// verdict (exit 0: all held, 1: a violation, 2: could not check).

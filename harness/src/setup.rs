@@ -132,6 +132,9 @@ pub fn prepare(scenario: &Scenario, fakes: &Fakes) -> Result<(), SetupError> {
             .seed_object(&object.bucket, &object.key, object.body.as_bytes())
             .map_err(|e| rejected(format!("object {}/{}: {e}", object.bucket, object.key)))?;
     }
+    if scenario.strict_keys {
+        strict_keys(fakes).map_err(rejected)?;
+    }
     if used_services(scenario).iter().any(|s| s == "chain") {
         fakes
             .chain
@@ -145,6 +148,14 @@ pub fn prepare(scenario: &Scenario, fakes: &Fakes) -> Result<(), SetupError> {
         })?;
         fake.add_rule(fault.rule.clone()).map_err(rejected)?;
     }
+    Ok(())
+}
+
+/// Strict keys on the payments fake: it accepts only [`PAYMENTS_API_KEY`], the key every
+/// worker is given, and the restricted keys seeded after this.
+pub fn strict_keys(fakes: &Fakes) -> Result<(), String> {
+    fakes.payments.seed_secret_key(PAYMENTS_API_KEY)?;
+    fakes.payments.set_strict_keys(true);
     Ok(())
 }
 

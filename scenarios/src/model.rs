@@ -58,6 +58,11 @@ pub struct Scenario {
     /// Objects to store in the files service before anything runs (not ledger effects).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub objects: Vec<ObjectSeed>,
+    /// The payments fake accepts only the key every worker is given
+    /// (`secrets.payments_api_key`) and answers any other with Stripe's 401, as the real
+    /// service answers a key it never issued. Off: any non-empty key is accepted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict_keys: bool,
     /// What the agent proposes, in order.
     #[schemars(length(min = 1, max = crate::bounds::INTENTS_MAX))]
     pub intents: Vec<IntentSpec>,

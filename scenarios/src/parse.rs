@@ -161,6 +161,7 @@ pub const TOP_KEYS: &[&str] = &[
     "services",
     "payment_intents",
     "objects",
+    "strict_keys",
     "intents",
     "faults",
     "events",
@@ -417,6 +418,9 @@ fn convert(doc: &Spanned<DeTable<'_>>) -> Res<Scenario> {
     }
     if let Some(v) = root.get("objects") {
         scenario.objects = tables(v, "objects")?.iter().map(object).collect::<Res<_>>()?;
+    }
+    if let Some(v) = root.get("strict_keys") {
+        scenario.strict_keys = boolean(v, "strict_keys")?;
     }
     if let Some(v) = root.get("intents") {
         scenario.intents = tables(v, "intents")?.iter().map(intent).collect::<Res<_>>()?;

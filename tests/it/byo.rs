@@ -89,6 +89,7 @@ async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
         scenario: Some(SCENARIO.into()),
         mcp_port: None,
         tool_timeout_ms: None,
+        strict_keys: false,
     })
     .await
     .unwrap();

@@ -662,7 +662,8 @@ impl Serve {
             .as_object()
             .expect("the URLs file holds an object")
             .iter()
-            .map(|(name, url)| (name.clone(), url.as_str().expect("a URL").to_string()))
+            // The string entries are URLs; `accounts` lists the funded dev accounts.
+            .filter_map(|(name, url)| Some((name.clone(), url.as_str()?.to_string())))
             .collect();
         Serve { process, urls_file, urls }
     }

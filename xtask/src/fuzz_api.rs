@@ -229,9 +229,10 @@ fn wait_for_urls(serve: &mut Serve, path: &Path) -> Result<BTreeMap<String, Stri
     let start = Instant::now();
     loop {
         if let Ok(text) = fs::read_to_string(path)
-            && let Ok(urls) = serde_json::from_str::<BTreeMap<String, String>>(&text)
+            && let Ok(file) = serde_json::from_str::<BTreeMap<String, Value>>(&text)
         {
-            return Ok(urls);
+            // The string entries are URLs; `accounts` lists the funded dev accounts.
+            return Ok(file.into_iter().filter_map(|(k, v)| Some((k, v.as_str()?.to_string()))).collect());
         }
         if let Some(status) = serve.0.try_wait()? {
             bail!("twice serve exited ({status}) before writing {}", path.display());

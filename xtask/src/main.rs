@@ -23,6 +23,8 @@
 //! - `cargo xtask fuzz-api [--examples N] [--seed S] [--release]`: schemathesis against the
 //!   control APIs of a real `twice serve`, driven by `docs/openapi/` (`fuzz_api.rs`). Not part
 //!   of CI.
+//! - `cargo xtask package [--target TRIPLE] [--bin-dir DIR] [--out DIR]`: the release
+//!   binaries as a Python wheel and npm packages (`package.rs`, docs/release.md).
 //! - `cargo xtask fuzz-parsers [--seconds S] [--cmin] [TARGET...]`: the `cargo fuzz` targets of
 //!   `fuzz/` (the parsers), each for S seconds, with their figures. Not part of CI.
 //!
@@ -44,6 +46,7 @@ mod fuzz_parsers;
 mod headlines;
 mod machine;
 mod node;
+mod package;
 mod records;
 mod render;
 mod soak;
@@ -94,13 +97,15 @@ fn main() {
             run(|| bench::bench_from_log(Path::new(&args[2])))
         }
         Some("engines") => run(|| engines::engines(&args[1..])),
+        Some("package") => run(|| package::package(&args[1..])),
         Some("fuzz-http") => run(|| fuzz_http::fuzz_http(&args[1..])),
         Some("fuzz-api") => run(|| fuzz_api::fuzz_api(&args[1..])),
         Some("fuzz-parsers") => run(|| fuzz_parsers::fuzz_parsers(&args[1..])),
         Some("help" | "-h" | "--help") => {
             println!(
-                "{USAGE}\n{}\n{}\n{}\n{}",
+                "{USAGE}\n{}\n{}\n{}\n{}\n{}",
                 engines::USAGE,
+                package::USAGE,
                 fuzz_http::USAGE,
                 fuzz_api::USAGE,
                 fuzz_parsers::USAGE

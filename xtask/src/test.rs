@@ -1,6 +1,7 @@
 //! `cargo xtask test`: the venv and the binaries that the end-to-end tests need, Chromium for
-//! the HTML report test, the TypeScript example executor, then `cargo test` with `TWICE_PYTHON`,
-//! `TWICE_NODE_EXECUTOR`, `TWICE_BIN_DIR` and `TWICE_CHROMIUM` set.
+//! the HTML report test, the TypeScript example executor, the wheel and npm packages of a
+//! release (`package.rs`), then `cargo test` with `TWICE_PYTHON`, `TWICE_NODE_EXECUTOR`,
+//! `TWICE_BIN_DIR`, `TWICE_CHROMIUM`, `TWICE_WHEEL`, `TWICE_NPM_KIT` and `TWICE_NPM_PLATFORM` set.
 
 use std::env;
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 
 use crate::node::{install_lockfile, prepare_node_executor};
+use crate::package;
 use crate::venv::prepare_venv;
 use crate::{cargo, exit_code, output_of, root, target_dir};
 
@@ -29,8 +31,25 @@ pub(crate) fn test(args: &[String]) -> Result<i32> {
         return Ok(exit_code(built));
     }
     let bin_dir = target_dir(&root).join("debug");
+    // The packagings' tests (tests/it/packages.rs) install the wheel and the npm packages a
+    // release makes, from the release binaries, as a Python or Node team would.
+    let code = package::build_release(&root, None)?;
+    if code != 0 {
+        return Ok(code);
+    }
+    let host = package::host().context("this machine is none of the platforms twice is packaged for")?;
+    let packages =
+        package::make(&root, &target_dir(&root).join("release"), &target_dir(&root).join("packages"), host)?;
     let mut command = cargo();
     command.arg("test").env("TWICE_BIN_DIR", &bin_dir);
+    for (name, path) in [
+        ("TWICE_WHEEL", &packages.wheel),
+        ("TWICE_NPM_KIT", &packages.npm_kit),
+        ("TWICE_NPM_PLATFORM", &packages.npm_platform),
+    ] {
+        println!("xtask: {name}={}", path.display());
+        command.env(name, path);
+    }
     // The HTML report test loads report.html in headless Chromium.
     match prepare_chromium() {
         Some(chromium) => {

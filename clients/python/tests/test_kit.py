@@ -30,6 +30,7 @@ from twice import (
     TwiceHTTPError,
     TwiceTimeout,
     TwiceViolation,
+    bundled_twice,
     find_twice,
 )
 
@@ -305,11 +306,42 @@ def test_the_binary_comes_from_twice_bin_or_the_path_and_its_absence_is_explaine
         find_twice()
     monkeypatch.delenv("TWICE_BIN")
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("twice.serve.bundled_twice", lambda name="twice": None)
     with pytest.raises(ServeStartError) as missing:
         find_twice()
     assert "TWICE_BIN is not set" in str(missing.value) and "not on the PATH" in str(missing.value)
+    assert "installed without one" in str(missing.value)
     monkeypatch.setenv("PATH", os.path.dirname(real) + os.pathsep + str(tmp_path))
     assert find_twice() == os.path.join(os.path.dirname(real), "twice")
+
+
+def test_the_binary_a_wheel_installed_is_found_last(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A wheel installs `twice` into the environment's scripts directory (a venv's bin/).
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    installed = script(scripts, "twice", "exit 0\n")
+    monkeypatch.setattr("sysconfig.get_path", lambda name, scheme=None: str(scripts))
+    monkeypatch.delenv("TWICE_BIN", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert bundled_twice() == installed
+    assert find_twice() == installed
+    # TWICE_BIN and the PATH still win.
+    other = tmp_path / "other"
+    other.mkdir()
+    on_path = script(other, "twice", "exit 0\n")
+    monkeypatch.setenv("PATH", str(other))
+    assert find_twice() == on_path
+    monkeypatch.setenv("TWICE_BIN", installed)
+    assert find_twice() == installed
+    assert bundled_twice("twice-executor") is None
+
+
+def test_the_urls_file_lists_the_funded_dev_accounts_beside_the_urls(twice_serve: Twice) -> None:
+    accounts = twice_serve.accounts
+    assert [a["address"] for a in accounts][:1] == ["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]
+    assert all(set(a) == {"address", "private_key", "balance_wei"} for a in accounts), accounts
+    assert "accounts" not in twice_serve.urls
+    assert set(twice_serve.urls) >= {"payments", "workspaces", "files", "chain", "messages", "control"}
 
 
 # -- The fixtures, as a pytest user meets them ------------------------------------------------
@@ -377,4 +409,4 @@ def test_without_a_binary_the_fixture_says_where_it_looked(
     pytester.makepyfile("def test_needs_serve(twice_serve):\n    pass\n")
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*cannot find the twice binary: TWICE_BIN is not set*"])
+    result.stdout.fnmatch_lines(["*cannot find the twice binary: no --twice-bin option, TWICE_BIN is not set*"])

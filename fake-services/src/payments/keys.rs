@@ -1,6 +1,7 @@
 //! The API key a request carries ([`authorize`]: Stripe's 401 without one) and restricted keys
 //! (`rk_...`): the [`Permission`]s each was given, and the 403 of a request that needs another.
-//! Any other key may do everything, as a secret key may.
+//! Any other key may do everything, as a secret key may. With strict keys on, a key that was
+//! not seeded (a secret or a restricted one) is Stripe's 401 for a key it never issued.
 
 use super::PaymentsState;
 use super::params::KEY_CHARS_MAX;
@@ -65,6 +66,18 @@ pub(super) fn authorize(req: &FakeRequest) -> Result<&str, ApiError> {
     }
 }
 
+/// `key` if the account accepts it: any key, unless strict keys are on; then only a seeded
+/// secret or restricted key. Stripe answers a key it never issued with a 401 whose message
+/// shows the key redacted.
+pub(super) fn accepted<'k>(core: &ServiceCore<PaymentsState>, key: &'k str) -> Result<&'k str, ApiError> {
+    let inner = core.lock();
+    let state = &inner.state;
+    if !state.strict_keys || state.secret_keys.contains(key) || state.restricted_keys.contains_key(key) {
+        return Ok(key);
+    }
+    Err(ApiError::new(401, "invalid_request_error", format!("Invalid API Key provided: {}", redacted(key))))
+}
+
 /// Whether `key` may make a request that needs `needed`: a restricted key needs it, or the
 /// write permission that includes it.
 pub(super) fn permitted(
@@ -102,6 +115,17 @@ fn redacted(key: &str) -> String {
     let tail_len = 4.min(key.len().saturating_sub(prefix_len));
     let (prefix, tail) = (&key[..prefix_len], &key[key.len() - tail_len..]);
     format!("{prefix}{}{tail}", "*".repeat(key.len() - prefix_len - tail_len))
+}
+
+pub(super) fn seed_secret_key(inner: &mut Inner<PaymentsState>, key: &str) -> Result<(), String> {
+    let printable = key.bytes().all(|b| b.is_ascii_graphic());
+    if !key.starts_with("sk_") || key.len() < 8 || key.len() > KEY_CHARS_MAX || !printable {
+        return Err(format!(
+            "a secret key is \"sk_\" and at least 5 more printable characters, not \"{key}\""
+        ));
+    }
+    inner.state.secret_keys.insert(key.to_string());
+    Ok(())
 }
 
 pub(super) fn seed_restricted_key(

@@ -1,5 +1,6 @@
 //! What a test seeds through the control API (`POST /__twice/seed`) or [`Payments`]' methods:
-//! payment intents that have succeeded, to refund, and restricted keys.
+//! payment intents that have succeeded, to refund, restricted keys, secret keys, and whether
+//! only the seeded keys are accepted.
 //!
 //! [`Payments`]: super::Payments
 
@@ -8,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::PaymentsState;
 use super::intents;
-use super::keys::{Permission, seed_restricted_key};
+use super::keys::{Permission, seed_restricted_key, seed_secret_key};
 use crate::core::Inner;
 
 /// A seeded payment intent that refunds can draw on: it has succeeded, and its whole amount
@@ -61,6 +62,9 @@ pub(super) fn seed_from_json(
         payment_intents: Vec<SeedIntent>,
         #[serde(default)]
         restricted_keys: Vec<SeedKey>,
+        #[serde(default)]
+        secret_keys: Vec<String>,
+        strict_keys: Option<bool>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -81,7 +85,7 @@ pub(super) fn seed_from_json(
     }
     let seed: Seed = serde_json::from_slice(body).map_err(|e| {
         format!(
-            "expected {{\"payment_intents\": [{{\"id\": \"pi_1\", \"amount\": 5000}}], \"restricted_keys\": [{{\"key\": \"rk_test_x\", \"permissions\": [\"rak_refund_read\"]}}]}}: {e}"
+            "expected {{\"payment_intents\": [{{\"id\": \"pi_1\", \"amount\": 5000}}], \"restricted_keys\": [{{\"key\": \"rk_test_x\", \"permissions\": [\"rak_refund_read\"]}}], \"secret_keys\": [\"sk_test_x\"], \"strict_keys\": true}}: {e}"
         )
     })?;
     let mut seeded = Vec::new();
@@ -104,5 +108,14 @@ pub(super) fn seed_from_json(
         seed_restricted_key(inner, &k.key, &permissions)?;
         keys.push(json!({"key": k.key, "permissions": k.permissions}));
     }
-    Ok(json!({"payment_intents": seeded, "restricted_keys": keys}))
+    for key in &seed.secret_keys {
+        seed_secret_key(inner, key)?;
+    }
+    if let Some(strict) = seed.strict_keys {
+        inner.state.strict_keys = strict;
+    }
+    let strict = inner.state.strict_keys;
+    Ok(
+        json!({"payment_intents": seeded, "restricted_keys": keys, "secret_keys": seed.secret_keys, "strict_keys": strict}),
+    )
 }

@@ -176,6 +176,77 @@ async fn a_restricted_key_without_the_refund_permission_is_refused_with_403() {
     );
 }
 
+/// Strict keys: only the seeded secret and restricted keys are accepted; any other is
+/// Stripe's 401 for a key it never issued (the key redacted), judged before anything else,
+/// so nothing is written. Off again after a reset, as every seed is.
+#[tokio::test]
+async fn under_strict_keys_a_key_never_seeded_is_401_and_a_seeded_one_works() {
+    let running = Running::start(16).await;
+    let addr = running.addr("payments");
+    let ours = "sk_test_ours00001234";
+    let reader = "rk_test_reader0005678";
+    let seed = Req::new("POST", "/__twice/seed").body(
+        json!({
+            "secret_keys": [ours],
+            "restricted_keys": [{"key": reader, "permissions": ["rak_refund_read"]}],
+            "strict_keys": true
+        })
+        .to_string(),
+    );
+    let seeded = client::send(addr, &seed, PATIENT_MS).await;
+    assert_eq!(seeded.status(), Some(201), "{seeded:?}");
+    assert_eq!(seeded.json()["strict_keys"], json!(true), "{seeded:?}");
+    let with_key = |req: Req, key: &str| {
+        let mut req = req;
+        req.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("authorization"));
+        req.header("Authorization", &format!("Bearer {key}"))
+    };
+    // `Req::refund` carries `sk_test_x`, which was never seeded.
+    let refused = client::send(addr, &Req::refund("payment_intent=pi_1&amount=700"), PATIENT_MS).await;
+    assert_eq!(refused.status(), Some(401), "{refused:?}");
+    assert_eq!(refused.json()["error"]["type"], json!("invalid_request_error"));
+    assert_eq!(words("payments", &refused), "Invalid API Key provided: sk_test_x");
+    let made_up = "sk_test_madeup0000abcd";
+    let refused = client::send(
+        addr,
+        &with_key(Req::new("GET", "/v1/refunds?payment_intent=pi_1"), made_up),
+        PATIENT_MS,
+    )
+    .await;
+    assert_eq!(refused.status(), Some(401), "{refused:?}");
+    assert_eq!(words("payments", &refused), "Invalid API Key provided: sk_test_**********abcd");
+    assert!(running.fake("payments").ledger().is_empty());
+    let done =
+        client::send(addr, &with_key(Req::refund("payment_intent=pi_1&amount=700"), ours), PATIENT_MS).await;
+    assert_eq!(done.status(), Some(200), "{done:?}");
+    assert_eq!(running.fake("payments").ledger().len(), 1);
+    // A seeded restricted key is accepted, and still only for what it was given.
+    let read =
+        client::send(addr, &with_key(Req::new("GET", "/v1/refunds?payment_intent=pi_1"), reader), PATIENT_MS)
+            .await;
+    assert_eq!(read.status(), Some(200), "{read:?}");
+    let write =
+        client::send(addr, &with_key(Req::refund("payment_intent=pi_1&amount=100"), reader), PATIENT_MS)
+            .await;
+    assert_eq!(write.status(), Some(403), "{write:?}");
+    // A secret key must look like one.
+    let wrong =
+        Req::new("POST", "/__twice/seed").body(json!({"secret_keys": ["pk_test_12345678"]}).to_string());
+    let wrong = client::send(addr, &wrong, PATIENT_MS).await;
+    assert_eq!(wrong.status(), Some(400), "{wrong:?}");
+    assert!(words("payments", &wrong).contains("a secret key is \"sk_\""), "{wrong:?}");
+    // A reset forgets the seeds, strict keys with them.
+    let reset = client::send(addr, &Req::new("POST", "/__twice/reset"), PATIENT_MS).await;
+    assert!(matches!(reset.status(), Some(200 | 204)), "{reset:?}");
+    let any = client::send(
+        addr,
+        &Req::new("GET", "/v1/refunds?payment_intent=pi_1").header("Authorization", "Bearer sk_test_x"),
+        PATIENT_MS,
+    )
+    .await;
+    assert_ne!(any.status(), Some(401), "{any:?}");
+}
+
 #[tokio::test]
 async fn a_bucket_whose_policy_denies_writes_is_403_access_denied_and_still_read() {
     let running = Running::start(15).await;

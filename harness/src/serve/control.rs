@@ -309,6 +309,12 @@ pub fn describe(world: &World) -> Option<Value> {
         "expect": scenario.expect,
         "steps": current.steps,
         "test_steps": test_steps,
+        // The credentials an application under test is given, as every executor is in
+        // `init`: the payments key (the one accepted under strict keys), the messages key,
+        // and the scenario's chain account, funded where the scenario uses the chain.
+        "secrets": crate::setup::secrets(),
+        "chain_account": crate::setup::chain_account(),
+        "dev_accounts": super::accounts::json(),
         "scenario": scenario,
     }))
 }
@@ -342,6 +348,12 @@ fn check_claims(world: &World, body: &[u8]) -> Response<Full<Bytes>> {
 }
 
 /// The URLs serve writes to `--urls-file`: each service's, and `control` for serve's own.
+/// What `--urls-file` holds: each service's base URL, `control` (and `mcp`), as strings, and
+/// `accounts`, the funded dev accounts (`super::accounts`), an array: a reader of the URLs
+/// takes the string entries.
 pub fn urls_json(urls: &BTreeMap<String, String>) -> String {
-    serde_json::to_string_pretty(urls).unwrap_or_default() + "\n"
+    let mut file: serde_json::Map<String, Value> =
+        urls.iter().map(|(name, url)| (name.clone(), Value::String(url.clone()))).collect();
+    file.insert("accounts".into(), super::accounts::json());
+    serde_json::to_string_pretty(&file).unwrap_or_default() + "\n"
 }

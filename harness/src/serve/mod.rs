@@ -2,8 +2,10 @@
 //! endpoint (a scenario's world on demand, its steps, the verdict on an application's
 //! claims, a reset of every fake), until Ctrl-C or SIGTERM. `docs/byo.md` is the user's view.
 
+pub mod accounts;
 pub mod check;
 pub mod claims;
+pub mod clients;
 pub mod control;
 pub mod mcp;
 pub mod world;
@@ -69,6 +71,11 @@ pub struct ServeArgs {
     /// timeout, 1000 ms unless it says otherwise).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub tool_timeout_ms: Option<u64>,
+    /// The payments fake accepts only its seeded keys (sk_test_twice and any restricted key
+    /// seeded), and answers any other with Stripe's 401 "Invalid API Key provided", as a
+    /// scenario's `strict_keys = true` does. Without it, any non-empty key is accepted.
+    #[arg(long)]
+    pub strict_keys: bool,
 }
 
 /// What serve says on stderr when it listens beyond loopback.
@@ -135,7 +142,7 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Served> {
     };
     let base: Arc<dyn fake_services::Clock> = Arc::new(TokioClock::from_wall_clock());
     let fakes = Fakes::new(Arc::clone(&base), args.seed);
-    let world = Arc::new(World::new(fakes.clone(), base, args.seed));
+    let world = Arc::new(World::new(fakes.clone(), base, args.seed, args.strict_keys));
     let tap: Arc<dyn fake_services::Tap> = Arc::new(StepTap(Arc::clone(&world)));
     let mut servers = Vec::new();
     for fake in fakes.all() {
@@ -200,6 +207,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             _ => "control: URL/__twice/",
         };
         println!("  {name:<11} {url}   {control}");
+    }
+    println!(
+        "  accounts    funded on the chain with 10000 ether each; test keys, public: never use them on a real chain"
+    );
+    for account in accounts::DEV_ACCOUNTS {
+        println!("    {}  private key {}", account.address, account.private_key);
+    }
+    if args.strict_keys {
+        println!("  keys        payments accepts only sk_test_twice and seeded rk_ keys (--strict-keys)");
     }
     if let Some(current) = served.world.lock().as_ref() {
         let steps = current.steps.len();

@@ -97,18 +97,42 @@ pub struct World {
     current: Mutex<Option<Current>>,
     /// Woken whenever a step moves on.
     moved: Notify,
+    /// `--strict-keys`: every world serve sets up has the payments fake accept only the
+    /// seeded keys.
+    strict_keys: bool,
 }
 
 impl World {
-    pub fn new(fakes: Fakes, base: Arc<dyn fake_services::Clock>, seed: u64) -> World {
-        World {
+    /// Serve's state over `fakes`, with the world every reset leaves (see [`World::reset`])
+    /// set up at once.
+    pub fn new(fakes: Fakes, base: Arc<dyn fake_services::Clock>, seed: u64, strict_keys: bool) -> World {
+        let world = World {
             fakes,
             base,
             seed,
             urls: Mutex::new(BTreeMap::new()),
             current: Mutex::new(None),
             moved: Notify::new(),
+            strict_keys,
+        };
+        world.plain();
+        world
+    }
+
+    /// What every world of serve has, with or without a scenario: the dev accounts funded on
+    /// the chain, and with `--strict-keys` the payments fake accepting only seeded keys.
+    fn plain(&self) {
+        super::accounts::fund(&self.fakes.chain);
+        if self.strict_keys
+            && let Err(e) = crate::setup::strict_keys(&self.fakes)
+        {
+            tracing::error!(target: "twice::serve", error = %e, "strict keys not set up");
         }
+    }
+
+    /// Whether `--strict-keys` is on.
+    pub fn strict_keys(&self) -> bool {
+        self.strict_keys
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Option<Current>> {
@@ -141,13 +165,15 @@ impl World {
         }
     }
 
-    /// Resets every fake and forgets the scenario; every held request is let go.
+    /// Resets every fake and forgets the scenario; every held request is let go. The dev
+    /// accounts are funded again (and strict keys set up again, with `--strict-keys`).
     pub fn reset(&self) {
         let old = self.lock().take();
         drop(old);
         for fake in self.fakes.all() {
             fake.reset();
         }
+        self.plain();
         self.moved.notify_waiters();
     }
 

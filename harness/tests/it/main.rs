@@ -8,6 +8,7 @@ mod mcp;
 mod misbehave;
 mod reports;
 mod serve;
+mod serve_world;
 mod sim;
 
 use std::io::{Read, Write};

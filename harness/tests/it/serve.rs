@@ -17,11 +17,11 @@ use super::{WAIT_MS_MAX, read_urls, twice, wait_bounded};
 
 const REQUEST_MS_MAX: u64 = 30_000;
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
-fn args() -> ServeArgs {
+pub(crate) fn args() -> ServeArgs {
     ServeArgs {
         bind: "127.0.0.1".parse().unwrap(),
         allow_remote: false,
@@ -36,10 +36,11 @@ fn args() -> ServeArgs {
         scenario: None,
         mcp_port: None,
         tool_timeout_ms: None,
+        strict_keys: false,
     }
 }
 
-async fn call(method: &'static str, url: String, body: Value) -> HttpResponse {
+pub(crate) async fn call(method: &'static str, url: String, body: Value) -> HttpResponse {
     let body = if body.is_null() { vec![] } else { serde_json::to_vec(&body).unwrap() };
     HttpTransport
         .send(HttpRequest { method, url, headers: vec![], body, timeout_ms: REQUEST_MS_MAX })
@@ -47,13 +48,13 @@ async fn call(method: &'static str, url: String, body: Value) -> HttpResponse {
         .unwrap()
 }
 
-async fn json_of(method: &'static str, url: String, body: Value) -> (u16, Value) {
+pub(crate) async fn json_of(method: &'static str, url: String, body: Value) -> (u16, Value) {
     let answer = call(method, url, body).await;
     (answer.status, serde_json::from_slice(&answer.body).unwrap_or(Value::Null))
 }
 
 /// A refund as stripe-python sends it.
-fn refund(payments: &str, payment_intent: &str, amount: u64, key: &str) -> HttpRequest {
+pub(crate) fn refund(payments: &str, payment_intent: &str, amount: u64, key: &str) -> HttpRequest {
     HttpRequest {
         method: "POST",
         url: format!("{payments}/v1/refunds"),
@@ -229,7 +230,7 @@ fn each_port_flag_binds_its_service_and_no_other() {
         std::fs::create_dir_all(&dir).unwrap();
         let urls_file = dir.join("urls.json");
         let (port, mut child, urls) = serve_on_a_free_port(service, &urls_file);
-        let urls: BTreeMap<String, String> = serde_json::from_value(urls).unwrap();
+        let urls: BTreeMap<String, String> = harness::serve::check::urls_of(&urls.to_string()).unwrap();
         assert_eq!(urls[service], format!("http://127.0.0.1:{port}"), "{urls:?}");
         let others: Vec<&String> =
             urls.iter().filter(|(name, _)| *name != service).map(|(_, url)| url).collect();

@@ -131,6 +131,7 @@ fn scenario_keys_are_the_models() {
         services: [("payments".to_string(), ContractPatch::default())].into(),
         payment_intents: [("pi".to_string(), 1)].into(),
         objects: vec![ObjectSeed { bucket: "b".into(), key: "k".into(), body: "v".into() }],
+        strict_keys: true,
         intents: vec![intent],
         faults: vec![ServiceFault { service: "payments".into(), rule: FaultRule::always(FaultSpec::Refuse) }],
         events: vec![Event { at: Point::Phase { after_phase: PhaseName::Act }, action: EventAction::Heal }],

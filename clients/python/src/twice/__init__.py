@@ -25,7 +25,7 @@ The documentation is `docs/byo.md` of the twice repository.
 
 from twice.client import Twice, TwiceError, TwiceHTTPError, TwiceTimeout, TwiceViolation
 from twice.model import STATES, Claim, Intent, Scenario, Step, Verdict, VerdictLine
-from twice.serve import ServeProcess, ServeStartError, find_twice
+from twice.serve import ServeProcess, ServeStartError, bundled_twice, find_twice
 
 __all__ = [
     "STATES",
@@ -42,6 +42,7 @@ __all__ = [
     "TwiceViolation",
     "Verdict",
     "VerdictLine",
+    "bundled_twice",
     "find_twice",
 ]
 __version__ = "0.1.0"

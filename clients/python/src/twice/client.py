@@ -87,16 +87,23 @@ class Twice:
 
     `urls` holds each service's base URL (`payments`, `workspaces`, `files`, `chain`,
     `messages`) and `control`, serve's own endpoint. Point the application's SDK at `url("payments")` and
-    the like; drive the world through the methods below.
+    the like; drive the world through the methods below. `accounts` lists the chain accounts
+    serve funded (`address`, `private_key`, `balance_wei`): test keys, public.
     """
 
-    def __init__(self, urls: Mapping[str, str], *, timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT) -> None:
+    def __init__(self, urls: Mapping[str, Any], *, timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT) -> None:
         if "control" not in urls:
             raise TwiceError(
                 f"the URLs have no 'control' entry ({sorted(urls)}): they must be what "
                 "`twice serve --urls-file` writes"
             )
-        self.urls: dict[str, str] = {name: url.rstrip("/") for name, url in urls.items()}
+        # The file's string entries are URLs; `accounts` is the list of funded dev accounts.
+        self.urls: dict[str, str] = {name: url.rstrip("/") for name, url in urls.items() if isinstance(url, str)}
+        self.accounts: list[dict[str, str]] = [
+            {str(k): str(v) for k, v in account.items()}
+            for account in (urls.get("accounts") or [])
+            if isinstance(account, Mapping)
+        ]
         self.timeout_s = timeout_s
         #: The `twice.ServeProcess` this client was started with, when the kit started serve
         #: (its `pid`, `log_tail()`); None for a serve started elsewhere.

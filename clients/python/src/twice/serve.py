@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ __all__ = [
     "STOP_TIMEOUT_S_DEFAULT",
     "ServeProcess",
     "ServeStartError",
+    "bundled_twice",
     "find_twice",
 ]
 
@@ -42,20 +44,38 @@ class ServeStartError(TwiceError):
 
 
 def find_twice(explicit: Optional[str] = None) -> str:
-    """The `twice` binary: `explicit` if given, else `$TWICE_BIN`, else `twice` on the PATH."""
+    """The `twice` binary: `explicit` if given, else `$TWICE_BIN`, else `twice` on the PATH,
+    else the one installed with this package (the wheel carries it as a script)."""
     for source, candidate in (("the --twice-bin option", explicit), ("TWICE_BIN", os.environ.get("TWICE_BIN"))):
         if candidate:
             if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
                 raise ServeStartError(f"{source} names {candidate!r}, which is not an executable file")
             return candidate
-    found = shutil.which("twice")
+    found = shutil.which("twice") or bundled_twice()
     if found is None:
         raise ServeStartError(
-            "cannot find the twice binary: TWICE_BIN is not set and `twice` is not on the PATH. "
-            "Set TWICE_BIN to its path (after `cargo build --bins`: target/debug/twice) "
-            "or put the directory holding `twice` on the PATH."
+            "cannot find the twice binary: no --twice-bin option, TWICE_BIN is not set, `twice` is "
+            "not on the PATH, and this twice-kit was installed without one (its wheel for this "
+            "platform carries it: `pip install twice-kit`). Set TWICE_BIN to its path (after "
+            "`cargo build --bins`: target/debug/twice) or put the directory holding `twice` on the PATH."
         )
     return found
+
+
+def bundled_twice(name: str = "twice") -> Optional[str]:
+    """The binary `name` (`twice` or `twice-executor`) that a twice-kit wheel installed beside
+    its Python code: in the scripts directory of this interpreter's environment (a venv's
+    `bin/`), or of the user's (`pip install --user`). None when it is in neither."""
+    exe = f"{name}.exe" if os.name == "nt" else name
+    directories = [sysconfig.get_path("scripts")]
+    user_scheme = f"{os.name}_user"
+    if user_scheme in sysconfig.get_scheme_names():
+        directories.append(sysconfig.get_path("scripts", user_scheme))
+    for directory in directories:
+        candidate = os.path.join(directory, exe)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 class ServeProcess:
