@@ -26,8 +26,8 @@ pub(crate) const KIT_PYPROJECT: &str = "clients/python/pyproject.toml";
 
 /// Makes `target/twice-venv` hold exactly what `tests/requirements.txt` asks for, and the kit
 /// of `clients/python`; returns the absolute path of its interpreter. Installs only when the
-/// requirements or the kit's `pyproject.toml` changed since the last install (or none
-/// finished).
+/// requirements, the kit's `pyproject.toml` or the checkout's path changed since the last
+/// install (or none finished).
 pub(crate) fn prepare_venv(root: &Path) -> Result<PathBuf> {
     let venv = Venv {
         dir: target_dir(root).join(VENV_DIR),
@@ -91,7 +91,10 @@ impl Venv<'_> {
         root: &Path,
         finish: impl FnOnce(&Path, &str) -> Result<()>,
     ) -> Result<PathBuf> {
-        let mut hashed = Vec::new();
+        // The checkout's own path too: the kit is installed editable, pointing into it, so a
+        // target directory shared by two checkouts (CARGO_TARGET_DIR) must install it again
+        // for each rather than run one checkout's tests on the other's kit.
+        let mut hashed = root.to_string_lossy().as_bytes().to_vec();
         for file in std::iter::once(&self.requirements).chain(self.also_hashed) {
             let path = root.join(file);
             hashed.extend(fs::read(&path).with_context(|| format!("could not read {}", path.display()))?);
