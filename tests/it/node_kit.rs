@@ -3,10 +3,11 @@
 //! kit's lockfile and compiles it (the packaging step does both) before the suite runs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use super::executor_process::bin;
+use super::packages::run;
 
 /// The longest the kit's suite may take (it starts a serve per test, each in well under a
 /// second).
@@ -23,37 +24,14 @@ fn kit() -> PathBuf {
 
 /// `npm run SCRIPT` in the kit, bounded; its output, after asserting it passed.
 fn npm_run(script: &str) -> String {
-    let dir = kit();
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("node-kit-{script}-{}.txt", std::process::id()));
-    let file = std::fs::File::create(&out).unwrap();
-    let mut child = Command::new("npm")
+    let mut command = Command::new("npm");
+    command
         .args(["run", "--silent", script])
-        .current_dir(&dir)
+        .current_dir(kit())
         .env("TWICE_BIN", bin("twice"))
-        .env("CI", "true")
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start npm: {e}"));
-    let deadline = Instant::now() + SUITE_WAIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "npm run {script} did not finish within {SUITE_WAIT:?}:\n{}",
-                std::fs::read_to_string(&out).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let output = std::fs::read_to_string(&out).unwrap_or_default();
-    assert!(status.success(), "npm run {script} in clients/node failed ({status}):\n{output}");
+        .env("CI", "true");
+    let (passed, output) = run(command, &format!("npm run {script} in clients/node"), SUITE_WAIT);
+    assert!(passed, "npm run {script} in clients/node failed:\n{output}");
     output
 }
 

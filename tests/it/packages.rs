@@ -73,8 +73,9 @@ fn clean(program: impl AsRef<std::ffi::OsStr>, dir: &Path, path: &str) -> Comman
     command
 }
 
-/// Runs `command` to its end within `wait`; its exit status and output. Killed on the bound.
-fn run(mut command: Command, what: &str, wait: Duration) -> (bool, String) {
+/// Runs `command` to its end within `wait`: whether it succeeded, and the tail of its output
+/// (stdout and stderr together). Killed, and the test failed with that tail, on the bound.
+pub fn run(mut command: Command, what: &str, wait: Duration) -> (bool, String) {
     let dir = scratch(&format!("run-{}", what.replace(|c: char| !c.is_ascii_alphanumeric(), "-")));
     let out = dir.join("output.txt");
     let file = std::fs::File::create(&out).unwrap();
