@@ -123,6 +123,9 @@ pub struct IntentLog {
     path: PathBuf,
     /// The rows `with_active` read last, and the log's change counters when it read them.
     active_rows: RefCell<Option<(Seen, Vec<Intent>)>>,
+    /// Whether commits wait for the disk (a file log opened with [`Durability::Full`]); a
+    /// commit that reconciliation could redo does not (`write.rs`, [`IntentLog::update`]).
+    synced: bool,
 }
 
 /// The log's change counters: `PRAGMA data_version` (commits of other connections) and this
@@ -142,7 +145,9 @@ impl IntentLog {
             Durability::Normal => "NORMAL",
         };
         conn.pragma_update(None, "synchronous", sync).map_err(err)?;
-        IntentLog::ready(conn, path.to_path_buf(), None)
+        let mut log = IntentLog::ready(conn, path.to_path_buf(), None)?;
+        log.synced = durability == Durability::Full;
+        Ok(log)
     }
 
     /// Opens (creating if needed) the log named `name` in this process's memory: SQLite's
@@ -178,7 +183,7 @@ impl IntentLog {
     }
 
     fn with(conn: Handle, path: PathBuf) -> IntentLog {
-        IntentLog { conn, path, active_rows: RefCell::new(None) }
+        IntentLog { conn, path, active_rows: RefCell::new(None), synced: false }
     }
 
     pub fn path(&self) -> &Path {

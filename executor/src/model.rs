@@ -371,7 +371,14 @@ impl Intent {
     /// resolved value (`evidence.resolved`). An intent whose references are not resolved yet
     /// has no action.
     pub fn action(&self) -> Result<Action, String> {
-        let params = with_resolved(&self.payload()?, &self.evidence.resolved)?;
+        self.action_from(&self.payload()?)
+    }
+
+    /// [`Intent::action`] from `payload`, what [`Intent::payload`] already gave for this row:
+    /// a pass checks each row's payload once and then builds its action, rather than hashing
+    /// and parsing the same text again.
+    pub fn action_from(&self, payload: &Value) -> Result<Action, String> {
+        let params = with_resolved(payload, &self.evidence.resolved)?;
         Action::parse(&self.action, &params).map_err(|e| e.to_string())
     }
 

@@ -186,7 +186,7 @@ fn refused_params(req: &FakeRequest) -> Option<Value> {
     Envelope::parse(&req.body).calls().iter().find_map(|call| match call {
         Call::Method { method, params, .. } if method == SEND_RAW => {
             let raw = Params::read(params, 1).and_then(|p| p.arg(0, rpc::bytes)).ok()?;
-            node::decode_raw(&raw).ok().map(|tx| tx.transfer_params())
+            node::decode_envelope(&raw).ok().map(|tx| node::transfer_params(&tx))
         }
         _ => None,
     })

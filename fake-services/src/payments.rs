@@ -12,11 +12,12 @@
 //! pipeline); `refunds.rs` a refund (its object, create and retrieve); `list.rs` the refund
 //! list and its pages; `intents.rs` PaymentIntents; `keys.rs` the API key a request carries
 //! and what a restricted key may do; `seed.rs` the objects seeded through the control API;
-//! and below them `params.rs`, Stripe's checks of parameters and keys, and `answer.rs`,
-//! Stripe's error envelope.
+//! and below them `params.rs`, Stripe's checks of parameters and keys, `answer.rs`,
+//! Stripe's error envelope, and `json_text.rs`, JSON written by hand for the refund answer.
 
 mod answer;
 mod intents;
+mod json_text;
 mod keys;
 mod list;
 mod params;
@@ -56,9 +57,10 @@ pub struct PaymentsState {
     refunds: Vec<Refund>,
     /// Refund id to its index in `refunds` (only ever looked up by id).
     by_id: IdMap<usize>,
-    /// Amount refunded so far per payment intent, kept as refunds are made so that a create
-    /// does not scan every refund while holding the service's lock.
-    refunded: BTreeMap<String, u64>,
+    /// Amount refunded so far per payment intent (and the strings its refunds share), kept as
+    /// refunds are made so that a create does not scan every refund while holding the
+    /// service's lock.
+    refunded: BTreeMap<String, refunds::Drawn>,
     /// Restricted keys (`rk_...`) and the permissions each was given; any other key may do
     /// everything, as a secret key may.
     restricted_keys: BTreeMap<String, BTreeSet<Permission>>,

@@ -270,7 +270,9 @@ enum ReadError {
 async fn read_request(req: Request<Incoming>, body_bytes_max: usize) -> Result<FakeRequest, ReadError> {
     let (parts, mut body) = req.into_parts();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(BODY_READ_MS_MAX);
-    let mut chunks: Vec<Bytes> = Vec::new();
+    // Nearly every body arrives as one frame: kept as it is, with no list to allocate.
+    let mut first: Option<Bytes> = None;
+    let mut more: Vec<Bytes> = Vec::new();
     let mut read_bytes = 0usize;
     loop {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
@@ -285,7 +287,10 @@ async fn read_request(req: Request<Incoming>, body_bytes_max: usize) -> Result<F
         let Ok(data) = frame.into_data() else { continue };
         read_bytes = read_bytes.saturating_add(data.len());
         if read_bytes <= body_bytes_max {
-            chunks.push(data);
+            match first {
+                None => first = Some(data),
+                Some(_) => more.push(data),
+            }
         } else if read_bytes > body_bytes_max.saturating_add(BODY_DRAIN_BYTES_MAX) {
             // Past what is worth reading to answer cleanly: answer now, and the client may
             // see its connection reset while still sending.
@@ -294,16 +299,24 @@ async fn read_request(req: Request<Incoming>, body_bytes_max: usize) -> Result<F
             // Over the bound: read the rest and let it go, so that the answer is not lost to a
             // reset (closing a socket with unread bytes resets it, and a client still sending
             // may never read the 413).
-            chunks.clear();
+            first = None;
+            more.clear();
         }
     }
     if read_bytes > body_bytes_max {
         return Err(ReadError::TooLarge);
     }
-    let body = match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.swap_remove(0),
-        _ => Bytes::from(chunks.concat()),
+    let body = match first {
+        None => Bytes::new(),
+        Some(first) if more.is_empty() => first,
+        Some(first) => {
+            let mut whole = Vec::with_capacity(read_bytes);
+            whole.extend_from_slice(&first);
+            for chunk in &more {
+                whole.extend_from_slice(chunk);
+            }
+            Bytes::from(whole)
+        }
     };
     Ok(FakeRequest {
         method: parts.method.as_str().to_string(),
@@ -344,22 +357,31 @@ fn header_name(name: &str) -> Result<HeaderName, http::header::InvalidHeaderName
     use http::header;
     // Names of different lengths are told apart by the length alone.
     let known = |n: &str| name.eq_ignore_ascii_case(n);
+    // Constants: `from_static` outside a constant checks its name on every call.
+    const REQUEST_ID: HeaderName = HeaderName::from_static("request-id");
+    const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+    const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+    const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+    const STRIPE_SHOULD_RETRY: HeaderName = HeaderName::from_static("stripe-should-retry");
+    const X_AMZ_REQUEST_ID: HeaderName = HeaderName::from_static("x-amz-request-id");
+    const X_AMZ_ID_2: HeaderName = HeaderName::from_static("x-amz-id-2");
+    const X_AMZ_SERVER_SIDE_ENCRYPTION: HeaderName = HeaderName::from_static("x-amz-server-side-encryption");
+    const X_AMZ_CHECKSUM_TYPE: HeaderName = HeaderName::from_static("x-amz-checksum-type");
+    const X_AMZ_CHECKSUM_CRC32: HeaderName = HeaderName::from_static("x-amz-checksum-crc32");
     Ok(match () {
         () if known("content-type") => header::CONTENT_TYPE,
         () if known("etag") => header::ETAG,
         () if known("server") => header::SERVER,
-        () if known("request-id") => HeaderName::from_static("request-id"),
-        () if known("x-request-id") => HeaderName::from_static("x-request-id"),
-        () if known("idempotency-key") => HeaderName::from_static("idempotency-key"),
-        () if known("idempotent-replayed") => HeaderName::from_static("idempotent-replayed"),
-        () if known("stripe-should-retry") => HeaderName::from_static("stripe-should-retry"),
-        () if known("x-amz-request-id") => HeaderName::from_static("x-amz-request-id"),
-        () if known("x-amz-id-2") => HeaderName::from_static("x-amz-id-2"),
-        () if known("x-amz-server-side-encryption") => {
-            HeaderName::from_static("x-amz-server-side-encryption")
-        }
-        () if known("x-amz-checksum-type") => HeaderName::from_static("x-amz-checksum-type"),
-        () if known("x-amz-checksum-crc32") => HeaderName::from_static("x-amz-checksum-crc32"),
+        () if known("request-id") => REQUEST_ID,
+        () if known("x-request-id") => X_REQUEST_ID,
+        () if known("idempotency-key") => IDEMPOTENCY_KEY,
+        () if known("idempotent-replayed") => IDEMPOTENT_REPLAYED,
+        () if known("stripe-should-retry") => STRIPE_SHOULD_RETRY,
+        () if known("x-amz-request-id") => X_AMZ_REQUEST_ID,
+        () if known("x-amz-id-2") => X_AMZ_ID_2,
+        () if known("x-amz-server-side-encryption") => X_AMZ_SERVER_SIDE_ENCRYPTION,
+        () if known("x-amz-checksum-type") => X_AMZ_CHECKSUM_TYPE,
+        () if known("x-amz-checksum-crc32") => X_AMZ_CHECKSUM_CRC32,
         () => return HeaderName::from_bytes(name.as_bytes()),
     })
 }

@@ -31,6 +31,7 @@ use common::{
 };
 use harness::check;
 use harness::live::ExecutorCommand;
+use harness::live::timing::{self, RunTiming};
 use harness::pipeline::{LIVE_JOBS_DEFAULT, LIVE_SHRINK_BUDGET_S, SHRINK_RUNS_MAX};
 use harness::run::{self, Case, Driver, Outcome, RunContext, Source};
 use serde_json::Value;
@@ -119,7 +120,12 @@ fn default_run(command: &ExecutorCommand, work: &Path, records: &mut Vec<Value>)
         cases.len()
     );
     let mut walls = Vec::new();
+    let mut timing = None;
     for round in 1..=ROUNDS {
+        // The last round records where its time goes, as `twice run --timeline` does.
+        if round == ROUNDS {
+            timing::enable();
+        }
         let started = Instant::now();
         let results = run::run_cases(
             &cases,
@@ -142,6 +148,9 @@ fn default_run(command: &ExecutorCommand, work: &Path, records: &mut Vec<Value>)
             .into());
         }
         walls.push(wall);
+        if round == ROUNDS {
+            timing = timing::take();
+        }
     }
     let (median, spread) = summary(&walls);
     let met = if median <= TARGET_DEFAULT_RUN_S { "met" } else { "NOT met" };
@@ -160,7 +169,67 @@ fn default_run(command: &ExecutorCommand, work: &Path, records: &mut Vec<Value>)
             load_average()
         ),
     ));
+    if let Some(timing) = timing {
+        phase_records(&timing, cases.len(), records);
+    }
     Ok(())
+}
+
+/// Where the last round's time went (`twice run --timeline`): CPU of twice and of the
+/// executors, process starts, and every scenario's waits added up by kind.
+fn phase_records(timing: &RunTiming, scenarios: usize, records: &mut Vec<Value>) {
+    let what = format!("catalog + {GENERATED} generated ({scenarios} scenarios), {LIVE_JOBS_DEFAULT} jobs");
+    let round = "The last round of the run above, recorded as `twice run --timeline FILE` records it";
+    let wall_s = timing.wall_ms / 1000.0;
+    println!(
+        "  last round: twice {:.1} s CPU, executors {:.1} s CPU, {} processes (init median {:.0} ms)",
+        timing.cpu_harness.user_s + timing.cpu_harness.sys_s,
+        timing.cpu_children.user_s + timing.cpu_children.sys_s,
+        timing.processes_started,
+        timing.process_init_ms.median
+    );
+    for (name, cpu) in [("twice itself", timing.cpu_harness), ("the executor processes", timing.cpu_children)]
+    {
+        records.push(record(
+            BENCH,
+            &format!("live phases, {what}: CPU of {name}"),
+            cpu.user_s + cpu.sys_s,
+            "s",
+            None,
+            &format!(
+                "{round}: user {:.1} s + sys {:.1} s (getrusage {}) over {wall_s:.1} s of wall time on two cores.",
+                cpu.user_s,
+                cpu.sys_s,
+                if name == "twice itself" { "RUSAGE_SELF" } else { "RUSAGE_CHILDREN" },
+            ),
+        ));
+    }
+    let init = &timing.process_init_ms;
+    records.push(record(
+        BENCH,
+        &format!("live phases, {what}: executor process start, median"),
+        init.median,
+        "ms",
+        None,
+        &format!(
+            "{round}: spawn to init reply of each of the {} Python worker processes (90th percentile {:.0} ms,              slowest {:.0} ms); a worker imports an SDK when its first intent needs it, so this is the              interpreter and the protocol loop.",
+            timing.processes_started, init.p90, init.max
+        ),
+    ));
+    for (kind, total) in &timing.waits {
+        let meaning = timing.waits_explained.get(kind).copied().unwrap_or("");
+        records.push(record(
+            BENCH,
+            &format!("live phases, {what}: waits, {kind}"),
+            total.ms / 1000.0,
+            "s",
+            None,
+            &format!(
+                "{round}: the {} waits of this kind ({meaning}) added up over every scenario; scenarios run                  {LIVE_JOBS_DEFAULT} at a time, so the kinds add up to more than the round's {wall_s:.1} s.",
+                total.count
+            ),
+        ));
+    }
 }
 
 /// The catalog and the generated cases of the correct executor at each of [`SWEEP_JOBS`],

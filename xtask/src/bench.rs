@@ -1,6 +1,7 @@
 //! `cargo xtask bench`: the run of the benchmark targets ([`BENCHES`], in `benches.rs`):
 //! build what they drive, run each, collect its `BENCH` records, then write
-//! `docs/benchmarks.md`, `docs/benchmarks.json` and README.md's headlines.
+//! `docs/benchmarks.md`, `docs/benchmarks.json` and README.md's headlines. The counts
+//! (`counts.rs`) run first, and alone with `--counts`.
 //!
 //! Only this module runs anything or touches files; the rendering it calls is pure.
 
@@ -13,10 +14,11 @@ use anyhow::{Context, Result, bail};
 
 // Also public here, where `main.rs` and `records.rs` name the table in their docs.
 pub(crate) use crate::benches::BENCHES;
+use crate::counts::{BENCH as COUNTS, Programs, count};
 use crate::headlines::{README, headlines, with_headlines};
 use crate::machine::machine;
 use crate::records::{Records, Saved};
-use crate::render::render;
+use crate::render::{COUNTS_END, COUNTS_START, counts_block, render};
 use crate::venv::prepare_venv;
 use crate::{cargo, exit_code, root};
 
@@ -47,7 +49,10 @@ pub(crate) fn bench() -> Result<i32> {
         return Ok(exit_code(built));
     }
     let mut records = Records::default();
-    for bench in BENCHES {
+    // The counts first: they judge the targets, and they do not care what runs beside them.
+    let programs = Programs::build(&root, None)?;
+    records.figures.extend(count(&programs)?);
+    for bench in BENCHES.iter().filter(|b| b.package != "xtask") {
         println!("xtask: running cargo bench -p {} --bench {}", bench.package, bench.target);
         let mut child = cargo()
             .args(["bench", "-p", bench.package, "--bench", bench.target])
@@ -107,6 +112,75 @@ pub(crate) fn bench_from_log(log: &Path) -> Result<i32> {
     write(&root, &readme, &records)
 }
 
+/// `cargo xtask bench --counts`: the counts alone (`counts.rs`), a minute or two; rewrites
+/// their section of `docs/benchmarks.md` between its markers and their figures in
+/// `docs/benchmarks.json`, and leaves every other figure as the last full run measured it.
+pub(crate) fn bench_counts() -> Result<i32> {
+    let root = root();
+    let doc_path = root.join(BENCH_DOC);
+    let doc =
+        fs::read_to_string(&doc_path).with_context(|| format!("could not read {}", doc_path.display()))?;
+    let json_path = root.join(BENCH_JSON);
+    let mut saved: Saved = serde_json::from_str(
+        &fs::read_to_string(&json_path).with_context(|| format!("could not read {}", json_path.display()))?,
+    )
+    .with_context(|| format!("{BENCH_JSON} is not a run's figures; run `cargo xtask bench` once"))?;
+    let programs = Programs::build(&root, None)?;
+    let figures = count(&programs)?;
+    let records = Records { figures: figures.clone(), tables: Vec::new() };
+    let commit = crate::output_of("git", &["-C", &root.to_string_lossy(), "rev-parse", "--short=12", "HEAD"])
+        .unwrap_or_else(|| "unknown".into());
+    let counted = format!(
+        "Counted {} by `cargo xtask bench --counts` at commit {commit} (uncommitted changes included); the \
+         other sections are from the run dated above.",
+        machine().date
+    );
+    let block = counts_block(&records, Some(&saved), &counted);
+    let doc = match (doc.find(COUNTS_START), doc.find(COUNTS_END)) {
+        (Some(start), Some(end)) if start < end => {
+            // The block starts with a newline before its start marker and ends after its end
+            // marker's line.
+            let from = doc[..start].rfind('\n').unwrap_or(start);
+            let to = doc[end..].find('\n').map_or(doc.len(), |n| end + n + 1);
+            format!("{}{}{}", &doc[..from], block, &doc[to..])
+        }
+        _ => {
+            // A document from before the counts: the block goes where a full run puts it, before
+            // the first section after the headlines.
+            let at = doc
+                .match_indices("\n## ")
+                .map(|(at, _)| at)
+                .find(|at| !doc[*at..].starts_with("\n## Headlines"))
+                .context("docs/benchmarks.md has no section to put the counts before")?;
+            format!("{}{}{}", &doc[..at], block, &doc[at..])
+        }
+    };
+    saved.figures.retain(|r| r.bench != COUNTS);
+    saved.figures.splice(0..0, figures);
+    // The headlines name counted and timed figures: the timed ones as the last full run left them.
+    let merged = Records { figures: saved.figures.clone(), tables: Vec::new() };
+    let headlines = headlines(&merged)?;
+    let doc = with_doc_headlines(&doc, &headlines)?;
+    let readme_path = root.join(README);
+    let readme = fs::read_to_string(&readme_path)
+        .with_context(|| format!("could not read {}", readme_path.display()))?;
+    let readme = with_headlines(&readme, &headlines.join("\n"))?;
+    fs::write(&doc_path, doc).with_context(|| format!("could not write {}", doc_path.display()))?;
+    fs::write(&readme_path, readme).with_context(|| format!("could not write {}", readme_path.display()))?;
+    fs::write(&json_path, serde_json::to_string_pretty(&saved)? + "\n")
+        .with_context(|| format!("could not write {}", json_path.display()))?;
+    println!("xtask: rewrote the counts in {BENCH_DOC} and {BENCH_JSON}, and the headlines");
+    Ok(0)
+}
+
+/// `doc` with the bullets of its `## Headlines` section replaced by `headlines`.
+fn with_doc_headlines(doc: &str, headlines: &[String]) -> Result<String> {
+    let heading = "\n## Headlines\n\n";
+    let start = doc.find(heading).context("docs/benchmarks.md has no Headlines section")? + heading.len();
+    let end = doc[start..].find("\n\n").map_or(doc.len(), |n| start + n);
+    Ok(format!("{}{}{}", &doc[..start], headlines.join("\n"), &doc[end..]))
+}
+
 /// Writes `docs/benchmarks.md`, its JSON and README.md's headlines from `records`.
 fn write(root: &Path, readme: &str, records: &Records) -> Result<i32> {
     let readme_path = root.join(README);
@@ -134,4 +208,17 @@ fn write(root: &Path, readme: &str, records: &Records) -> Result<i32> {
     fs::write(&readme_path, readme).with_context(|| format!("could not write {}", readme_path.display()))?;
     println!("xtask: wrote {BENCH_DOC}, {BENCH_JSON} and the headlines of {README}");
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_doc_headlines;
+
+    #[test]
+    fn the_documents_headlines_are_replaced_and_nothing_else() {
+        let doc = "# B\n\n## Headlines\n\n- old one\n- old two\n\n<!-- counts:start -->\n## xtask/counts\n";
+        let new = with_doc_headlines(doc, &["- new".to_string()]).expect("a Headlines section");
+        assert_eq!(new, "# B\n\n## Headlines\n\n- new\n\n<!-- counts:start -->\n## xtask/counts\n");
+        assert!(with_doc_headlines("# B\n", &[]).is_err());
+    }
 }

@@ -19,6 +19,18 @@ impl Bench {
 }
 
 pub(crate) const BENCHES: &[Bench] = &[
+    // Counted by xtask itself (`counts.rs`), not by a `cargo bench` target.
+    Bench {
+        package: "xtask",
+        target: "counts",
+        about: "Costs counted rather than timed, so that they do not move with the machine's neighbours: \
+                instructions under Callgrind (user space, the counted process only) and fsync calls under \
+                strace, each per unit of work as the difference of a short and a long run over the \
+                difference in work, and each taken twice (the spread is how far the two runs differed). \
+                The targets are judged on these counts. `cargo xtask bench --counts` counts alone and \
+                rewrites this section; `cargo xtask bench --compare BASE` counts another commit beside \
+                this one.",
+    },
     Bench {
         package: "fake-services",
         target: "throughput",

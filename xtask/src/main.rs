@@ -5,6 +5,10 @@
 //! - `cargo xtask bench`: builds the release `twice-executor` (which `harness/run` drives) and
 //!   prepares the Python venv (which `harness/python` drives, through `TWICE_PYTHON`), runs
 //!   every benchmark in [`BENCHES`](bench::BENCHES) and rewrites `docs/benchmarks.md` from what they report.
+//! - `cargo xtask bench --counts`: only the counted costs (`counts.rs`: instructions under
+//!   Callgrind, fsyncs under strace), their targets judged; rewrites their section.
+//! - `cargo xtask bench --compare BASE`: the same counts for another commit beside this
+//!   checkout's (`compare.rs`), printed as a table.
 //! - `cargo xtask bench --from-log FILE`: rewrites the same documents from the `BENCH` lines of
 //!   a saved run's output, without measuring again.
 //!
@@ -38,6 +42,8 @@
 
 mod bench;
 mod benches;
+mod compare;
+mod counts;
 mod engines;
 mod flake;
 mod fuzz_api;
@@ -80,6 +86,11 @@ commands:
                   of executor timings, every honest executor over the catalog and
                   generated cases) and rewrite docs/accuracy.md
   bench           run the benchmarks and rewrite docs/benchmarks.md
+  bench --counts  count instructions (Callgrind) and fsyncs (strace) per unit of work, judge
+                  the targets, and rewrite only their section of docs/benchmarks.md
+  bench --compare BASE
+                  the same counts for commit BASE (a worktree under target/compare/) and
+                  for this checkout, side by side; writes nothing
   bench --from-log FILE
                   rewrite docs/benchmarks.md from the output of a run saved in FILE
                   (on this machine), without measuring again
@@ -93,6 +104,8 @@ fn main() {
         Some("flake") => run(|| flake::flake(&args[1..])),
         Some("accuracy") if args.len() == 1 => run(accuracy),
         Some("bench") if args.len() == 1 => run(bench),
+        Some("bench") if args.len() == 2 && args[1] == "--counts" => run(bench::bench_counts),
+        Some("bench") if args.len() == 3 && args[1] == "--compare" => run(|| compare::compare(&args[2])),
         Some("bench") if args.len() == 3 && args[1] == "--from-log" => {
             run(|| bench::bench_from_log(Path::new(&args[2])))
         }
@@ -112,7 +125,10 @@ fn main() {
             );
             0
         }
-        Some("bench") => usage_error(&format!("`bench` takes no arguments, got `{}`", args[1..].join(" "))),
+        Some("bench") => usage_error(&format!(
+            "`bench` takes --counts, --compare BASE or --from-log FILE, got `{}`",
+            args[1..].join(" ")
+        )),
         Some("accuracy") => {
             usage_error(&format!("`accuracy` takes no arguments, got `{}`", args[1..].join(" ")))
         }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::benches::{BENCHES, Bench};
+use crate::counts::BENCH as COUNTS;
 use crate::machine::Machine;
 use crate::records::{Record, Records, Saved, Table};
 
@@ -41,11 +42,6 @@ pub(crate) fn render(
         }
     }
 
-    let before = |r: &Record| {
-        previous.and_then(|p| {
-            p.figures.iter().find(|q| q.bench == r.bench && q.name == r.name && q.unit == r.unit)
-        })
-    };
     // Sections in the order of BENCHES, then any other `bench` value in order of appearance.
     let mut order: Vec<String> = BENCHES.iter().map(Bench::id).collect();
     for bench in records.figures.iter().map(|r| &r.bench).chain(records.tables.iter().map(|t| &t.bench)) {
@@ -55,60 +51,11 @@ pub(crate) fn render(
     }
     let about: BTreeMap<String, &str> = BENCHES.iter().map(|b| (b.id(), b.about)).collect();
     for id in &order {
-        let rows: Vec<&Record> = records.figures.iter().filter(|r| &r.bench == id).collect();
-        let tables: Vec<&Table> = records.tables.iter().filter(|t| &t.bench == id).collect();
-        if rows.is_empty() && tables.is_empty() {
-            continue;
-        }
-        let _ = writeln!(doc, "\n## {id}\n");
-        if let Some(about) = about.get(id) {
-            let _ = writeln!(doc, "{about}\n");
-        }
-        if !rows.is_empty() {
-            if previous.is_some() {
-                let _ = writeln!(
-                    doc,
-                    "| figure | value | unit | spread | previous | change |\n|---|--:|---|--:|--:|--:|"
-                );
-            } else {
-                let _ = writeln!(doc, "| figure | value | unit | spread |\n|---|--:|---|--:|");
-            }
-            for r in &rows {
-                let spread = r.spread_pct.map(|s| format!("{s:.1} %")).unwrap_or_default();
-                let value = r.display.as_deref().map_or_else(|| format_value(r.value, &r.unit), cell);
-                let _ = write!(doc, "| {} | {value} | {} | {spread} |", cell(&r.name), cell(&r.unit));
-                if previous.is_some() {
-                    let (was, change) = match before(r) {
-                        Some(q) => (
-                            q.display.as_deref().map_or_else(|| format_value(q.value, &q.unit), cell),
-                            change_pct(q.value, r.value).map(|c| format!("{c:+.1} %")).unwrap_or_default(),
-                        ),
-                        None => ("new".to_string(), String::new()),
-                    };
-                    let _ = write!(doc, " {was} | {change} |");
-                }
-                doc.push('\n');
-            }
-            let notes: Vec<&Record> =
-                rows.iter().copied().filter(|r| r.notes.as_deref().is_some_and(|n| !n.is_empty())).collect();
-            if !notes.is_empty() {
-                doc.push('\n');
-                for r in notes {
-                    let _ = writeln!(doc, "- {}: {}", r.name, r.notes.as_deref().unwrap_or_default());
-                }
-            }
-        }
-        for t in tables {
-            let _ = writeln!(doc, "\n### {}\n", t.table);
-            let _ =
-                writeln!(doc, "| {} |", t.columns.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
-            let _ = writeln!(doc, "|{}", "---|".repeat(t.columns.len()));
-            for row in &t.rows {
-                let _ = writeln!(doc, "| {} |", row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
-            }
-            if let Some(notes) = t.notes.as_deref().filter(|n| !n.is_empty()) {
-                let _ = writeln!(doc, "\n{notes}");
-            }
+        if id == COUNTS {
+            let counted = format!("Counted {} by `cargo xtask bench`.", machine.date);
+            doc.push_str(&counts_block(records, previous, &counted));
+        } else {
+            section(&mut doc, id, about.get(id).copied(), records, previous);
         }
     }
     if let Some(p) = previous {
@@ -117,6 +64,86 @@ pub(crate) fn render(
     }
     let _ = writeln!(doc, "\nSpread is (max - min) / median over the repeated measurements within this run.");
     doc
+}
+
+/// The markers around the counts' section, which `cargo xtask bench --counts` rewrites alone.
+pub(crate) const COUNTS_START: &str = "<!-- counts:start -->";
+pub(crate) const COUNTS_END: &str = "<!-- counts:end -->";
+
+/// The counts' section between its markers, with the line that says when it was counted.
+pub(crate) fn counts_block(records: &Records, previous: Option<&Saved>, counted: &str) -> String {
+    let mut block = format!("\n{COUNTS_START}");
+    let about = BENCHES.iter().find(|b| b.id() == COUNTS).map(|b| b.about);
+    section(&mut block, COUNTS, about, records, previous);
+    let _ = writeln!(block, "\n{counted}\n{COUNTS_END}");
+    block
+}
+
+/// One section: its heading, what it measures, its figures with their notes, its tables.
+fn section(doc: &mut String, id: &str, about: Option<&str>, records: &Records, previous: Option<&Saved>) {
+    let before = |r: &Record| {
+        previous.and_then(|p| {
+            p.figures.iter().find(|q| q.bench == r.bench && q.name == r.name && q.unit == r.unit)
+        })
+    };
+    let rows: Vec<&Record> = records.figures.iter().filter(|r| r.bench == id).collect();
+    let tables: Vec<&Table> = records.tables.iter().filter(|t| t.bench == id).collect();
+    if rows.is_empty() && tables.is_empty() {
+        return;
+    }
+    let _ = writeln!(doc, "\n## {id}\n");
+    if let Some(about) = about {
+        let _ = writeln!(doc, "{about}\n");
+    }
+    if !rows.is_empty() {
+        if previous.is_some() {
+            let _ = writeln!(
+                doc,
+                "| figure | value | unit | spread | previous | change |\n|---|--:|---|--:|--:|--:|"
+            );
+        } else {
+            let _ = writeln!(doc, "| figure | value | unit | spread |\n|---|--:|---|--:|");
+        }
+        for r in &rows {
+            // Counts repeat to a small fraction of a percent: two decimals show how small.
+            let spread = r
+                .spread_pct
+                .map(|s| if s < 1.0 { format!("{s:.2} %") } else { format!("{s:.1} %") })
+                .unwrap_or_default();
+            let value = r.display.as_deref().map_or_else(|| format_value(r.value, &r.unit), cell);
+            let _ = write!(doc, "| {} | {value} | {} | {spread} |", cell(&r.name), cell(&r.unit));
+            if previous.is_some() {
+                let (was, change) = match before(r) {
+                    Some(q) => (
+                        q.display.as_deref().map_or_else(|| format_value(q.value, &q.unit), cell),
+                        change_pct(q.value, r.value).map(|c| format!("{c:+.1} %")).unwrap_or_default(),
+                    ),
+                    None => ("new".to_string(), String::new()),
+                };
+                let _ = write!(doc, " {was} | {change} |");
+            }
+            doc.push('\n');
+        }
+        let notes: Vec<&Record> =
+            rows.iter().copied().filter(|r| r.notes.as_deref().is_some_and(|n| !n.is_empty())).collect();
+        if !notes.is_empty() {
+            doc.push('\n');
+            for r in notes {
+                let _ = writeln!(doc, "- {}: {}", r.name, r.notes.as_deref().unwrap_or_default());
+            }
+        }
+    }
+    for t in tables {
+        let _ = writeln!(doc, "\n### {}\n", t.table);
+        let _ = writeln!(doc, "| {} |", t.columns.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
+        let _ = writeln!(doc, "|{}", "---|".repeat(t.columns.len()));
+        for row in &t.rows {
+            let _ = writeln!(doc, "| {} |", row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
+        }
+        if let Some(notes) = t.notes.as_deref().filter(|n| !n.is_empty()) {
+            let _ = writeln!(doc, "\n{notes}");
+        }
+    }
 }
 
 /// The change from `was` to `now` in percent of `was`; none from zero.
@@ -191,7 +218,10 @@ fn cell(text: &str) -> String {
 
 /// Ratios with two decimals; larger figures with fewer, thousands grouped.
 pub(crate) fn format_value(value: f64, unit: &str) -> String {
-    let places = if unit == "x" || value.abs() < 10.0 {
+    let places = if unit == "fsync" {
+        // Fractions of a call per unit of work: a thousandth still tells two modes apart.
+        3
+    } else if unit == "x" || value.abs() < 10.0 {
         2
     } else if value.abs() < 100.0 {
         1
@@ -246,6 +276,29 @@ mod tests {
             kernel: "k".into(),
             rustc: "r".into(),
         }
+    }
+
+    #[test]
+    fn the_counts_render_first_between_their_markers_with_small_spreads() {
+        let mut records = Records::default();
+        records
+            .add(r#"{"bench":"fake-services/throughput","name":"t","value":5,"unit":"req/s","spread_pct":12.5}"#)
+            .expect("a figure");
+        records
+            .add(r#"{"bench":"xtask/counts","name":"c","value":58095,"unit":"instr","spread_pct":0.005,"notes":"n"}"#)
+            .expect("a figure");
+        records
+            .add(r#"{"bench":"xtask/counts","name":"f","value":0.2591,"unit":"fsync"}"#)
+            .expect("a figure");
+        let doc = render(&machine_for_tests(), &records, &[], None);
+        let start = doc.find(COUNTS_START).expect("the start marker");
+        let end = doc.find(COUNTS_END).expect("the end marker");
+        let section = &doc[start..end];
+        assert!(start < doc.find("## fake-services/throughput").expect("the timed section"), "{doc}");
+        assert!(section.contains("| c | 58,095 | instr | 0.01 % |"), "{section}");
+        assert!(section.contains("| f | 0.259 | fsync |"), "{section}");
+        assert!(section.contains("Counted d by `cargo xtask bench`."), "{section}");
+        assert!(doc.contains("| t | 5.00 | req/s | 12.5 % |"), "{doc}");
     }
 
     #[test]

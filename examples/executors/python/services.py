@@ -15,7 +15,8 @@ means, and the lookup that asks the service what really happened.
   inbox (the messages service's test mailbox), by the intent id in the X-Twice-Intent header.
 
 Heavy SDKs are imported when an action first needs them (web3 takes over a second), so a
-worker that only refunds starts fast.
+worker that only refunds starts fast; stripe and web3 through light_imports.py, which keeps
+them from loading what this executor never uses (aiohttp for stripe, py_ecc's BLS code).
 
 Every answer becomes an `Outcome`; the one rule that matters most: **a timeout is never a
 "no"**. Only what proves that nothing left the process (the connection was never made) is
@@ -29,6 +30,7 @@ import sys
 import threading
 
 import bugs
+import light_imports
 
 # What a write attempt established.
 DONE = "done"  # the service says the effect exists (external_id says which)
@@ -240,15 +242,16 @@ class Service:
 class Payments(Service):
     def warm(self):
         import requests  # noqa: F401
-        import stripe  # noqa: F401
+
+        light_imports.import_stripe()
 
     @contextlib.contextmanager
     def _stripe(self):
         """A client on a connection of its own: a connection a fault closed is never reused,
         and no retry of the SDK's own (max_network_retries=0): resending is our decision."""
         import requests
-        import stripe
 
+        stripe = light_imports.import_stripe()
         stripe.enable_telemetry = False
         session = requests.Session()
         try:
@@ -273,8 +276,7 @@ class Payments(Service):
             )
 
     def outcome_of_error(self, intent, error):
-        import stripe
-
+        stripe = light_imports.import_stripe()
         if isinstance(error, stripe.APIConnectionError):
             # The SDK wraps the requests exception; that one tells whether anything was sent.
             return transport_outcome(error.__cause__ or error, self.timeout_ms)
@@ -538,6 +540,8 @@ class Chain(Service):
         a timed-out eth_sendRawTransaction on its own) and without middleware (no extra calls
         we did not ask for)."""
         import requests
+
+        light_imports.import_chain_sdks()
         from web3 import HTTPProvider, Web3
 
         provider = HTTPProvider(
@@ -549,13 +553,13 @@ class Chain(Service):
         return Web3(provider, middleware=[])
 
     def _account(self):
+        light_imports.import_chain_sdks()
         from eth_account import Account
 
         return Account.from_key(self.secrets["chain_private_key"])
 
     def warm(self):
-        import eth_account  # noqa: F401
-        import web3  # noqa: F401
+        light_imports.import_chain_sdks()
 
     def needs_preparation(self, intent):
         return "raw_tx" not in intent.evidence
@@ -614,6 +618,8 @@ class Chain(Service):
 
     def outcome_of_error(self, intent, error):
         import requests
+
+        light_imports.import_chain_sdks()
         from web3.exceptions import Web3RPCError
 
         if isinstance(error, Web3RPCError):
@@ -662,6 +668,7 @@ class Chain(Service):
         """The receipt of our hash; without one, whether another transaction used our nonce,
         or ours waits in the pool, or the node does not know it (then it may be broadcast
         again: the same bytes cannot be mined twice)."""
+        light_imports.import_chain_sdks()
         from web3.exceptions import TransactionNotFound
 
         evidence = intent.evidence

@@ -97,7 +97,8 @@ impl Executor {
                             }
                         }
                     }
-                    let action = match leased.action() {
+                    // `leased` is `intent` with its lease taken: the payload checked above is its.
+                    let action = match leased.action_from(&payload) {
                         Ok(a) => a,
                         // Values resolved from the predecessors that the action cannot take:
                         // nothing was sent, and nothing will be.
@@ -124,7 +125,7 @@ impl Executor {
                         resolved_now,
                     });
                 }
-                State::Submitted | State::Unknown => match intent.action() {
+                State::Submitted | State::Unknown => match intent.action_from(&payload) {
                     Ok(action) => resolves.push((intent, action)),
                     Err(problem) => writes.push(escalate(leased, problem)),
                 },

@@ -70,7 +70,36 @@ impl IntentLog {
     /// a row with a signed transaction, if no other intent holds its nonce), all in one
     /// transaction; returns, per intent, whether it was written. A state change also appends
     /// to the history.
+    ///
+    /// With [`Durability::Full`](super::Durability::Full), the commit waits for the disk
+    /// unless every change in it confirms an intent that was already submitted or unknown:
+    /// such a write is the one thing a power cut may take back, because what it records can
+    /// be found again. Its intent would read as before (`submitted` or `unknown`) after the
+    /// cut, and the next pass reconciles it as after any crash (a lookup, or a resend under the same key, which the
+    /// service answers with the same success); where neither can tell, the intent becomes
+    /// `unknown`, never sent blind. The write is on disk at the next commit that waits (the
+    /// next proposal, or the marker before the next send: SQLite's WAL is written in order and
+    /// one fsync covers every frame before it) or at the next checkpoint. Every other write
+    /// waits: a proposal (`propose_ok` promises it), the markers written before a send (a
+    /// resend after a cut must know the first send may have landed), and every failure,
+    /// escalation or refusal (redoing those could turn a "failed" the caller acted on into an
+    /// effect). Group commit thus costs one wait per batch for the proposal and one per pass
+    /// for its sends.
     pub fn update(&mut self, changes: &[Change<'_>]) -> Result<Vec<bool>, LogError> {
+        let lazy = self.synced && !changes.is_empty() && changes.iter().all(can_redo);
+        if lazy {
+            self.conn.execute_batch("PRAGMA synchronous = NORMAL").map_err(|e| self.sqlite(e))?;
+        }
+        let written = self.update_in_one_transaction(changes);
+        if lazy {
+            // Back to waiting for the disk whatever the write did: the next commit may be one
+            // that must.
+            self.conn.execute_batch("PRAGMA synchronous = FULL").map_err(|e| self.sqlite(e))?;
+        }
+        written
+    }
+
+    fn update_in_one_transaction(&mut self, changes: &[Change<'_>]) -> Result<Vec<bool>, LogError> {
         let path = self.path.clone();
         let err = move |source| LogError::Sqlite { path: path.clone(), source };
         let tx = self.conn.transaction().map_err(err.clone())?;
@@ -156,6 +185,12 @@ impl IntentLog {
 }
 
 /// Appends one state change of `i` to the `history` table.
+/// Whether a power cut may take `change` back: it confirms an intent the log held as
+/// submitted or unknown, which reconciliation finds confirmed again (see [`IntentLog::update`]).
+fn can_redo(change: &Change<'_>) -> bool {
+    change.new.state == State::Confirmed && matches!(change.from_state, State::Submitted | State::Unknown)
+}
+
 fn history(
     tx: &rusqlite::Transaction<'_>,
     i: &Intent,
@@ -216,6 +251,70 @@ mod tests {
         assert_eq!(recorder.join().unwrap().unwrap(), 1, "recorded after the other commit");
         let log = IntentLog::open(&path, Durability::Normal).unwrap();
         assert_eq!(log.count().unwrap(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A write that only confirms is redone by reconciliation if a power cut takes it; every
+    /// other write is not, and must wait for the disk.
+    #[test]
+    fn only_a_confirmation_of_a_sent_intent_may_skip_the_wait() {
+        use super::can_redo;
+        use crate::log::Change;
+        use crate::model::State;
+        let change = |from: State, to: State| {
+            let mut new = transfer("t", 1);
+            new.state = to;
+            can_redo(&Change { new: &new, expect_version: 0, from_state: from, note: None })
+        };
+        assert!(change(State::Submitted, State::Confirmed));
+        assert!(change(State::Unknown, State::Confirmed));
+        assert!(!change(State::Recorded, State::Submitted), "the marker before a send waits");
+        assert!(
+            !change(State::Recorded, State::Confirmed),
+            "a confirmation without a send is not found again"
+        );
+        assert!(!change(State::Submitted, State::Failed), "a failure the caller may act on waits");
+        assert!(!change(State::Submitted, State::Escalated));
+        assert!(!change(State::Submitted, State::Unknown));
+    }
+
+    /// A confirmation written without waiting is committed all the same (another connection
+    /// reads it), and the log waits for the disk again afterwards.
+    #[test]
+    fn a_confirmation_is_committed_and_the_log_waits_again_after_it() {
+        use crate::log::Change;
+        use crate::model::State;
+        let dir = std::env::temp_dir().join(format!("twice-log-lazy-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("intents.sqlite");
+        let mut log = IntentLog::open(&path, Durability::Full).unwrap();
+        let row = transfer("t", 1);
+        log.record_many(std::slice::from_ref(&row)).unwrap();
+        let mut submitted = row.clone();
+        submitted.state = State::Submitted;
+        let written = log
+            .update(&[Change { new: &submitted, expect_version: 0, from_state: State::Recorded, note: None }])
+            .unwrap();
+        assert_eq!(written, vec![true]);
+        let mut confirmed = submitted.clone();
+        confirmed.state = State::Confirmed;
+        let written = log
+            .update(&[Change {
+                new: &confirmed,
+                expect_version: 1,
+                from_state: State::Submitted,
+                note: None,
+            }])
+            .unwrap();
+        assert_eq!(written, vec![true]);
+        let sync: i64 = log.conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+        assert_eq!(sync, 2, "FULL again after the confirmation");
+        let other = Connection::open(&path).unwrap();
+        let state: String =
+            other.query_row("SELECT state FROM intents WHERE id = 't'", [], |r| r.get(0)).unwrap();
+        assert_eq!(state, "confirmed");
+        drop(log);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -49,6 +49,7 @@ mod chain_bench;
 mod refund_stub;
 mod servers;
 mod target;
+mod workload;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -61,6 +62,7 @@ use fake_services::Fake;
 use refund_stub::{Stub, WIREMOCK_VERSION};
 use servers::{BareServer, OneThreadFake, start_fake, start_files};
 use target::Target;
+use workload::{BARE_BODY, FORM, INTENT, INTENT_AMOUNT, SEED};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Result<T, E = BoxError> = std::result::Result<T, E>;
@@ -76,14 +78,6 @@ const ROUNDS: usize = 11;
 const RULES: usize = 100;
 /// The fakes should serve within this factor of bare hyper's rate.
 const TARGET_RATIO: f64 = 1.5;
-const SEED: u64 = 7;
-
-const INTENT: &str = "pi_bench";
-/// Enough to refund 1 cent per request for as long as any run lasts.
-const INTENT_AMOUNT: u64 = 1 << 60;
-const FORM: &[u8] = b"payment_intent=pi_bench&amount=1";
-const BARE_BODY: &[u8] =
-    br#"{"id":"re_bench","object":"refund","amount":1,"currency":"usd","status":"succeeded"}"#;
 
 const BARE: &str = "bare hyper, fixed JSON body";
 const FAKE: &str = "payments fake, create refund, no rules";

@@ -23,7 +23,7 @@ mod mine;
 mod pool;
 mod state;
 
-pub use decode::{Decoded, decode_raw};
+pub use decode::{Decoded, decode_envelope, decode_raw, transfer_params};
 pub use json::hex_address;
 pub use mine::mine_until;
 pub use pool::submit;

@@ -58,7 +58,9 @@ pub(super) fn authorize(req: &FakeRequest) -> Result<&str, ApiError> {
             "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",
         )
     };
-    let Some(value) = req.header_str("authorization") else { return Err(no_key()) };
+    // Looked up by the ready-made name: a `&str` is parsed into a header name on every lookup.
+    let value = req.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let Some(value) = value else { return Err(no_key()) };
     let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("Basic ")).map(str::trim);
     match token {
         Some(t) if !t.is_empty() => Ok(t),

@@ -63,8 +63,8 @@ pub(super) fn list(
         .iter()
         .rev()
         .filter(|r| r.created_ms <= visible_until_ms)
-        .filter(|r| query.payment_intent.as_ref().is_none_or(|p| &r.payment_intent == p))
-        .filter(|r| query.charge.as_ref().is_none_or(|c| &r.charge == c))
+        .filter(|r| query.payment_intent.as_ref().is_none_or(|p| *r.payment_intent == **p))
+        .filter(|r| query.charge.as_ref().is_none_or(|c| *r.charge == **c))
         .collect();
     // The page is the `limit` items next to the cursor; `has_more` says whether the list goes
     // on beyond the page in the direction of travel.

@@ -75,6 +75,13 @@ pub struct RunArgs {
     /// Rewrite the baseline in --baseline DIR from this run instead of comparing.
     #[arg(long, requires = "baseline", conflicts_with = "shard")]
     pub update_baseline: bool,
+    /// Live runs: write where the run's time went to FILE (one JSON document): per scenario
+    /// its start and end, each executor process's spawn to init reply, and the harness's time
+    /// in each kind of wait (replies, settle, round pauses, pause quiet, shutdown, ...); per
+    /// run the CPU of twice itself and of the executors, and the slowest scenarios. Results
+    /// and reports are the same with or without it.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
 }
 
 /// Options of `twice check-executor`.
@@ -163,7 +170,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         report_dir,
     };
     let reporter = Reporter::new();
+    if args.timeline.is_some() {
+        crate::live::timing::enable();
+    }
     let ran = pipeline::execute(&plan, &reporter, &reporter)?;
+    if let Some(file) = &args.timeline {
+        write_timeline(file)?;
+    }
     let run = ran.results;
     let code = finish(&run, &plan.report_dir, started)?;
     match &args.baseline {
@@ -190,6 +203,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             Ok(if comparison.regressions() > 0 { exit::VIOLATION } else { exit::OK })
         }
     }
+}
+
+/// Writes what `--timeline FILE` recorded.
+fn write_timeline(file: &Path) -> anyhow::Result<()> {
+    let Some(timing) = crate::live::timing::take() else { return Ok(()) };
+    let text = serde_json::to_string_pretty(&timing).context("cannot write the timeline as JSON")?;
+    std::fs::write(file, text + "\n").with_context(|| format!("cannot write {}", file.display()))?;
+    Ok(())
 }
 
 /// Writes the report, prints the summary; the exit code says whether the run failed.

@@ -104,6 +104,7 @@ pub const TIMELINE_MOMENTS_MAX: usize = 100_000;
 pub const PAYMENTS_API_KEY: &str = setup::PAYMENTS_API_KEY;
 
 mod tap;
+pub mod timing;
 mod upkeep;
 mod worker;
 
@@ -156,6 +157,8 @@ pub struct LiveBackend<'a> {
     /// Whether the latest `init_ok` announced `workflows` (every worker runs the same
     /// command).
     workflows: bool,
+    /// Where the scenario's time goes, when the run records it (`--timeline`).
+    timing: timing::Recorder,
 }
 
 impl Backend for LiveBackend<'_> {
@@ -180,7 +183,9 @@ impl Backend for LiveBackend<'_> {
         let incarnation = self.workers.next_incarnation(name);
         if let Some(mut old) = self.workers.remove(name) {
             // A restart: the earlier life must be gone before the next opens the state.
+            let since = self.timing.now();
             old.process.kill().await;
+            self.timing.spent("restart_kill", since);
         }
         let lane = Lane {
             worker: name.to_string(),
@@ -188,7 +193,10 @@ impl Backend for LiveBackend<'_> {
             timeline: self.timeline.clone(),
             link: Arc::new(Mutex::new(Link::default())),
         };
+        let since = self.timing.now();
         let services = self.listen(&format!("{name}#{incarnation}")).await?;
+        self.timing.spent("listen", since);
+        let spawned = self.timing.now();
         let worker = LiveWorker::spawn(self.command, lane, incarnation)
             .map_err(|e| format!("worker {name} did not start: {e}"))?;
         self.workers.insert(name.to_string(), worker);
@@ -205,7 +213,9 @@ impl Backend for LiveBackend<'_> {
             Err(_) => return Err(self.describe_loss(name, "during init").await),
         };
         // No polling here: points fire from the engine's waits, never from inside an event.
-        match tokio::time::timeout(Duration::from_millis(INIT_MS_MAX), rx).await {
+        let init = tokio::time::timeout(Duration::from_millis(INIT_MS_MAX), rx).await;
+        self.timing.process_started(&format!("{name}#{incarnation}"), spawned);
+        match init {
             Ok(Ok(reply)) => match Answer::of(reply) {
                 Answer::Ok(init_ok) => {
                     self.workflows = announces_workflows(&init_ok);
@@ -236,36 +246,10 @@ impl Backend for LiveBackend<'_> {
 
     /// Waits for the answer, resuming pauses and polling the workers meanwhile.
     async fn answer(&mut self, call: &mut LiveCall) -> Step<Result<Reply, CallError>> {
-        loop {
-            tokio::select! {
-                biased;
-                Some(reached) = self.reached.recv() => return Step::Reached(reached),
-                reply = &mut call.reply => {
-                    let name = &call.worker;
-                    return Step::Done(match reply {
-                        Ok(reply) => self.reply(call, reply),
-                        // Crashed by an event (and perhaps started again since).
-                        Err(_) if self.workers.get(name).is_none_or(|w| w.crashed || Some(w.incarnation) != call.incarnation) => {
-                            Err(CallError::Gone)
-                        }
-                        Err(_) => {
-                            let why = self.describe_loss(name, &format!("during {}", call.kind)).await;
-                            Err(CallError::Broken(self.fail(why)))
-                        }
-                    });
-                }
-                () = tokio::time::sleep(Duration::from_millis(POLL_MS)) => {
-                    self.poll().await;
-                    if let Some(why) = self.failure.clone() {
-                        return Step::Broken(why);
-                    }
-                    if Instant::now() >= call.deadline {
-                        let why = self.describe_hang(&call.worker, call.kind, call.bound_ms).await;
-                        return Step::Broken(self.fail(why));
-                    }
-                }
-            }
-        }
+        let since = self.timing.now();
+        let step = self.answer_untimed(call).await;
+        self.timing.spent(reply_kind(call.kind), since);
+        step
     }
 
     fn wait(&mut self, wait: Wait) -> LiveWaiting {
@@ -279,38 +263,17 @@ impl Backend for LiveBackend<'_> {
     /// Waits in real time, polling; a settle wait ends once every fake has had nothing in
     /// flight for [`SETTLED_MS`] (a wall-clock run need not wait out a bound nothing uses).
     async fn waited(&mut self, waiting: &mut LiveWaiting) -> Step<()> {
-        loop {
-            if let Some(why) = self.failure.clone() {
-                return Step::Broken(why);
-            }
-            let now = Instant::now();
-            if now >= waiting.deadline {
-                return Step::Done(());
-            }
-            if waiting.settled {
-                match (self.settled(), waiting.quiet_since) {
-                    (false, _) => waiting.quiet_since = None,
-                    (true, None) => waiting.quiet_since = Some(now),
-                    (true, Some(since)) if now - since >= Duration::from_millis(SETTLED_MS) => {
-                        return Step::Done(());
-                    }
-                    (true, Some(_)) => {}
-                }
-            }
-            let left = waiting.deadline.saturating_duration_since(now);
-            tokio::select! {
-                biased;
-                Some(reached) = self.reached.recv() => return Step::Reached(reached),
-                () = tokio::time::sleep(left.min(Duration::from_millis(POLL_MS))) => {}
-            }
-            self.poll().await;
-        }
+        let since = self.timing.now();
+        let step = self.waited_untimed(waiting).await;
+        self.timing.spent(if waiting.settled { "settle" } else { "round_pause" }, since);
+        step
     }
 
     async fn crash(&mut self, worker: &str) -> String {
         let Some(w) = self.workers.get_mut(worker).filter(|w| !w.crashed) else {
             return "not running".into();
         };
+        let since = self.timing.now();
         w.crashed = true;
         w.resume_at = None;
         w.queue.clear();
@@ -319,6 +282,7 @@ impl Backend for LiveBackend<'_> {
             Err(e) => format!("SIGKILL to the group failed ({e}); killed directly"),
         };
         w.process.start_kill();
+        self.timing.spent("crash", since);
         detail
     }
 
@@ -326,13 +290,17 @@ impl Backend for LiveBackend<'_> {
         let Some(incarnation) = self.workers.get(worker).filter(|w| !w.crashed).map(|w| w.incarnation) else {
             return format!("for {for_ms} ms (not running)");
         };
+        let since = self.timing.now();
         self.quiet(&format!("{worker}#{incarnation}")).await;
+        self.timing.spent("pause_quiet", since);
         let Some(w) = self.workers.get_mut(worker).filter(|w| !w.crashed) else {
             return format!("for {for_ms} ms (not running)");
         };
         match w.process.signal("STOP").await {
             Ok(()) => {
+                let since = self.timing.now();
                 w.process.stopped().await;
+                self.timing.spent("pause_stop", since);
                 let until = Instant::now() + Duration::from_millis(for_ms);
                 w.resume_at = Some(w.resume_at.map_or(until, |at| at.max(until)));
                 format!("for {for_ms} ms")
@@ -385,11 +353,15 @@ impl Backend for LiveBackend<'_> {
                 let line = format!("{}\n", json!({"type": "shutdown", "msg_id": msg_id}));
                 // Exited or not within the bound, the kill below follows: after an exit it
                 // ends only what the worker left behind.
+                let since = self.timing.now();
                 if w.process.write(&line).await.is_ok() {
                     let _ = w.process.exit_within(SHUTDOWN_MS_MAX).await;
                 }
+                self.timing.spent("shutdown_exit", since);
             }
+            let since = self.timing.now();
             w.process.kill().await;
+            self.timing.spent("shutdown_kill", since);
         }
         self.reached.close();
         while let Ok(reached) = self.reached.try_recv() {
@@ -397,9 +369,88 @@ impl Backend for LiveBackend<'_> {
                 let _ = gate.send(());
             }
         }
+        let since = self.timing.now();
         for server in std::mem::take(&mut self.servers) {
             let _ = tokio::time::timeout(Duration::from_millis(SERVER_STOP_MS_MAX), server.stop()).await;
         }
+        self.timing.spent("server_stop", since);
+    }
+}
+
+impl LiveBackend<'_> {
+    /// [`Backend::waited`], without its timing.
+    async fn waited_untimed(&mut self, waiting: &mut LiveWaiting) -> Step<()> {
+        loop {
+            if let Some(why) = self.failure.clone() {
+                return Step::Broken(why);
+            }
+            let now = Instant::now();
+            if now >= waiting.deadline {
+                return Step::Done(());
+            }
+            if waiting.settled {
+                match (self.settled(), waiting.quiet_since) {
+                    (false, _) => waiting.quiet_since = None,
+                    (true, None) => waiting.quiet_since = Some(now),
+                    (true, Some(since)) if now - since >= Duration::from_millis(SETTLED_MS) => {
+                        return Step::Done(());
+                    }
+                    (true, Some(_)) => {}
+                }
+            }
+            let left = waiting.deadline.saturating_duration_since(now);
+            tokio::select! {
+                biased;
+                Some(reached) = self.reached.recv() => return Step::Reached(reached),
+                () = tokio::time::sleep(left.min(Duration::from_millis(POLL_MS))) => {}
+            }
+            self.poll().await;
+        }
+    }
+
+    /// [`Backend::answer`], without its timing.
+    async fn answer_untimed(&mut self, call: &mut LiveCall) -> Step<Result<Reply, CallError>> {
+        loop {
+            tokio::select! {
+                biased;
+                Some(reached) = self.reached.recv() => return Step::Reached(reached),
+                reply = &mut call.reply => {
+                    let name = &call.worker;
+                    return Step::Done(match reply {
+                        Ok(reply) => self.reply(call, reply),
+                        // Crashed by an event (and perhaps started again since).
+                        Err(_) if self.workers.get(name).is_none_or(|w| w.crashed || Some(w.incarnation) != call.incarnation) => {
+                            Err(CallError::Gone)
+                        }
+                        Err(_) => {
+                            let why = self.describe_loss(name, &format!("during {}", call.kind)).await;
+                            Err(CallError::Broken(self.fail(why)))
+                        }
+                    });
+                }
+                () = tokio::time::sleep(Duration::from_millis(POLL_MS)) => {
+                    self.poll().await;
+                    if let Some(why) = self.failure.clone() {
+                        return Step::Broken(why);
+                    }
+                    if Instant::now() >= call.deadline {
+                        let why = self.describe_hang(&call.worker, call.kind, call.bound_ms).await;
+                        return Step::Broken(self.fail(why));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The timeline's wait kind of a reply to a `kind` request.
+fn reply_kind(kind: &str) -> &'static str {
+    match kind {
+        "propose" => "reply.propose",
+        "drain" => "reply.drain",
+        "reconcile" => "reply.reconcile",
+        "status" => "reply.status",
+        _ => "reply.other",
     }
 }
 
@@ -463,6 +514,17 @@ pub async fn run(
     executor: &ExecutorCommand,
     work_dir: &Path,
 ) -> Result<Observed, setup::SetupError> {
+    run_recorded(scenario, seed, executor, work_dir, timing::Recorder::default()).await
+}
+
+/// [`run`], recording where its time goes in `timing`.
+async fn run_recorded(
+    scenario: &Scenario,
+    seed: u64,
+    executor: &ExecutorCommand,
+    work_dir: &Path,
+    timing: timing::Recorder,
+) -> Result<Observed, setup::SetupError> {
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::from_wall_clock());
     let fakes = Fakes::new(Arc::clone(&clock), seed);
     let world = World::prepare(scenario, fakes, Arc::clone(&clock))?;
@@ -492,6 +554,7 @@ pub async fn run(
         timeline: world.timeline.clone(),
         failure: None,
         workflows: false,
+        timing,
     };
     Ok(engine::run(world, backend).await)
 }
@@ -510,6 +573,8 @@ pub fn run_blocking(
     executor: &ExecutorCommand,
     work_dir: &Path,
 ) -> Result<Observed, RunError> {
+    let timing = timing::Recorder::start(&scenario.name, seed);
+    let since = timing.now();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -520,9 +585,14 @@ pub fn run_blocking(
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = run_dir(work_dir, &scenario.name, seed, n);
     engine::fresh_dir(&dir)?;
-    let observed = runtime.block_on(run(scenario, seed, executor, &dir)).map_err(RunError::Setup);
+    timing.spent("setup", since);
+    let run = run_recorded(scenario, seed, executor, &dir, timing.clone());
+    let observed = runtime.block_on(run).map_err(RunError::Setup);
+    let since = timing.now();
     drop(runtime);
     let _ = std::fs::remove_dir_all(&dir);
+    timing.spent("cleanup", since);
+    timing.finish();
     observed
 }
 

@@ -147,6 +147,7 @@ impl LiveBackend<'_> {
     /// Resumes due pauses, sends background rounds that are due, and notices workers that
     /// broke the protocol or died in the background.
     pub(super) async fn poll(&mut self) {
+        self.timing.polled();
         let now = Instant::now();
         let resuming: Vec<String> = self
             .workers

@@ -10,6 +10,7 @@ mod reports;
 mod serve;
 mod serve_world;
 mod sim;
+mod timeline;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
