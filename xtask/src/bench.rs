@@ -128,11 +128,31 @@ pub(crate) fn bench_counts() -> Result<i32> {
     let programs = Programs::build(&root, None)?;
     let figures = count(&programs)?;
     let records = Records { figures: figures.clone(), tables: Vec::new() };
-    let commit = crate::output_of("git", &["-C", &root.to_string_lossy(), "rev-parse", "--short=12", "HEAD"])
+    let git_root = root.to_string_lossy();
+    let commit = crate::output_of("git", &["-C", &git_root, "rev-parse", "--short=12", "HEAD"])
         .unwrap_or_else(|| "unknown".into());
+    // What this command writes does not make the tree's code differ from the commit's.
+    let changed = crate::output_of(
+        "git",
+        &[
+            "-C",
+            &git_root,
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":!docs",
+            ":!README.md",
+        ],
+    );
+    let code = match changed {
+        None => format!("the code of commit {commit}"),
+        Some(_) => format!("commit {commit} with uncommitted changes"),
+    };
     let counted = format!(
-        "Counted {} by `cargo xtask bench --counts` at commit {commit} (uncommitted changes included); the \
-         other sections are from the run dated above.",
+        "Counted {} by `cargo xtask bench --counts`, on {code}; the other sections are from the run dated \
+         above.",
         machine().date
     );
     let block = counts_block(&records, Some(&saved), &counted);
