@@ -3,6 +3,9 @@
 //! measures. Apart from the run (`bench.rs`) because the renderer reads the table too,
 //! and the run uses the renderer: both depend on this file, which depends on nothing.
 
+/// The section of the counts (`counts.rs`), which xtask counts itself; its `BENCH` id.
+pub(crate) const COUNTS: &str = "xtask/counts";
+
 /// A benchmark target that `cargo xtask bench` runs, in this order.
 pub(crate) struct Bench {
     pub(crate) package: &'static str,

@@ -31,7 +31,7 @@ use crate::records::Record;
 use crate::{cargo, target_dir};
 
 /// The name of the counts in `BENCH` records and `docs/benchmarks.json`.
-pub(crate) const BENCH: &str = "xtask/counts";
+pub(crate) use crate::benches::COUNTS as BENCH;
 
 /// Instructions per generated sim case before the work on counts, against which the target is
 /// set (`cargo xtask bench --compare 74dcd85`): a count depends on the code, not the machine.

@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::benches::{BENCHES, Bench};
-use crate::counts::BENCH as COUNTS;
+use crate::benches::{BENCHES, Bench, COUNTS};
 use crate::machine::Machine;
 use crate::records::{Record, Records, Saved, Table};
 
