@@ -167,6 +167,28 @@ pub struct Executor {
     owner: String,
     log: Mutex<IntentLog>,
     world: World,
+    /// Payloads already checked, by hash (see [`Executor::checked_payload`]).
+    payloads: Mutex<BTreeMap<String, CheckedPayload>>,
+}
+
+/// Checked payloads an executor keeps at most: a long-lived worker sees ever new intents, and
+/// a forgotten payload is only checked again.
+const CHECKED_PAYLOADS_MAX: usize = 4_096;
+
+/// Keeps `checked` under `hash`, forgetting every other first when [`CHECKED_PAYLOADS_MAX`]
+/// are kept.
+fn keep(payloads: &mut BTreeMap<String, CheckedPayload>, hash: String, checked: CheckedPayload) {
+    if payloads.len() >= CHECKED_PAYLOADS_MAX && !payloads.contains_key(&hash) {
+        payloads.clear();
+    }
+    payloads.insert(hash, checked);
+}
+
+/// A payload that hashed to the hash it is kept under, and what its `params` parsed to.
+struct CheckedPayload {
+    params: String,
+    after: Vec<String>,
+    value: Arc<Value>,
 }
 
 impl Executor {
@@ -195,7 +217,7 @@ impl Executor {
         // A fresh incarnation per process: leases of an earlier life of this worker are
         // recognised as dead (same worker id, other incarnation) and taken over at once.
         let owner = format!("{}#{}", config.worker_id, world.ids.next_id());
-        Executor { config, owner, log: Mutex::new(log), world }
+        Executor { config, owner, log: Mutex::new(log), world, payloads: Mutex::new(BTreeMap::new()) }
     }
 
     pub fn config(&self) -> &Config {
@@ -375,6 +397,9 @@ impl Executor {
             key_first_sent_ms: None,
             last_sent_ms: None,
         };
+        // The payload was hashed just now: the pass that reads the row back need not hash it
+        // again (a stored row that differs from it is still checked in full).
+        self.remember_payload(&intent);
         Ok(intent)
     }
 
@@ -407,6 +432,42 @@ impl Executor {
         Ok(())
     }
 
+    /// Keeps the payload of `intent`, whose hash was computed from its `params` and `after`
+    /// by this executor, as checked (see [`Executor::checked_payload`]).
+    fn remember_payload(&self, intent: &Intent) {
+        let Ok(value) = serde_json::from_str::<Value>(&intent.params) else { return };
+        let checked = CheckedPayload {
+            params: intent.params.clone(),
+            after: intent.after.clone(),
+            value: Arc::new(value),
+        };
+        let mut payloads = self.payloads.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        keep(&mut payloads, intent.params_hash.clone(), checked);
+    }
+
+    /// [`Intent::payload`], without hashing and parsing again a payload this executor checked
+    /// before: a pass checks every unresolved row's payload, and a row that waits is checked
+    /// at every pass. The answer is the same: the same `params` and `after` that hashed to the
+    /// row's hash then hash to it now, and `params` parses to the same value.
+    /// Shared, not cloned: a pass only reads it.
+    pub(super) fn checked_payload(&self, intent: &Intent) -> Result<Arc<Value>, String> {
+        let mut payloads = self.payloads.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(checked) = payloads.get(&intent.params_hash)
+            && checked.params == intent.params
+            && checked.after == intent.after
+        {
+            return Ok(Arc::clone(&checked.value));
+        }
+        let value = Arc::new(intent.payload()?);
+        let checked = CheckedPayload {
+            params: intent.params.clone(),
+            after: intent.after.clone(),
+            value: Arc::clone(&value),
+        };
+        keep(&mut payloads, intent.params_hash.clone(), checked);
+        Ok(value)
+    }
+
     /// The intent `id` as the log holds it or, when the log does not hold it yet, as an
     /// earlier proposal of the same batch is about to record it.
     pub(super) fn row(&self, id: &str, pending: &Pending) -> Result<Option<Intent>, LogError> {
@@ -428,5 +489,36 @@ impl Executor {
     /// Intents that need a person, with their evidence.
     pub fn escalations(&self) -> Result<Vec<Intent>, LogError> {
         self.log().in_state(State::Escalated)
+    }
+}
+
+#[cfg(test)]
+mod payload_memo_tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use super::{CHECKED_PAYLOADS_MAX, CheckedPayload, keep};
+
+    fn checked(n: usize) -> CheckedPayload {
+        CheckedPayload {
+            params: format!("{{\"n\":{n}}}"),
+            after: Vec::new(),
+            value: Arc::new(serde_json::json!({"n": n})),
+        }
+    }
+
+    #[test]
+    fn the_kept_payloads_stay_within_their_bound() {
+        let mut payloads = BTreeMap::new();
+        for n in 0..CHECKED_PAYLOADS_MAX + 10 {
+            keep(&mut payloads, format!("h{n}"), checked(n));
+            assert!(payloads.len() <= CHECKED_PAYLOADS_MAX);
+        }
+        // The newest is kept; one kept again is replaced, not counted twice.
+        let last = format!("h{}", CHECKED_PAYLOADS_MAX + 9);
+        assert!(payloads.contains_key(&last));
+        let before = payloads.len();
+        keep(&mut payloads, last, checked(0));
+        assert_eq!(payloads.len(), before);
     }
 }

@@ -11,12 +11,14 @@
 //! Where each part lives: this file holds the log's types and opens it (WAL, durability, or
 //! the sim's in-process `memdb`); `schema` (the tables, and the migration of an older file),
 //! `row` (the column list, and an intent to a row and back), `write` (recording, and the
-//! conditional writes), `transition` (what a write is checked against in debug builds),
-//! `query` (the reads, and the rows not yet terminal kept between passes), `nonces` (the
+//! conditional writes), `tx` (transactions on statements kept prepared), `transition` (what a write is checked against in debug builds),
+//! `query` (the reads, the rows not yet terminal kept between passes, and the rows read by
+//! id, kept while the log does not change), `nonces` (the
 //! `nonces` table: each signed transfer's nonce, claimed by one intent at most) and `warm`
 //! (the sim's warm in-memory logs).
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -31,6 +33,7 @@ mod schema;
 #[cfg(test)]
 mod testing;
 mod transition;
+mod tx;
 mod warm;
 mod write;
 
@@ -123,10 +126,17 @@ pub struct IntentLog {
     path: PathBuf,
     /// The rows `with_active` read last, and the log's change counters when it read them.
     active_rows: RefCell<Option<(Seen, Vec<Intent>)>>,
+    /// The rows `get` read (`None`: no such id) since the log last changed, and the change
+    /// counters they were read at: lineage and `after` checks ask for the same rows at every
+    /// pass, and a pass that waits changes nothing.
+    rows_by_id: RefCell<(Option<Seen>, RowsById)>,
     /// Whether commits wait for the disk (a file log opened with [`Durability::Full`]); a
     /// commit that reconciliation could redo does not (`write.rs`, [`IntentLog::update`]).
     synced: bool,
 }
+
+/// Rows read by id (`None`: no row has that id).
+type RowsById = BTreeMap<String, Option<Intent>>;
 
 /// The log's change counters: `PRAGMA data_version` (commits of other connections) and this
 /// connection's `total_changes`.
@@ -183,7 +193,13 @@ impl IntentLog {
     }
 
     fn with(conn: Handle, path: PathBuf) -> IntentLog {
-        IntentLog { conn, path, active_rows: RefCell::new(None), synced: false }
+        IntentLog {
+            conn,
+            path,
+            active_rows: RefCell::new(None),
+            rows_by_id: RefCell::new((None, BTreeMap::new())),
+            synced: false,
+        }
     }
 
     pub fn path(&self) -> &Path {

@@ -212,7 +212,9 @@ fn phase_records(timing: &RunTiming, scenarios: usize, records: &mut Vec<Value>)
         "ms",
         None,
         &format!(
-            "{round}: spawn to init reply of each of the {} Python worker processes (90th percentile {:.0} ms,              slowest {:.0} ms); a worker imports an SDK when its first intent needs it, so this is the              interpreter and the protocol loop.",
+            "{round}: spawn to init reply of each of the {} Python worker processes (90th percentile {:.0} ms, \
+             slowest {:.0} ms); a worker imports an SDK when its first intent needs it, so this is the \
+             interpreter and the protocol loop.",
             timing.processes_started, init.p90, init.max
         ),
     ));
@@ -225,7 +227,8 @@ fn phase_records(timing: &RunTiming, scenarios: usize, records: &mut Vec<Value>)
             "s",
             None,
             &format!(
-                "{round}: the {} waits of this kind ({meaning}) added up over every scenario; scenarios run                  {LIVE_JOBS_DEFAULT} at a time, so the kinds add up to more than the round's {wall_s:.1} s.",
+                "{round}: the {} waits of this kind ({meaning}) added up over every scenario; scenarios run \
+                 {LIVE_JOBS_DEFAULT} at a time, so the kinds add up to more than the round's {wall_s:.1} s.",
                 total.count
             ),
         ));

@@ -169,16 +169,17 @@ pub fn heal(fakes: &Fakes) {
 /// The services a scenario uses: those its intents act on, its faults target or its
 /// contracts name.
 pub fn used_services(scenario: &Scenario) -> Vec<String> {
-    let mut used: Vec<String> = scenario
+    // Sorted and deduplicated as borrowed names: one allocation per service, not per mention.
+    let mut used: Vec<&str> = scenario
         .intents
         .iter()
-        .filter_map(|i| i.action.split_once('.').map(|(service, _)| service.to_string()))
-        .chain(scenario.faults.iter().map(|f| f.service.clone()))
-        .chain(scenario.services.keys().cloned())
+        .filter_map(|i| i.action.split_once('.').map(|(service, _)| service))
+        .chain(scenario.faults.iter().map(|f| f.service.as_str()))
+        .chain(scenario.services.keys().map(String::as_str))
         .collect();
-    used.sort();
+    used.sort_unstable();
     used.dedup();
-    used
+    used.into_iter().map(str::to_string).collect()
 }
 
 /// The longest a request may take to commit or die, plus the longest a read may lag, over

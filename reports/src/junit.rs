@@ -11,7 +11,7 @@
 //! code instead). Each is a `hazard` property of its scenario's test suite, and the suite's
 //! `system-out` describes them in full, with the scenario that would exploit them.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite, XmlString};
@@ -29,24 +29,49 @@ const MESSAGE_CHARS_MAX: usize = 500;
 pub fn render(run: &RunResults) -> Result<String, ReportError> {
     let mut report = Report::new(REPORT_NAME);
     // `XmlString::new` runs an ANSI-escape parser over every string it is given, which made
-    // it most of the cost of this report: a name met again is cloned instead (the same bytes).
-    let mut names: HashMap<&str, XmlString> = HashMap::new();
+    // it most of the cost of this report: a text met again (an invariant's name, a skip's
+    // message and type) is cloned instead (the same bytes).
+    let mut texts = Texts::default();
     for result in &run.results {
-        report.add_test_suite(suite(run, result, &mut names));
+        report.add_test_suite(suite(run, result, &mut texts));
     }
     report.to_string().map_err(|e| ReportError::Junit(e.to_string()))
 }
 
-fn suite<'a>(
-    run: &RunResults,
-    result: &'a ScenarioResult,
-    names: &mut HashMap<&'a str, XmlString>,
-) -> TestSuite {
+/// The texts made into [`XmlString`]s so far, by text; and a skip's message, by its reason.
+#[derive(Default)]
+struct Texts {
+    by_text: BTreeMap<String, XmlString>,
+    skipped_by_reason: BTreeMap<String, XmlString>,
+}
+
+impl Texts {
+    fn get(&mut self, text: &str) -> XmlString {
+        if let Some(xml) = self.by_text.get(text) {
+            return xml.clone();
+        }
+        let xml = XmlString::new(text);
+        self.by_text.insert(text.to_string(), xml.clone());
+        xml
+    }
+
+    /// The message of a verdict not judged for `reason`.
+    fn skipped(&mut self, reason: &str) -> XmlString {
+        if let Some(xml) = self.skipped_by_reason.get(reason) {
+            return xml.clone();
+        }
+        let xml = self.get(&format!("not judged: {}", crate::summary::one_line(reason, MESSAGE_CHARS_MAX)));
+        self.skipped_by_reason.insert(reason.to_string(), xml.clone());
+        xml
+    }
+}
+
+fn suite(run: &RunResults, result: &ScenarioResult, texts: &mut Texts) -> TestSuite {
     let mut suite = TestSuite::new(result.name.as_str());
     let classname = XmlString::new(format!("twice.{}", result.name));
     for verdict in &result.verdicts {
-        let name = names.entry(verdict.invariant.as_str()).or_insert_with_key(|n| XmlString::new(n)).clone();
-        let mut case = TestCase::new(name, status(result, verdict));
+        let name = texts.get(&verdict.invariant);
+        let mut case = TestCase::new(name, status(result, verdict, texts));
         case.set_classname(classname.clone());
         suite.add_test_case(case);
     }
@@ -59,15 +84,14 @@ fn suite<'a>(
     suite
 }
 
-fn status(result: &ScenarioResult, verdict: &Verdict) -> TestCaseStatus {
+fn status(result: &ScenarioResult, verdict: &Verdict, texts: &mut Texts) -> TestCaseStatus {
     match verdict.status {
         Status::Held => TestCaseStatus::success(),
         Status::NotJudged => {
             let mut status = TestCaseStatus::skipped();
             let reason = verdict.reason.as_deref().unwrap_or("not judged");
-            status
-                .set_message(format!("not judged: {}", crate::summary::one_line(reason, MESSAGE_CHARS_MAX)));
-            status.set_type("not-judged");
+            status.set_message(texts.skipped(reason));
+            status.set_type(texts.get("not-judged"));
             status
         }
         Status::Violated => {

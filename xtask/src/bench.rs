@@ -14,11 +14,12 @@ use anyhow::{Context, Result, bail};
 
 // Also public here, where `main.rs` and `records.rs` name the table in their docs.
 pub(crate) use crate::benches::BENCHES;
+use crate::benches::Bench;
 use crate::counts::{BENCH as COUNTS, Programs, count};
 use crate::headlines::{README, headlines, with_headlines};
 use crate::machine::machine;
 use crate::records::{Records, Saved};
-use crate::render::{COUNTS_END, COUNTS_START, counts_block, render};
+use crate::render::{COUNTS_END, COUNTS_START, counts_block, render, section_block};
 use crate::venv::prepare_venv;
 use crate::{cargo, exit_code, root};
 
@@ -53,41 +54,138 @@ pub(crate) fn bench() -> Result<i32> {
     let programs = Programs::build(&root, None)?;
     records.figures.extend(count(&programs)?);
     for bench in BENCHES.iter().filter(|b| b.package != "xtask") {
-        println!("xtask: running cargo bench -p {} --bench {}", bench.package, bench.target);
-        let mut child = cargo()
-            .args(["bench", "-p", bench.package, "--bench", bench.target])
-            .current_dir(&root)
-            .env("TWICE_PYTHON", &python)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("could not start cargo bench")?;
-        let stdout = child.stdout.take().context("cargo bench has no standard output")?;
-        let mut echo = std::io::stdout().lock();
-        let mut found = 0;
-        for line in BufReader::new(stdout).lines() {
-            let line = line.context("could not read the output of cargo bench")?;
-            writeln!(echo, "{line}")?;
-            echo.flush()?;
-            if let Some(json) = line.strip_prefix(RECORD_PREFIX) {
-                records.add(json).with_context(|| format!("{}: malformed record: {line}", bench.id()))?;
-                found += 1;
-            }
-        }
-        drop(echo);
-        let status = child.wait().context("could not wait for cargo bench")?;
-        if !status.success() {
-            eprintln!("xtask: benchmark {} failed ({status}); {BENCH_DOC} left as it was", bench.id());
-            return Ok(exit_code(status));
-        }
-        if found == 0 {
-            bail!(
-                "benchmark {} printed no `{RECORD_PREFIX}{{json}}` line; {BENCH_DOC} left as it was",
-                bench.id()
-            );
+        if let Some(failed) = run_bench(&root, bench, &python, &mut records)? {
+            return Ok(failed);
         }
     }
     write(&root, &readme, &records)
+}
+
+/// Runs one timed benchmark target and adds its `BENCH` records to `records`, echoing its
+/// output; `Some(code)` when it failed (the documents are then left as they were).
+fn run_bench(root: &Path, bench: &Bench, python: &Path, records: &mut Records) -> Result<Option<i32>> {
+    println!("xtask: running cargo bench -p {} --bench {}", bench.cargo_package(), bench.target);
+    let mut child = cargo()
+        .args(["bench", "-p", bench.cargo_package(), "--bench", bench.target])
+        .current_dir(root)
+        .env("TWICE_PYTHON", python)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("could not start cargo bench")?;
+    let stdout = child.stdout.take().context("cargo bench has no standard output")?;
+    let mut echo = std::io::stdout().lock();
+    let mut found = 0;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.context("could not read the output of cargo bench")?;
+        writeln!(echo, "{line}")?;
+        echo.flush()?;
+        if let Some(json) = line.strip_prefix(RECORD_PREFIX) {
+            records.add(json).with_context(|| format!("{}: malformed record: {line}", bench.id()))?;
+            found += 1;
+        }
+    }
+    drop(echo);
+    let status = child.wait().context("could not wait for cargo bench")?;
+    if !status.success() {
+        eprintln!("xtask: benchmark {} failed ({status}); {BENCH_DOC} left as it was", bench.id());
+        return Ok(Some(exit_code(status)));
+    }
+    if found == 0 {
+        bail!(
+            "benchmark {} printed no `{RECORD_PREFIX}{{json}}` line; {BENCH_DOC} left as it was",
+            bench.id()
+        );
+    }
+    Ok(None)
+}
+
+/// `cargo xtask bench --only ID`: one timed benchmark target, run again alone; rewrites its
+/// section of `docs/benchmarks.md`, its figures in `docs/benchmarks.json` and the headlines,
+/// and leaves every other figure as the last full run (or `--counts`) left it: for a figure
+/// that changed with the code, without the hour of a whole run.
+pub(crate) fn bench_only(id: &str) -> Result<i32> {
+    let Some(bench) = BENCHES.iter().find(|b| b.id() == id && b.id() != COUNTS) else {
+        let ids: Vec<String> = BENCHES.iter().map(Bench::id).filter(|b| b != COUNTS).collect();
+        bail!("no timed benchmark `{id}` (the counts run with --counts); there are: {}", ids.join(", "));
+    };
+    let root = root();
+    let doc_path = root.join(BENCH_DOC);
+    let doc =
+        fs::read_to_string(&doc_path).with_context(|| format!("could not read {}", doc_path.display()))?;
+    let json_path = root.join(BENCH_JSON);
+    let mut saved: Saved = serde_json::from_str(
+        &fs::read_to_string(&json_path).with_context(|| format!("could not read {}", json_path.display()))?,
+    )
+    .with_context(|| format!("{BENCH_JSON} is not a run's figures; run `cargo xtask bench` once"))?;
+    let readme_path = root.join(README);
+    let readme = fs::read_to_string(&readme_path)
+        .with_context(|| format!("could not read {}", readme_path.display()))?;
+    // Refused before minutes of measuring when the section has nowhere to go.
+    with_section(&doc, id, "")?;
+    let python = prepare_venv(&root)?;
+    println!("xtask: TWICE_PYTHON={}", python.display());
+    let mut records = Records::default();
+    if let Some(failed) = run_bench(&root, bench, &python, &mut records)? {
+        return Ok(failed);
+    }
+    let measured = format!(
+        "Measured {} by `cargo xtask bench --only {id}`, on {}; the other timed sections are from the run \
+         dated above.",
+        machine().date,
+        code_measured(&root)
+    );
+    let block = section_block(id, Some(bench.about), &records, Some(&saved), &measured);
+    let doc = with_section(&doc, id, &block)?;
+    saved.figures.retain(|r| r.bench != id);
+    saved.figures.extend(records.figures.iter().cloned());
+    let merged = Records { figures: saved.figures.clone(), tables: Vec::new() };
+    let headlines = headlines(&merged)?;
+    let doc = with_doc_headlines(&doc, &headlines)?;
+    let readme = with_headlines(&readme, &headlines.join("\n"))?;
+    fs::write(&doc_path, doc).with_context(|| format!("could not write {}", doc_path.display()))?;
+    fs::write(&readme_path, readme).with_context(|| format!("could not write {}", readme_path.display()))?;
+    fs::write(&json_path, serde_json::to_string_pretty(&saved)? + "\n")
+        .with_context(|| format!("could not write {}", json_path.display()))?;
+    println!("xtask: rewrote {id} in {BENCH_DOC} and {BENCH_JSON}, and the headlines");
+    Ok(0)
+}
+
+/// `doc` with the section `## ID` (up to the next section) replaced by `block`, which starts
+/// with the newline before its heading.
+fn with_section(doc: &str, id: &str, block: &str) -> Result<String> {
+    let heading = format!("\n## {id}\n");
+    let start = doc
+        .find(&heading)
+        .with_context(|| format!("{BENCH_DOC} has no section {id}; run `cargo xtask bench` once"))?;
+    let end = doc[start + 1..].find("\n## ").map_or(doc.len(), |n| start + 1 + n);
+    Ok(format!("{}{}{}", &doc[..start], block, &doc[end..]))
+}
+
+/// Which code was measured: a commit, or a commit with changes beside it. What the bench
+/// commands write (docs/, README.md) is not a change of the code.
+fn code_measured(root: &Path) -> String {
+    let git_root = root.to_string_lossy();
+    let commit = crate::output_of("git", &["-C", &git_root, "rev-parse", "--short=12", "HEAD"])
+        .unwrap_or_else(|| "unknown".into());
+    let changed = crate::output_of(
+        "git",
+        &[
+            "-C",
+            &git_root,
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":!docs",
+            ":!README.md",
+        ],
+    );
+    match changed {
+        None => format!("the code of commit {commit}"),
+        Some(_) => format!("commit {commit} with uncommitted changes"),
+    }
 }
 
 /// `cargo xtask bench --from-log FILE`: the documents rewritten from the `BENCH` lines of a
@@ -128,28 +226,7 @@ pub(crate) fn bench_counts() -> Result<i32> {
     let programs = Programs::build(&root, None)?;
     let figures = count(&programs)?;
     let records = Records { figures: figures.clone(), tables: Vec::new() };
-    let git_root = root.to_string_lossy();
-    let commit = crate::output_of("git", &["-C", &git_root, "rev-parse", "--short=12", "HEAD"])
-        .unwrap_or_else(|| "unknown".into());
-    // What this command writes does not make the tree's code differ from the commit's.
-    let changed = crate::output_of(
-        "git",
-        &[
-            "-C",
-            &git_root,
-            "status",
-            "--porcelain",
-            "--untracked-files=no",
-            "--",
-            ".",
-            ":!docs",
-            ":!README.md",
-        ],
-    );
-    let code = match changed {
-        None => format!("the code of commit {commit}"),
-        Some(_) => format!("commit {commit} with uncommitted changes"),
-    };
+    let code = code_measured(&root);
     let counted = format!(
         "Counted {} by `cargo xtask bench --counts`, on {code}; the other sections are from the run dated \
          above.",
@@ -232,7 +309,22 @@ fn write(root: &Path, readme: &str, records: &Records) -> Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::with_doc_headlines;
+    use super::{with_doc_headlines, with_section};
+
+    #[test]
+    fn one_section_is_replaced_up_to_the_next_and_nothing_else() {
+        let doc = "# B\n\n## a/x\n\nold x\n\n## a/y\n\nold y\n\n## From one run to the next\n\nz\n";
+        let new = with_section(doc, "a/x", "\n## a/x\n\nnew x\n").expect("a section a/x");
+        assert_eq!(new, "# B\n\n## a/x\n\nnew x\n\n## a/y\n\nold y\n\n## From one run to the next\n\nz\n");
+        let last = with_section(doc, "a/y", "\n## a/y\n\nnew y\n").expect("a section a/y");
+        assert_eq!(last, "# B\n\n## a/x\n\nold x\n\n## a/y\n\nnew y\n\n## From one run to the next\n\nz\n");
+        // A prefix of another section's name is not that section.
+        assert!(with_section(doc, "a", "").is_err());
+        assert!(
+            with_section("# B\n\n## a/x\n\nx\n", "a/x", "\n## a/x\n\nx2\n")
+                .is_ok_and(|d| d.ends_with("x2\n"))
+        );
+    }
 
     #[test]
     fn the_documents_headlines_are_replaced_and_nothing_else() {

@@ -8,6 +8,7 @@ pub(crate) const COUNTS: &str = "xtask/counts";
 
 /// A benchmark target that `cargo xtask bench` runs, in this order.
 pub(crate) struct Bench {
+    /// The folder of the package, as the benchmark's records name it (`harness/python`).
     pub(crate) package: &'static str,
     pub(crate) target: &'static str,
     /// One paragraph under the section heading: what is measured.
@@ -18,6 +19,12 @@ impl Bench {
     /// The value of `bench` in its records.
     pub(crate) fn id(&self) -> String {
         format!("{}/{}", self.package, self.target)
+    }
+
+    /// The cargo package that holds the target: the `harness/` folder's package is `twice`
+    /// (so that `cargo install` brings the command), whose records still say `harness/`.
+    pub(crate) fn cargo_package(&self) -> &'static str {
+        if self.package == "harness" { "twice" } else { self.package }
     }
 }
 
@@ -112,3 +119,34 @@ pub(crate) const BENCHES: &[Bench] = &[
                 at a time, in total and per scenario (target: under 60 s).",
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::BENCHES;
+
+    /// Every target `cargo xtask bench` runs is a bench target of the package it names: a
+    /// renamed package or target fails here, not an hour into a run.
+    #[test]
+    fn every_benchmark_is_a_bench_target_of_its_package() {
+        let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["metadata", "--no-deps", "--format-version", "1", "--offline"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo metadata runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let metadata: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+        let packages = metadata["packages"].as_array().expect("a package list");
+        for bench in BENCHES.iter().filter(|b| b.package != "xtask") {
+            let package = packages
+                .iter()
+                .find(|p| p["name"] == bench.cargo_package())
+                .unwrap_or_else(|| panic!("no package {} for {}", bench.cargo_package(), bench.id()));
+            let found = package["targets"].as_array().expect("targets").iter().any(|t| {
+                t["name"] == bench.target
+                    && t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "bench"))
+            });
+            assert!(found, "package {} has no bench target {}", bench.cargo_package(), bench.target);
+        }
+    }
+}

@@ -91,6 +91,8 @@ commands:
   bench --compare BASE
                   the same counts for commit BASE (a worktree under target/compare/) and
                   for this checkout, side by side; writes nothing
+  bench --only ID run one timed benchmark again (say harness/python) and rewrite only its
+                  section of docs/benchmarks.md, its figures and the headlines
   bench --from-log FILE
                   rewrite docs/benchmarks.md from the output of a run saved in FILE
                   (on this machine), without measuring again
@@ -106,6 +108,7 @@ fn main() {
         Some("bench") if args.len() == 1 => run(bench),
         Some("bench") if args.len() == 2 && args[1] == "--counts" => run(bench::bench_counts),
         Some("bench") if args.len() == 3 && args[1] == "--compare" => run(|| compare::compare(&args[2])),
+        Some("bench") if args.len() == 3 && args[1] == "--only" => run(|| bench::bench_only(&args[2])),
         Some("bench") if args.len() == 3 && args[1] == "--from-log" => {
             run(|| bench::bench_from_log(Path::new(&args[2])))
         }
@@ -126,7 +129,7 @@ fn main() {
             0
         }
         Some("bench") => usage_error(&format!(
-            "`bench` takes --counts, --compare BASE or --from-log FILE, got `{}`",
+            "`bench` takes --counts, --compare BASE, --only ID or --from-log FILE, got `{}`",
             args[1..].join(" ")
         )),
         Some("accuracy") => {

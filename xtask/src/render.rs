@@ -78,6 +78,21 @@ pub(crate) fn counts_block(records: &Records, previous: Option<&Saved>, counted:
     block
 }
 
+/// One timed section alone, as `cargo xtask bench --only` rewrites it, with the line that says
+/// when and on which code it was measured.
+pub(crate) fn section_block(
+    id: &str,
+    about: Option<&str>,
+    records: &Records,
+    previous: Option<&Saved>,
+    measured: &str,
+) -> String {
+    let mut block = String::new();
+    section(&mut block, id, about, records, previous);
+    let _ = writeln!(block, "\n{measured}");
+    block
+}
+
 /// One section: its heading, what it measures, its figures with their notes, its tables.
 fn section(doc: &mut String, id: &str, about: Option<&str>, records: &Records, previous: Option<&Saved>) {
     let before = |r: &Record| {

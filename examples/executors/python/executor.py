@@ -610,6 +610,14 @@ class Executor:
 
     def record_outcome(self, sent, params, service, outcome, read_back, tally, maybe_landed=False):
         new = sent.copy()
+        # The request reached the service, if it did, before its answer (or our giving up)
+        # came back. Its send time was taken before the "submitted" commit, and a process
+        # starved between that stamp and the socket sends later than it says: counted from the
+        # stamp alone, a "not there" would be believed while the request could still land
+        # (seen once on two overloaded cores: a late commit after a resend, two workspaces).
+        # So the bounds counted from the last send (see decide) start no earlier than the
+        # answer, less the timeout they add back.
+        new.last_sent_ms = max(new.last_sent_ms or 0, now_ms() - self.timeout_ms)
         limits = self.limits
         kind, error = outcome.kind, outcome.error
         if error:

@@ -56,7 +56,7 @@ impl Executor {
                 }
                 planned(new, problem)
             };
-            let payload = match intent.payload() {
+            let payload = match self.checked_payload(&intent) {
                 Ok(p) => p,
                 Err(problem) => {
                     writes.push(escalate(leased, problem));

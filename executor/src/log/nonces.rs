@@ -50,7 +50,7 @@ pub(super) fn holds_nonce(intent: &Intent) -> bool {
 }
 
 /// Claims the nonce of `intent`'s signed transaction for it, in the row's own transaction.
-pub(super) fn claim_nonce(tx: &rusqlite::Transaction<'_>, intent: &Intent) -> rusqlite::Result<Claim> {
+pub(super) fn claim_nonce(tx: &rusqlite::Connection, intent: &Intent) -> rusqlite::Result<Claim> {
     let (Some(account), Some(nonce)) = (&intent.evidence.from, intent.evidence.nonce) else {
         return Ok(Claim::None);
     };
@@ -72,7 +72,7 @@ pub(super) fn claim_nonce(tx: &rusqlite::Transaction<'_>, intent: &Intent) -> ru
 }
 
 /// Gives the nonce of `intent`'s signed transaction back, if `intent` holds it.
-pub(super) fn release_nonce(tx: &rusqlite::Transaction<'_>, intent: &Intent) -> rusqlite::Result<usize> {
+pub(super) fn release_nonce(tx: &rusqlite::Connection, intent: &Intent) -> rusqlite::Result<usize> {
     let (Some(account), Some(nonce)) = (&intent.evidence.from, intent.evidence.nonce) else {
         return Ok(0);
     };

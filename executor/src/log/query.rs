@@ -2,30 +2,62 @@
 //! one; and the rows not yet terminal, which a drain asks for at every pass, read again only
 //! when the log changed since the last read.
 
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
 use rusqlite::OptionalExtension;
 
 use super::row::{COLUMNS, read_row};
-use super::{HistoryEntry, IntentLog, LogError};
+use super::{HistoryEntry, IntentLog, LogError, Seen};
 use crate::model::{Intent, State};
 
+/// The statements with the column list in them, written once per process rather than at
+/// every call (`prepare_cached` looks them up by their text).
+static ALL_SQL: LazyLock<String> = LazyLock::new(|| format!("SELECT {COLUMNS} FROM intents ORDER BY seq"));
+/// The rows not yet terminal, found through the `state` index, with their `seq` (column 19)
+/// to order them by: ordered in memory rather than by an `ORDER BY`, for which SQLite
+/// copied every row found into a temporary B-tree and read it back at every read.
+static ACTIVE_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {COLUMNS}, seq FROM intents WHERE state IN ('recorded', 'blocked', 'submitted', 'unknown')"
+    )
+});
+pub(super) static GET_SQL: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"));
+
 impl IntentLog {
-    /// One intent by id.
+    /// One intent by id. A row read since the log last changed (by `get`, or among the
+    /// active rows) is answered from memory, as [`Self::active`] answers: the same row.
     pub fn get(&self, id: &str) -> Result<Option<Intent>, LogError> {
-        // Cached, as every statement here: lineage checks ask for rows by id at every pass.
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"))
-            .map_err(|e| self.sqlite(e))?;
-        let row = stmt.query_row([id], read_row).optional().map_err(|e| self.sqlite(e))?;
-        match row {
-            None => Ok(None),
-            Some(r) => r.map(Some).map_err(|problem| self.corrupt(id, problem)),
+        let seen = self.seen()?;
+        {
+            let mut rows = self.rows_by_id.borrow_mut();
+            if rows.0 != Some(seen) {
+                *rows = (Some(seen), BTreeMap::new());
+            } else if let Some(row) = rows.1.get(id) {
+                return Ok(row.clone());
+            }
         }
+        if let Some((at, active)) = self.active_rows.borrow().as_ref()
+            && *at == seen
+            && let Some(row) = active.iter().find(|i| i.id == id)
+        {
+            return Ok(Some(row.clone()));
+        }
+        // Cached, as every statement here: lineage checks ask for rows by id at every pass.
+        let mut stmt = self.conn.prepare_cached(&GET_SQL).map_err(|e| self.sqlite(e))?;
+        let row = stmt.query_row([id], read_row).optional().map_err(|e| self.sqlite(e))?;
+        let row = match row {
+            None => None,
+            Some(r) => Some(r.map_err(|problem| self.corrupt(id, problem))?),
+        };
+        self.rows_by_id.borrow_mut().1.insert(id.to_string(), row.clone());
+        Ok(row)
     }
 
     /// Every intent, in the order they were recorded.
     pub fn all(&self) -> Result<Vec<Intent>, LogError> {
-        self.select("SELECT {COLUMNS} FROM intents ORDER BY seq", [])
+        self.select(&ALL_SQL, [])
     }
 
     /// How many intents the log holds.
@@ -55,7 +87,7 @@ impl IntentLog {
         // The state is written into the statement (one cached statement per state) rather
         // than bound: bound, SQLite prepared the statement again at every run of it.
         self.select(
-            &format!("SELECT {{COLUMNS}} FROM intents WHERE state = '{}' ORDER BY seq", state.as_str()),
+            &format!("SELECT {COLUMNS} FROM intents WHERE state = '{}' ORDER BY seq", state.as_str()),
             [],
         )
     }
@@ -65,30 +97,43 @@ impl IntentLog {
     /// are used again while the log is as it was then, that is while no other connection
     /// committed (`PRAGMA data_version`) and this one changed no row (`total_changes`).
     fn with_active<R>(&self, f: impl FnOnce(&[Intent]) -> R) -> Result<R, LogError> {
-        let data_version: i64 = self
-            .conn
-            .prepare_cached("PRAGMA data_version")
-            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
-            .map_err(|e| self.sqlite(e))?;
-        let seen = (data_version, self.conn.total_changes());
+        let seen = self.seen()?;
         let mut cache = self.active_rows.borrow_mut();
         if let Some((at, rows)) = cache.as_ref()
             && *at == seen
         {
             return Ok(f(rows));
         }
-        let rows = self.select(
-            "SELECT {COLUMNS} FROM intents WHERE state IN ('recorded', 'blocked', 'submitted', 'unknown') ORDER BY seq",
-            [],
-        )?;
+        let mut stmt = self.conn.prepare_cached(&ACTIVE_SQL).map_err(|e| self.sqlite(e))?;
+        let found =
+            stmt.query_map([], |r| Ok((r.get::<_, i64>(19)?, read_row(r)?))).map_err(|e| self.sqlite(e))?;
+        let mut found = found.collect::<Result<Vec<_>, _>>().map_err(|e| self.sqlite(e))?;
+        // In the order they were recorded, as `ORDER BY seq` gave them (`seq` is unique); an
+        // unreadable row is the first one in that order, as it was.
+        found.sort_unstable_by_key(|(seq, _)| *seq);
+        let rows = found
+            .into_iter()
+            .map(|(_, row)| row.map_err(|problem| self.corrupt("?", problem)))
+            .collect::<Result<Vec<Intent>, _>>()?;
         let out = f(&rows);
         *cache = Some((seen, rows));
         Ok(out)
     }
 
+    /// The log's change counters now: no other connection committed (`PRAGMA data_version`)
+    /// and this one changed no row (`total_changes`) while they stay the same.
+    fn seen(&self) -> Result<Seen, LogError> {
+        let data_version: i64 = self
+            .conn
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
+            .map_err(|e| self.sqlite(e))?;
+        Ok((data_version, self.conn.total_changes()))
+    }
+
+    /// The intents `sql` selects (whole rows, [`COLUMNS`]).
     fn select<P: rusqlite::Params>(&self, sql: &str, params: P) -> Result<Vec<Intent>, LogError> {
-        let sql = sql.replace("{COLUMNS}", COLUMNS);
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.sqlite(e))?;
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.sqlite(e))?;
         let rows = stmt.query_map(params, read_row).map_err(|e| self.sqlite(e))?;
         let mut out = Vec::new();
         for row in rows {
@@ -154,5 +199,32 @@ mod tests {
             b.in_state(State::Recorded).unwrap().iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
             ["b"]
         );
+    }
+
+    /// A row read by id is read again once the log changed, by this connection or another
+    /// one; an id not found is looked for again too.
+    #[test]
+    fn rows_by_id_follow_every_commit_of_either_connection() {
+        let name = format!("twice-log-get-{}", std::process::id());
+        let mut a = IntentLog::open_in_memory(&name).unwrap();
+        let mut b = IntentLog::open_in_memory(&name).unwrap();
+        assert_eq!(a.get("a").unwrap(), None);
+        let mut row = transfer("a", 0);
+        row.evidence = Evidence::default();
+        b.record(&row).unwrap();
+        let found = a.get("a").unwrap().unwrap();
+        assert_eq!(found.state, State::Recorded, "another connection's commit is seen");
+        assert_eq!(a.get("a").unwrap().unwrap(), found, "the same row, from memory");
+        let mut done = found.clone();
+        done.state = State::Submitted;
+        let change = Change { new: &done, expect_version: 0, from_state: State::Recorded, note: None };
+        assert_eq!(a.update(&[change]).unwrap(), [true]);
+        assert_eq!(a.get("a").unwrap().unwrap().state, State::Submitted, "its own commit is seen");
+        let mut failed = b.get("a").unwrap().unwrap();
+        assert_eq!(failed.state, State::Submitted);
+        failed.state = State::Failed;
+        let change = Change { new: &failed, expect_version: 1, from_state: State::Submitted, note: None };
+        assert_eq!(b.update(&[change]).unwrap(), [true]);
+        assert_eq!(a.get("a").unwrap().unwrap().state, State::Failed);
     }
 }

@@ -24,7 +24,7 @@ pub(super) struct Before {
 /// transaction that has read before its first write cannot wait for another worker's lock
 /// (SQLite answers `SQLITE_BUSY_SNAPSHOT` at once), so a plain `SELECT` here could turn a wait
 /// into an error.
-pub(super) fn row_before(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Option<Before>> {
+pub(super) fn row_before(tx: &rusqlite::Connection, id: &str) -> rusqlite::Result<Option<Before>> {
     tx.prepare_cached(
         "UPDATE intents SET version = version WHERE id = ?1 RETURNING version, state, lease_epoch",
     )?
@@ -39,7 +39,7 @@ pub(super) fn row_before(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::
 }
 
 /// The row's version as written (debug builds only; the transaction holds the write lock).
-pub(super) fn row_version(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Option<u64>> {
+pub(super) fn row_version(tx: &rusqlite::Connection, id: &str) -> rusqlite::Result<Option<u64>> {
     tx.prepare_cached("SELECT version FROM intents WHERE id = ?1")?
         .query_row([id], |r| r.get::<_, i64>(0))
         .optional()

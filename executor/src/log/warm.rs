@@ -142,7 +142,7 @@ impl IntentLog {
     fn empty(&mut self) -> Result<(), LogError> {
         let path = self.path.clone();
         let err = |source| LogError::Sqlite { path: path.clone(), source };
-        let tx = self.conn.transaction().map_err(err)?;
+        let tx = super::tx::Tx::deferred(&self.conn).map_err(err)?;
         for sql in [
             "DELETE FROM intents",
             "DELETE FROM history",

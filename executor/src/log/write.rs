@@ -4,11 +4,13 @@
 //! still its own. A state change also appends to the `history` table, with the lease owner
 //! that made it.
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::nonces::{Claim, claim_nonce, holds_nonce, release_nonce};
-use super::row::{COLUMNS, evidence_json, insert, read_row};
+use super::query::GET_SQL;
+use super::row::{evidence_json, insert, read_row};
 use super::transition::{check_transition, row_before, row_version};
+use super::tx::Tx;
 use super::{Change, IntentLog, LogError, Recorded};
 use crate::model::{Intent, State};
 
@@ -33,12 +35,12 @@ impl IntentLog {
         // transaction reads before it writes, and when another worker commits in between,
         // SQLite refuses the upgrade at once (SQLITE_BUSY_SNAPSHOT, "database is locked")
         // without waiting: a proposal refused for nothing but a neighbour's commit.
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
+        let tx = Tx::immediate(&self.conn).map_err(err)?;
         let mut out = Vec::with_capacity(intents.len());
         let mut wrote = false;
         for intent in intents {
             let existing = tx
-                .prepare_cached(&format!("SELECT {COLUMNS} FROM intents WHERE id = ?1"))
+                .prepare_cached(&GET_SQL)
                 .and_then(|mut stmt| stmt.query_row([&intent.id], read_row).optional())
                 .map_err(err)?;
             if let Some(existing) = existing {
@@ -102,7 +104,7 @@ impl IntentLog {
     fn update_in_one_transaction(&mut self, changes: &[Change<'_>]) -> Result<Vec<bool>, LogError> {
         let path = self.path.clone();
         let err = move |source| LogError::Sqlite { path: path.clone(), source };
-        let tx = self.conn.transaction().map_err(err.clone())?;
+        let tx = Tx::deferred(&self.conn).map_err(err.clone())?;
         let mut applied = Vec::with_capacity(changes.len());
         for change in changes {
             let new = change.new;
@@ -191,12 +193,7 @@ fn can_redo(change: &Change<'_>) -> bool {
     change.new.state == State::Confirmed && matches!(change.from_state, State::Submitted | State::Unknown)
 }
 
-fn history(
-    tx: &rusqlite::Transaction<'_>,
-    i: &Intent,
-    from: Option<State>,
-    note: &str,
-) -> rusqlite::Result<usize> {
+fn history(tx: &Connection, i: &Intent, from: Option<State>, note: &str) -> rusqlite::Result<usize> {
     tx.prepare_cached(
         "INSERT INTO history (intent_id, at_ms, from_state, to_state, owner, epoch, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
