@@ -110,17 +110,7 @@ pub(crate) fn bench_only(id: &str) -> Result<i32> {
         bail!("no timed benchmark `{id}` (the counts run with --counts); there are: {}", ids.join(", "));
     };
     let root = root();
-    let doc_path = root.join(BENCH_DOC);
-    let doc =
-        fs::read_to_string(&doc_path).with_context(|| format!("could not read {}", doc_path.display()))?;
-    let json_path = root.join(BENCH_JSON);
-    let mut saved: Saved = serde_json::from_str(
-        &fs::read_to_string(&json_path).with_context(|| format!("could not read {}", json_path.display()))?,
-    )
-    .with_context(|| format!("{BENCH_JSON} is not a run's figures; run `cargo xtask bench` once"))?;
-    let readme_path = root.join(README);
-    let readme = fs::read_to_string(&readme_path)
-        .with_context(|| format!("could not read {}", readme_path.display()))?;
+    let (doc, mut saved) = read_saved(&root)?;
     // Refused before minutes of measuring when the section has nowhere to go.
     with_section(&doc, id, "")?;
     let python = prepare_venv(&root)?;
@@ -139,14 +129,7 @@ pub(crate) fn bench_only(id: &str) -> Result<i32> {
     let doc = with_section(&doc, id, &block)?;
     saved.figures.retain(|r| r.bench != id);
     saved.figures.extend(records.figures.iter().cloned());
-    let merged = Records { figures: saved.figures.clone(), tables: Vec::new() };
-    let headlines = headlines(&merged)?;
-    let doc = with_doc_headlines(&doc, &headlines)?;
-    let readme = with_headlines(&readme, &headlines.join("\n"))?;
-    fs::write(&doc_path, doc).with_context(|| format!("could not write {}", doc_path.display()))?;
-    fs::write(&readme_path, readme).with_context(|| format!("could not write {}", readme_path.display()))?;
-    fs::write(&json_path, serde_json::to_string_pretty(&saved)? + "\n")
-        .with_context(|| format!("could not write {}", json_path.display()))?;
+    write_partial(&root, &doc, &saved)?;
     println!("xtask: rewrote {id} in {BENCH_DOC} and {BENCH_JSON}, and the headlines");
     Ok(0)
 }
@@ -215,14 +198,7 @@ pub(crate) fn bench_from_log(log: &Path) -> Result<i32> {
 /// `docs/benchmarks.json`, and leaves every other figure as the last full run measured it.
 pub(crate) fn bench_counts() -> Result<i32> {
     let root = root();
-    let doc_path = root.join(BENCH_DOC);
-    let doc =
-        fs::read_to_string(&doc_path).with_context(|| format!("could not read {}", doc_path.display()))?;
-    let json_path = root.join(BENCH_JSON);
-    let mut saved: Saved = serde_json::from_str(
-        &fs::read_to_string(&json_path).with_context(|| format!("could not read {}", json_path.display()))?,
-    )
-    .with_context(|| format!("{BENCH_JSON} is not a run's figures; run `cargo xtask bench` once"))?;
+    let (doc, mut saved) = read_saved(&root)?;
     let programs = Programs::build(&root, None)?;
     let figures = count(&programs)?;
     let records = Records { figures: figures.clone(), tables: Vec::new() };
@@ -254,20 +230,43 @@ pub(crate) fn bench_counts() -> Result<i32> {
     };
     saved.figures.retain(|r| r.bench != COUNTS);
     saved.figures.splice(0..0, figures);
-    // The headlines name counted and timed figures: the timed ones as the last full run left them.
+    write_partial(&root, &doc, &saved)?;
+    println!("xtask: rewrote the counts in {BENCH_DOC} and {BENCH_JSON}, and the headlines");
+    Ok(0)
+}
+
+/// `docs/benchmarks.md` and the figures of `docs/benchmarks.json`, for a command that
+/// rewrites part of them.
+fn read_saved(root: &Path) -> Result<(String, Saved)> {
+    let doc_path = root.join(BENCH_DOC);
+    let doc =
+        fs::read_to_string(&doc_path).with_context(|| format!("could not read {}", doc_path.display()))?;
+    let json_path = root.join(BENCH_JSON);
+    let saved: Saved = serde_json::from_str(
+        &fs::read_to_string(&json_path).with_context(|| format!("could not read {}", json_path.display()))?,
+    )
+    .with_context(|| format!("{BENCH_JSON} is not a run's figures; run `cargo xtask bench` once"))?;
+    Ok((doc, saved))
+}
+
+/// Writes `doc` and `saved` back after a part of them was measured again, with the headlines
+/// of every saved figure (those not measured again as the run that measured them left them)
+/// in the document and in README.md.
+fn write_partial(root: &Path, doc: &str, saved: &Saved) -> Result<()> {
     let merged = Records { figures: saved.figures.clone(), tables: Vec::new() };
     let headlines = headlines(&merged)?;
-    let doc = with_doc_headlines(&doc, &headlines)?;
+    let doc = with_doc_headlines(doc, &headlines)?;
     let readme_path = root.join(README);
     let readme = fs::read_to_string(&readme_path)
         .with_context(|| format!("could not read {}", readme_path.display()))?;
     let readme = with_headlines(&readme, &headlines.join("\n"))?;
+    let doc_path = root.join(BENCH_DOC);
     fs::write(&doc_path, doc).with_context(|| format!("could not write {}", doc_path.display()))?;
     fs::write(&readme_path, readme).with_context(|| format!("could not write {}", readme_path.display()))?;
-    fs::write(&json_path, serde_json::to_string_pretty(&saved)? + "\n")
+    let json_path = root.join(BENCH_JSON);
+    fs::write(&json_path, serde_json::to_string_pretty(saved)? + "\n")
         .with_context(|| format!("could not write {}", json_path.display()))?;
-    println!("xtask: rewrote the counts in {BENCH_DOC} and {BENCH_JSON}, and the headlines");
-    Ok(0)
+    Ok(())
 }
 
 /// `doc` with the bullets of its `## Headlines` section replaced by `headlines`.
