@@ -41,14 +41,16 @@
 //! `chunked`, or a batch size such as `8`), `INTENTS_DURABILITY` one durability (`full` or
 //! `normal`); either prints the figures and no `BENCH` records.
 
+#[path = "common/payments_config.rs"]
+mod payments_config;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bench_support::summary;
-use executor::config::KeyPolicy;
-use executor::{Config, Contract, Durability, Executor, Limits, Proposal, Service, State, World};
+use executor::{Durability, Executor, Limits, Proposal, State, World};
 use fake_services::payments::Payments;
 use fake_services::{Fake, Fakes, Server, TokioClock};
 use rusqlite::Connection;
@@ -483,7 +485,8 @@ async fn intents_run(
     let fake = Fake::Payments(payments.clone());
     fake.reset();
     payments.seed_payment_intent(Some(INTENT), INTENT_AMOUNT, "usd")?;
-    let executor = Executor::open(config(url), &dir.join("state"), durability, World::real())?;
+    let executor =
+        Executor::open(payments_config::config(url, "bench"), &dir.join("state"), durability, World::real())?;
 
     let mut proposing = Duration::ZERO;
     let mut draining = Duration::ZERO;
@@ -574,22 +577,6 @@ fn check(executor: &Executor, fake: &Fake, n: usize) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The payments service with the fake's contract (keys honoured for a day), and the library's
-/// default limits.
-fn config(url: &str) -> Config {
-    let contract = Contract {
-        idempotency_keys: KeyPolicy::Honored,
-        key_retention_ms: 86_400_000,
-        ..Contract::default()
-    };
-    Config {
-        worker_id: "bench".into(),
-        services: BTreeMap::from([("payments".to_string(), Service { url: url.to_string(), contract })]),
-        secrets: BTreeMap::from([("payments_api_key".to_string(), "sk_test_bench".to_string())]),
-        limits: Limits::default(),
-    }
 }
 
 /// `target/bench-tmp/executor-intents-PID`: on the disk the project builds on, removed at

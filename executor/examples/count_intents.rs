@@ -20,11 +20,12 @@
 //! Both run on one current-thread tokio runtime and write into `DIR`, which must not exist
 //! yet (the runner puts it on the disk the project builds on: a tmpfs would make fsyncs free).
 
-use std::collections::BTreeMap;
+#[path = "../benches/common/payments_config.rs"]
+mod payments_config;
+
 use std::path::Path;
 
-use executor::config::KeyPolicy;
-use executor::{Config, Contract, Durability, Executor, Limits, Proposal, Service, State, World};
+use executor::{Durability, Executor, Proposal, State, World};
 use rusqlite::Connection;
 use serde_json::json;
 
@@ -76,7 +77,12 @@ fn intents(url: &str, dir: &Path, n: usize, batch: usize, durability: Durability
     std::fs::create_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
-        let executor = Executor::open(config(url), &dir.join("state"), durability, World::real())?;
+        let executor = Executor::open(
+            payments_config::config(url, "count"),
+            &dir.join("state"),
+            durability,
+            World::real(),
+        )?;
         let mut next = 0;
         while next < n {
             let end = (next + batch).min(n);
@@ -126,20 +132,4 @@ fn raw(dir: &Path, n: usize, durability: Durability) -> Result<()> {
     }
     println!("{n} rows committed");
     Ok(())
-}
-
-/// The payments service with the fake's contract (keys honoured for a day), and the library's
-/// default limits.
-fn config(url: &str) -> Config {
-    let contract = Contract {
-        idempotency_keys: KeyPolicy::Honored,
-        key_retention_ms: 86_400_000,
-        ..Contract::default()
-    };
-    Config {
-        worker_id: "count".into(),
-        services: BTreeMap::from([("payments".to_string(), Service { url: url.to_string(), contract })]),
-        secrets: BTreeMap::from([("payments_api_key".to_string(), "sk_test_twice".to_string())]),
-        limits: Limits::default(),
-    }
 }

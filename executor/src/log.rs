@@ -11,11 +11,11 @@
 //! Where each part lives: this file holds the log's types and opens it (WAL, durability, or
 //! the sim's in-process `memdb`); `schema` (the tables, and the migration of an older file),
 //! `row` (the column list, and an intent to a row and back), `write` (recording, and the
-//! conditional writes), `tx` (transactions on statements kept prepared), `transition` (what a write is checked against in debug builds),
-//! `query` (the reads, the rows not yet terminal kept between passes, and the rows read by
-//! id, kept while the log does not change), `nonces` (the
-//! `nonces` table: each signed transfer's nonce, claimed by one intent at most) and `warm`
-//! (the sim's warm in-memory logs).
+//! conditional writes), `tx` (transactions on statements kept prepared), `transition` (what
+//! a write is checked against in debug builds), `query` (the reads, the rows not yet terminal
+//! kept between passes, and the rows read by id, kept while the log does not change),
+//! `nonces` (the `nonces` table: each signed transfer's nonce, claimed by one intent at most)
+//! and `warm` (the sim's warm in-memory logs).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

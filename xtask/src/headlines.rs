@@ -241,6 +241,19 @@ pub(crate) fn with_headlines(readme: &str, body: &str) -> Result<String> {
 mod tests {
     use std::fs;
 
+    /// The sim-case headline names the baseline and the factor the counts judge it by.
+    #[test]
+    fn the_sim_case_target_says_what_it_is_judged_by() {
+        use crate::counts::{SIM_CASE_BASELINE_INSTR, SIM_CASE_TARGET, thousands};
+        let target = super::HEADLINES
+            .iter()
+            .find(|h| h.name == "generated sim case")
+            .and_then(|h| h.target.as_ref())
+            .expect("a target on the sim case");
+        assert!(target.text.contains(&thousands(SIM_CASE_BASELINE_INSTR)), "{}", target.text);
+        assert!(target.text.contains(&format!("{SIM_CASE_TARGET}x")), "{}", target.text);
+    }
+
     use super::*;
     use crate::root;
 

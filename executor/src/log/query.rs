@@ -14,8 +14,10 @@ use crate::model::{Intent, State};
 /// The statements with the column list in them, written once per process rather than at
 /// every call (`prepare_cached` looks them up by their text).
 static ALL_SQL: LazyLock<String> = LazyLock::new(|| format!("SELECT {COLUMNS} FROM intents ORDER BY seq"));
-/// The rows not yet terminal, found through the `state` index, with their `seq` (column 19)
-/// to order them by: ordered in memory rather than by an `ORDER BY`, for which SQLite
+/// Where `seq` comes in [`ACTIVE_SQL`]'s rows: right after the columns of [`COLUMNS`].
+static ACTIVE_SEQ_COLUMN: LazyLock<usize> = LazyLock::new(|| COLUMNS.split(',').count());
+/// The rows not yet terminal, found through the `state` index, with their `seq` after the
+/// columns to order them by: ordered in memory rather than by an `ORDER BY`, for which SQLite
 /// copied every row found into a temporary B-tree and read it back at every read.
 static ACTIVE_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -105,8 +107,9 @@ impl IntentLog {
             return Ok(f(rows));
         }
         let mut stmt = self.conn.prepare_cached(&ACTIVE_SQL).map_err(|e| self.sqlite(e))?;
-        let found =
-            stmt.query_map([], |r| Ok((r.get::<_, i64>(19)?, read_row(r)?))).map_err(|e| self.sqlite(e))?;
+        let found = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(*ACTIVE_SEQ_COLUMN)?, read_row(r)?)))
+            .map_err(|e| self.sqlite(e))?;
         let mut found = found.collect::<Result<Vec<_>, _>>().map_err(|e| self.sqlite(e))?;
         // In the order they were recorded, as `ORDER BY seq` gave them (`seq` is unique); an
         // unreadable row is the first one in that order, as it was.

@@ -77,9 +77,9 @@ impl IntentLog {
     /// unless every change in it confirms an intent that was already submitted or unknown:
     /// such a write is the one thing a power cut may take back, because what it records can
     /// be found again. Its intent would read as before (`submitted` or `unknown`) after the
-    /// cut, and the next pass reconciles it as after any crash (a lookup, or a resend under the same key, which the
-    /// service answers with the same success); where neither can tell, the intent becomes
-    /// `unknown`, never sent blind. The write is on disk at the next commit that waits (the
+    /// cut, and the next pass reconciles it as after any crash (a lookup, or a resend under
+    /// the same key, which the service answers with the same success); where neither can
+    /// tell, the intent becomes `unknown`, never sent blind. The write is on disk at the next commit that waits (the
     /// next proposal, or the marker before the next send: SQLite's WAL is written in order and
     /// one fsync covers every frame before it) or at the next checkpoint. Every other write
     /// waits: a proposal (`propose_ok` promises it), the markers written before a send (a
@@ -90,15 +90,25 @@ impl IntentLog {
     pub fn update(&mut self, changes: &[Change<'_>]) -> Result<Vec<bool>, LogError> {
         let lazy = self.synced && !changes.is_empty() && changes.iter().all(can_redo);
         if lazy {
-            self.conn.execute_batch("PRAGMA synchronous = NORMAL").map_err(|e| self.sqlite(e))?;
+            self.pragma_cached("PRAGMA synchronous = NORMAL")?;
         }
         let written = self.update_in_one_transaction(changes);
         if lazy {
             // Back to waiting for the disk whatever the write did: the next commit may be one
             // that must.
-            self.conn.execute_batch("PRAGMA synchronous = FULL").map_err(|e| self.sqlite(e))?;
+            self.pragma_cached("PRAGMA synchronous = FULL")?;
         }
         written
+    }
+
+    /// Runs a PRAGMA that sets something, through a statement the connection keeps prepared
+    /// (as `tx.rs` does for transactions): `execute_batch` would parse it at every write.
+    fn pragma_cached(&self, sql: &str) -> Result<(), LogError> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute([]))
+            .map(drop)
+            .map_err(|e| self.sqlite(e))
     }
 
     fn update_in_one_transaction(&mut self, changes: &[Change<'_>]) -> Result<Vec<bool>, LogError> {
@@ -186,13 +196,13 @@ impl IntentLog {
     }
 }
 
-/// Appends one state change of `i` to the `history` table.
 /// Whether a power cut may take `change` back: it confirms an intent the log held as
 /// submitted or unknown, which reconciliation finds confirmed again (see [`IntentLog::update`]).
 fn can_redo(change: &Change<'_>) -> bool {
     change.new.state == State::Confirmed && matches!(change.from_state, State::Submitted | State::Unknown)
 }
 
+/// Appends one state change of `i` to the `history` table.
 fn history(tx: &Connection, i: &Intent, from: Option<State>, note: &str) -> rusqlite::Result<usize> {
     tx.prepare_cached(
         "INSERT INTO history (intent_id, at_ms, from_state, to_state, owner, epoch, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
