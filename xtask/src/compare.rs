@@ -15,11 +15,16 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 use crate::counts::{Programs, count};
-use crate::render::format_value;
+use crate::render::{change_pct, format_value};
 use crate::{root, target_dir};
 
-/// The counting programs, copied into a BASE that lacks them.
-const DRIVERS: [&str; 2] = ["fake-services/examples/count_server.rs", "executor/examples/count_intents.rs"];
+/// The counting programs (and the file `count_intents` includes), copied into a BASE that
+/// lacks them.
+const DRIVERS: [&str; 3] = [
+    "fake-services/examples/count_server.rs",
+    "executor/examples/count_intents.rs",
+    "executor/benches/common/payments_config.rs",
+];
 
 pub(crate) fn compare(base: &str) -> Result<i32> {
     let root = root();
@@ -57,11 +62,10 @@ pub(crate) fn compare(base: &str) -> Result<i32> {
     for now in &after {
         let was = before.iter().find(|r| r.name == now.name && r.unit == now.unit);
         let (was_text, change) = match was {
-            Some(w) if w.value != 0.0 => (
+            Some(w) => (
                 format_value(w.value, &w.unit),
-                format!("{:+.2} %", (now.value - w.value) / w.value.abs() * 100.0),
+                change_pct(w.value, now.value).map(|c| format!("{c:+.2} %")).unwrap_or_default(),
             ),
-            Some(w) => (format_value(w.value, &w.unit), String::new()),
             None => ("not counted".into(), String::new()),
         };
         println!(

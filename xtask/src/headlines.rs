@@ -241,17 +241,30 @@ pub(crate) fn with_headlines(readme: &str, body: &str) -> Result<String> {
 mod tests {
     use std::fs;
 
-    /// The sim-case headline names the baseline and the factor the counts judge it by.
+    /// The counted targets' headlines say the figures the counts judge them by.
     #[test]
-    fn the_sim_case_target_says_what_it_is_judged_by() {
-        use crate::counts::{SIM_CASE_BASELINE_INSTR, SIM_CASE_TARGET, thousands};
-        let target = super::HEADLINES
-            .iter()
-            .find(|h| h.name == "generated sim case")
-            .and_then(|h| h.target.as_ref())
-            .expect("a target on the sim case");
-        assert!(target.text.contains(&thousands(SIM_CASE_BASELINE_INSTR)), "{}", target.text);
-        assert!(target.text.contains(&format!("{SIM_CASE_TARGET}x")), "{}", target.text);
+    fn the_counted_targets_say_what_they_are_judged_by() {
+        use crate::counts::{
+            FAKE_OVER_BARE_MAX, FSYNC_TARGETS, SIM_CASE_BASELINE_INSTR, SIM_CASE_TARGET, thousands,
+        };
+        let text = |name: &str| {
+            super::HEADLINES
+                .iter()
+                .find(|h| h.name == name)
+                .and_then(|h| h.target.as_ref())
+                .map(|t| t.text)
+                .unwrap_or_else(|| panic!("no target on {name}"))
+        };
+        let sim = text("generated sim case");
+        assert!(sim.contains(&thousands(SIM_CASE_BASELINE_INSTR)), "{sim}");
+        assert!(sim.contains(&format!("{SIM_CASE_TARGET}x")), "{sim}");
+        let fake = text("payments fake / bare hyper, per request");
+        assert!(fake.contains(&format!("{FAKE_OVER_BARE_MAX}x")), "{fake}");
+        for ((batch, limit), denominator) in FSYNC_TARGETS.iter().zip([4.0, 32.0]) {
+            assert_eq!(*limit, 1.0 / denominator);
+            let fsync = text(&format!("fsyncs per confirmed intent, batches of {batch}"));
+            assert!(fsync.contains(&format!("1/{denominator}")), "{fsync}");
+        }
     }
 
     use super::*;

@@ -161,7 +161,7 @@ fn section(doc: &mut String, id: &str, about: Option<&str>, records: &Records, p
 }
 
 /// The change from `was` to `now` in percent of `was`; none from zero.
-fn change_pct(was: f64, now: f64) -> Option<f64> {
+pub(crate) fn change_pct(was: f64, now: f64) -> Option<f64> {
     (was != 0.0).then(|| (now - was) / was.abs() * 100.0)
 }
 

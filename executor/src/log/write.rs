@@ -90,25 +90,15 @@ impl IntentLog {
     pub fn update(&mut self, changes: &[Change<'_>]) -> Result<Vec<bool>, LogError> {
         let lazy = self.synced && !changes.is_empty() && changes.iter().all(can_redo);
         if lazy {
-            self.pragma_cached("PRAGMA synchronous = NORMAL")?;
+            self.conn.execute_batch("PRAGMA synchronous = NORMAL").map_err(|e| self.sqlite(e))?;
         }
         let written = self.update_in_one_transaction(changes);
         if lazy {
             // Back to waiting for the disk whatever the write did: the next commit may be one
             // that must.
-            self.pragma_cached("PRAGMA synchronous = FULL")?;
+            self.conn.execute_batch("PRAGMA synchronous = FULL").map_err(|e| self.sqlite(e))?;
         }
         written
-    }
-
-    /// Runs a PRAGMA that sets something, through a statement the connection keeps prepared
-    /// (as `tx.rs` does for transactions): `execute_batch` would parse it at every write.
-    fn pragma_cached(&self, sql: &str) -> Result<(), LogError> {
-        self.conn
-            .prepare_cached(sql)
-            .and_then(|mut stmt| stmt.execute([]))
-            .map(drop)
-            .map_err(|e| self.sqlite(e))
     }
 
     fn update_in_one_transaction(&mut self, changes: &[Change<'_>]) -> Result<Vec<bool>, LogError> {
