@@ -1,22 +1,28 @@
-"""Two SDK imports made cheaper, without changing what the executor runs.
+"""SDK imports made cheaper, without changing what the executor runs.
 
 A worker is a process of its own, started again after every crash, so what its SDKs load at
 import is paid on every start: in the harness's catalog run, imports were most of the CPU the
-workers used. Two SDKs load, at import, large parts this executor never calls:
+workers used. The SDKs load, at import, large parts this executor never calls:
 
 - stripe-python picks its *async* HTTP client when `stripe` is imported, and imports aiohttp
   for it whenever aiohttp is installed (web3.py brings it in). This executor uses the
   synchronous requests client only. `import_stripe()` imports stripe with aiohttp refused to
   that one import (stripe then falls back to its "no async client" stand-in, which raises only
-  if async is used); aiohttp stays importable for everything else (web3 loads it).
+  if async is used); aiohttp stays importable for everything else.
 - eth-account imports eth-keyfile, which imports py_ecc's BLS12-381 code for keystores of
   version 4 (BLS keys); py_ecc computes pairing tables at import (about 0.8 s of pure Python).
   This executor signs with a secp256k1 key and never reads a keystore. `import_chain_sdks()`
   imports web3 and eth-account with stand-ins for the two py_ecc modules eth-keyfile names:
   the one constant it reads at import, and a placeholder that imports the real BLS code the
   first time anything uses it. The stand-ins leave `sys.modules` once the import is done.
+- web3.py imports aiohttp for its *async* providers, and aiohttp makes two TLS contexts at
+  import, loading the system's certificate store twice (about 0.13 s of the 0.65 s a chain
+  worker spends importing). This executor uses the synchronous HTTPProvider, on requests.
+  Under the same import, web3 gets a stand-in aiohttp with the five names it imports, each a
+  class that makes the real one when called. (An `except aiohttp.ClientError` in web3's async
+  code would not catch the real error; that code is never run here.)
 
-Both are taken under one lock: the refusal and the stand-ins must never meet another thread's
+All are taken under one lock: the refusal and the stand-ins must never meet another thread's
 import (a pass imports on threads of its own).
 """
 
@@ -75,8 +81,31 @@ class _Deferred:
         return getattr(getattr(importlib.import_module(module), name), attribute)
 
 
+# What web3.py imports from aiohttp (web3/_utils/http_session_manager.py and its async
+# providers).
+_AIOHTTP_NAMES = ("ClientError", "ClientResponse", "ClientSession", "ClientTimeout", "TCPConnector")
+
+
+def _deferred_class(module, name, base=object):
+    """A class standing for `module.name`: calling it makes the real one."""
+
+    def make(cls, *args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    return type(name, (base,), {"__new__": make, "__module__": module})
+
+
+def _aiohttp_stand_in():
+    aiohttp = type(sys)("aiohttp")
+    for name in _AIOHTTP_NAMES:
+        base = Exception if name == "ClientError" else object
+        setattr(aiohttp, name, _deferred_class("aiohttp", name, base))
+    return aiohttp
+
+
 def import_chain_sdks():
-    """`import eth_account, web3`, without py_ecc's BLS code until something uses it."""
+    """`import eth_account, web3`, without py_ecc's BLS code until something uses it, and
+    without aiohttp."""
     if "chain" in _done:
         return
     with _LOCK:
@@ -89,6 +118,8 @@ def import_chain_sdks():
             curve = type(sys)("py_ecc.bls12_381")
             curve.curve_order = _BLS12_381_CURVE_ORDER
             stand_ins = {"py_ecc.bls": bls, "py_ecc.bls12_381": curve}
+        if "aiohttp" not in sys.modules:
+            stand_ins["aiohttp"] = _aiohttp_stand_in()
         sys.modules.update(stand_ins)
         try:
             importlib.import_module("eth_account")
