@@ -6,7 +6,7 @@ belief acts, so `grep -n 'bugs.BUG ==' *.py` lists every difference from the cor
 executor. The README says which catalog scenario catches each one, and with which invariant.
 """
 
-# The bug that is switched on (set once at start-up by executor.py), or None.
+# The bug that is switched on (set once at start-up by worker.main), or None.
 BUG = None
 
 # `--single-worker` (not a bug): the executor runs as the only worker, so it takes no leases
