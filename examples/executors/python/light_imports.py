@@ -16,8 +16,8 @@ workers used. The SDKs load, at import, large parts this executor never calls:
   the one constant it reads at import, and a placeholder that imports the real BLS code the
   first time anything uses it. The stand-ins leave `sys.modules` once the import is done.
 - web3.py imports aiohttp for its *async* providers, and aiohttp makes two TLS contexts at
-  import, loading the system's certificate store twice (about 0.13 s of the 0.65 s a chain
-  worker spends importing). This executor uses the synchronous HTTPProvider, on requests.
+  import, loading the system's certificate store twice (about 0.13 s of CPU per chain worker,
+  over 40 imports). This executor uses the synchronous HTTPProvider, on requests.
   Under the same import, web3 gets a stand-in aiohttp with the five names it imports, each a
   class that makes the real one when called. (An `except aiohttp.ClientError` in web3's async
   code would not catch the real error; that code is never run here.)
