@@ -133,6 +133,11 @@ pub fn write_request(
         }
         Action::PutObject { bucket, key, body } => {
             let mut headers = vec![("content-type".to_string(), "application/octet-stream".to_string())];
+            // The intent's id as the object's user metadata, where a header can carry it: what
+            // tells a checker, and a person, whose write an object version is.
+            if intent.id.bytes().all(|b| b.is_ascii_graphic()) {
+                headers.push((files::INTENT_METADATA_HEADER.into(), intent.id.clone()));
+            }
             if service.contract.conditional_writes {
                 match &intent.evidence.precondition {
                     Some(Precondition::IfNoneMatch) => headers.push(("if-none-match".into(), "*".into())),

@@ -12,44 +12,53 @@
 //!
 //! # Attribution
 //!
-//! Effects are attributed to intents by the business key the harness makes unique per
-//! intent, never by anything the executor says. The rows below are the action table
-//! (`vocabulary::ACTIONS`: service, `effect_kind`, `business_key`), which the checker reads:
+//! Effects are found by the business key of the action table (`vocabulary::ACTIONS`: service,
+//! `effect_kind`, `business_key`), which the checker reads:
 //!
-//! | action | effects | business key |
-//! |---|---|---|
-//! | `payments.refund` | `payments` ledger, kind `refund.created` | `params.payment_intent` |
-//! | `workspaces.create` | `workspaces` ledger, kind `workspace.created` | `params.external_id` |
-//! | `files.put` | `files` ledger, kind `object.put` | `params.key` |
-//! | `chain.transfer` | `chain` ledger, kind `tx.mined` | `params.to` |
-//! | `messages.send` | `messages` ledger, kind `message.delivered` | `params.to` |
+//! | action | effects | business key | shared by several intents |
+//! |---|---|---|---|
+//! | `payments.refund` | `payments` ledger, kind `refund.created` | `params.payment_intent` | yes (partial refunds) |
+//! | `workspaces.create` | `workspaces` ledger, kind `workspace.created` | `params.external_id` | no |
+//! | `files.put` | `files` ledger, kind `object.put` | `params.key` | no |
+//! | `chain.transfer` | `chain` ledger, kind `tx.mined` | `params.to` | yes |
+//! | `messages.send` | `messages` ledger, kind `message.delivered` | `params.to` | yes |
 //!
-//! A *lineage* is a set of intents linked by `replaces` (and, in any case, every intent that
-//! shares a business key): an effect with a lineage's business key belongs to the lineage,
-//! then to the member whose authorised parameters it carries exactly (every field of the
-//! intent's `params`, e.g. `amount` for a refund, `name` for a workspace, `bucket` and `body`
-//! for an object, `value` for a transfer). Two edge cases:
+//! An effect with an intent's business key is a *candidate* of that intent when it carries
+//! exactly the parameters the intent authorised (every field of its `params`, e.g. `amount`
+//! for a refund, `name` for a workspace, `bucket` and `body` for an object, `value` for a
+//! transfer, `subject` and `body` for a message). Three things narrow the candidates:
 //!
-//! - Several members authorised the same parameters (a replacement with the same amount):
-//!   the effect's idempotency key decides if exactly one of them lists it in its claim's
-//!   evidence (`key` or `previous_keys`); otherwise the checker gives the executor the
-//!   benefit of the doubt and picks the member the effect makes no violation for (one that
-//!   claims `confirmed` and has no effect yet, then any member not claiming `failed`).
-//! - No member authorised the effect's parameters: with a single member it is still that
-//!   member's effect (with the wrong parameters); in a larger lineage it belongs to the
-//!   lineage only. Either way [`HONEST_TERMINAL_STATES`] reports it, since an intent's
-//!   payload is immutable.
+//! - **The caller's tag.** An effect whose write was tagged with an intent's id
+//!   (`vocabulary::INTENT_TAG`: refund or workspace `metadata[twice_intent]`, an object's
+//!   `x-amz-meta-twice-intent`, a message's `X-Twice-Intent` header or `twice_intent` tag) is
+//!   that intent's, where it carries that intent's parameters (a tag is not believed over
+//!   parameters another intent authorised). The reference executor and the example executors
+//!   tag every write a service lets them tag.
+//! - **An idempotency key** that exactly one candidate's claim lists (`key` or
+//!   `previous_keys` in its evidence).
+//! - **Nobody authorised the parameters**: the effect was meant for the intent its tag names,
+//!   or for the only intent of its key, and [`NO_UNAUTHORISED_EFFECT`] reports how it differs
+//!   (with several intents on the key and no tag it is nobody's; in a lineage of several
+//!   members, the lineage's).
 //!
-//! An effect of one of the kinds above whose business key belongs to no intent of the
-//! scenario is an effect nobody authorised, also reported by [`HONEST_TERMINAL_STATES`].
-//! An effect the service made again by itself, `params.provider_redelivery = true` (a message
-//! the provider delivered a second time by its own retry), is the provider's: no invariant
-//! counts it, neither as a duplicate nor as an effect nobody authorised, and
-//! [`attribute`] leaves it out (the reports mark it as the provider's).
-//! Other ledger kinds are ignored. Intents whose action has no row above are checked for
-//! everything that needs no ledger (nothing lost, escalation evidence, liveness, expected
-//! states). Intents whose action is in [`Observed::unsupported`] are exempt from every
-//! check, and so are the effects that carry their business keys.
+//! Where an effect still has several candidates, the ledger can be read more than one way
+//! (`check/readings.rs`): a *reading* gives each effect one of its candidates, and only the
+//! readings with the fewest duplicates count (each lineage owns one effect at most). A
+//! duplicate is proved when a business key's effects outnumber the lineages that could own
+//! them; a claim is judged against every reading, violated where all of them contradict it and
+//! not judged, with the effects in doubt named, where only some do. The first reading that
+//! bears every claim out is the attribution the other checks and the reports use.
+//!
+//! A *lineage* is an intent and its replacements (`replaces`): at most one effect between
+//! them. An effect whose business key belongs to no intent of the scenario, or of a kind no
+//! action makes (an object deleted), is an effect nobody authorised
+//! ([`NO_UNAUTHORISED_EFFECT`]). An effect the service made again by itself,
+//! `params.provider_redelivery = true` (a message the provider delivered a second time by its
+//! own retry), is the provider's: no invariant counts it, and [`attribute`] leaves it out
+//! (the reports mark it as the provider's). Intents whose action has no row above are checked
+//! for everything that needs no ledger (nothing lost, escalation evidence, liveness, expected
+//! states). Intents whose action is in [`Observed::unsupported`] are exempt from every check,
+//! and so are the effects that carry their business keys.
 //!
 //! # Verdicts: held, violated, not judged
 //!
@@ -127,21 +136,28 @@ mod claims;
 mod duplicates;
 mod hazards;
 mod lineage;
+mod readings;
 mod refusals;
 mod stale;
 mod status;
 #[cfg(test)]
 mod tests;
+mod unauthorised;
 mod workflow;
 
 use attribution::Facts;
 
 /// At most one effect per intent, and at most one per lineage (every supported action is
-/// exclusive).
+/// exclusive); where the ledger cannot say whose an effect is, no more effects on a business
+/// key than the lineages that could own them.
 pub const NO_DUPLICATE_EFFECT: &str = "no-duplicate-effect";
+/// Every effect in every ledger is one an intent of the scenario authorised: its action, its
+/// business key and exactly its parameters. Reads, seeds and a provider's own redelivery are
+/// not effects.
+pub const NO_UNAUTHORISED_EFFECT: &str = "no-unauthorised-effect";
 /// `confirmed` only with exactly one effect carrying exactly the authorised parameters;
 /// `failed` only with no effect, and `escalated` with `could_duplicate: false` (going on cannot
-/// write twice) only with none either; and no effect with parameters nobody authorised.
+/// write twice) only with none either.
 pub const HONEST_TERMINAL_STATES: &str = "honest-terminal-states";
 /// `escalated` carries evidence; no `confirmed` without an effect, no `failed` with one.
 pub const UNKNOWN_IS_NOT_A_LIE: &str = "unknown-is-not-a-lie";
@@ -166,8 +182,9 @@ pub const LIVENESS: &str = "liveness";
 pub const REFUSAL_RESPECTED: &str = "refusal-respected";
 
 /// Every invariant, in the order [`check`] returns their verdicts.
-pub const INVARIANTS: [&str; 9] = [
+pub const INVARIANTS: [&str; 10] = [
     NO_DUPLICATE_EFFECT,
+    NO_UNAUTHORISED_EFFECT,
     HONEST_TERMINAL_STATES,
     UNKNOWN_IS_NOT_A_LIE,
     NOTHING_LOST,
@@ -198,12 +215,18 @@ pub const HAZARD_KEY_PAST_RETENTION: &str = "key-past-retention";
 /// never took effect (had it, [`LINEAGE`] would say so).
 pub const HAZARD_EARLY_REPLACEMENT: &str = "early-replacement";
 
+/// A write sent again under another idempotency key after a refusal its worker could not read
+/// (stopped past its request timeout, or the answer never arrived): to the worker its first
+/// send's fate was unknown, and a new key is what doubles such a write when it did land.
+pub const HAZARD_NEW_KEY_AFTER_UNREAD_REFUSAL: &str = "new-key-after-unread-refusal";
+
 /// Every hazard, with the catalog scenario that exploits it.
-pub const HAZARDS: [(&str, &str); 4] = [
+pub const HAZARDS: [(&str, &str); 5] = [
     (HAZARD_NO_FENCING_TOKEN, "stale_worker_overwrite"),
     (HAZARD_NO_PRECONDITION, "files_stale_worker_overwrite"),
     (HAZARD_KEY_PAST_RETENTION, "key_expired_before_reconciliation"),
     (HAZARD_EARLY_REPLACEMENT, "amount_changed_while_unknown"),
+    (HAZARD_NEW_KEY_AFTER_UNREAD_REFUSAL, "key_regenerated_per_attempt"),
 ];
 
 /// Evidence fields, any one of which (a non-empty string) makes an escalation honest.
@@ -244,6 +267,7 @@ pub fn check(scenario: &Scenario, observed: &Observed) -> Vec<Verdict> {
     let run = Facts::new(scenario, observed);
     vec![
         run.no_duplicate_effect(),
+        run.no_unauthorised_effect(),
         run.honest_terminal_states(),
         run.unknown_is_not_a_lie(),
         run.nothing_lost(),

@@ -627,11 +627,15 @@ impl<B: Backend> Engine<'_, B> {
         self.collect();
     }
 
-    /// Ledgers and journals of the announced services.
+    /// Ledgers and journals of the announced services, and of any other service an effect
+    /// reached: every effect is judged, whoever was told of its service.
     fn collect(&mut self) {
-        for fake in self.fakes.all().into_iter().filter(|f| setup::announced(self.scenario, f.name())) {
-            self.observed.ledgers.insert(fake.name().to_string(), fake.ledger());
-            self.observed.journals.insert(fake.name().to_string(), fake.journal());
+        for fake in self.fakes.all() {
+            let ledger = fake.ledger();
+            if setup::announced(self.scenario, fake.name()) || !ledger.is_empty() {
+                self.observed.ledgers.insert(fake.name().to_string(), ledger);
+                self.observed.journals.insert(fake.name().to_string(), fake.journal());
+            }
         }
     }
 }

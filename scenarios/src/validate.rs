@@ -391,15 +391,18 @@ impl Scenario {
                     ),
                 ));
             }
+            // Several lineages may act on one payment, recipient or address; one workspace
+            // per external id and one object per key stay one lineage's.
             if let Some(&owner) = owners.get(&(spec.name, value.clone()))
                 && owner != root
+                && !spec.shares_business_key
             {
                 return Err(Invalid::new(
                     here.key("params").key(key),
                     format!(
-                        "{key} {value} is already used by intent {} of another lineage; the checker \
-                         attributes effects by {key}, so each lineage needs its own",
-                        self.intents[owner].id
+                        "{key} {value} is already used by intent {} of another lineage; {} acts on one \
+                         {key} per lineage, so each lineage needs its own",
+                        self.intents[owner].id, spec.name
                     ),
                 )
                 .hint(format!(

@@ -154,6 +154,12 @@ pub enum Bug {
     /// with, as if a key could only ever replay a delivery: the service replays the hollow
     /// 200 it saved under that key, and nothing is sent.
     OldKeyResend,
+    /// More than it was asked: where a service refuses a write until a person decides, the
+    /// executor decides itself and writes the nearest thing it can (what is left of the
+    /// payment, half the transfer, the workspace under another name, the object under another
+    /// key), and after a refund it emails the customer a receipt nobody asked for. Each is an
+    /// effect no intent authorised.
+    Overreach,
 }
 
 /// The waits a careful executor chooses for itself, within the limits the harness announces.

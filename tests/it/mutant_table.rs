@@ -11,6 +11,7 @@ use harness::check;
 use crate::mutant_naive::{Bug, Naive, Style};
 
 pub const NO_DUPLICATE: &str = check::NO_DUPLICATE_EFFECT;
+pub const NO_UNAUTHORISED: &str = check::NO_UNAUTHORISED_EFFECT;
 pub const HONEST: &str = check::HONEST_TERMINAL_STATES;
 pub const NOTHING_LOST: &str = check::NOTHING_LOST;
 pub const LINEAGE: &str = check::LINEAGE;
@@ -101,7 +102,15 @@ pub const MUTANTS: &[Mutant] = &[
         style: Style::KeyRetry,
         bug: Bug::KeyPerAttempt,
         failure_modes: &["key_per_attempt"],
-        catalog: &[("key_regenerated_per_attempt", NO_DUPLICATE)],
+        // Where several refunds or messages share a payment or a recipient, the one resent is
+        // the one doubled, whether its sibling differs (shipping and an item) or not (two
+        // items of one price, where only the count of refunds can show it).
+        catalog: &[
+            ("key_regenerated_per_attempt", NO_DUPLICATE),
+            ("partial_refund_reply_lost", NO_DUPLICATE),
+            ("equal_partial_refunds_reply_lost", NO_DUPLICATE),
+            ("messages_two_to_one_recipient", NO_DUPLICATE),
+        ],
         also: &[
             ("fault_error_after_commit", NO_DUPLICATE),
             ("files_put_without_conditional_writes", NO_DUPLICATE),
@@ -343,7 +352,7 @@ pub const MUTANTS: &[Mutant] = &[
         style: Style::KeyRetry,
         bug: Bug::ReSignAfterTimeout,
         failure_modes: &["nonce_trap"],
-        catalog: &[("chain_nonce_trap", NO_DUPLICATE)],
+        catalog: &[("chain_nonce_trap", NO_DUPLICATE), ("chain_two_transfers_to_one_address", NO_DUPLICATE)],
         also: &[("chain_error_after_commit", NO_DUPLICATE), ("chain_lost_reply", NO_DUPLICATE)],
         generated: Some(NO_DUPLICATE),
     },
@@ -463,7 +472,12 @@ pub const MUTANTS: &[Mutant] = &[
         failure_modes: &["needs_decision"],
         // The refund is refused with 403 once; the mutant sends it again, the permission is
         // there by then, and a refund nobody decided on lands.
-        catalog: &[("refund_permission_denied", REFUSAL_RESPECTED)],
+        // In `refusal_answered_while_paused` the workspace's 422 waits past the worker's
+        // timeout and is not held against anyone; the refund's 403, read, is.
+        catalog: &[
+            ("refund_permission_denied", REFUSAL_RESPECTED),
+            ("refusal_answered_while_paused", REFUSAL_RESPECTED),
+        ],
         also: &[
             ("files_replacement_after_rejection", REFUSAL_RESPECTED),
             ("chain_replacement_after_rejection", REFUSAL_RESPECTED),
@@ -471,5 +485,28 @@ pub const MUTANTS: &[Mutant] = &[
         // A reject that needs a decision on a write is in the generator's table; one that
         // fires once lets the retry through.
         generated: Some(REFUSAL_RESPECTED),
+    },
+    Mutant {
+        name: "overreach",
+        style: Style::KeyRetry,
+        bug: Bug::Overreach,
+        failure_modes: &["overreach"],
+        // A refusal decided by the executor itself, one per service, and a refund's receipt:
+        // each an effect no intent authorised.
+        catalog: &[
+            ("partial_refund_exceeds_what_remains", NO_UNAUTHORISED),
+            ("workspace_name_refused", NO_UNAUTHORISED),
+            ("files_put_forbidden", NO_UNAUTHORISED),
+            ("chain_transfer_rejected_outright", NO_UNAUTHORISED),
+            ("receipt_nobody_asked_for", NO_UNAUTHORISED),
+        ],
+        also: &[
+            ("refund_permission_denied", NO_UNAUTHORISED),
+            ("refund_larger_than_the_charge", NO_UNAUTHORISED),
+            ("files_put_reject", NO_UNAUTHORISED),
+            ("chain_replacement_after_rejection", NO_UNAUTHORISED),
+        ],
+        // Generated refusals that need a decision, and refunds where messages are announced.
+        generated: Some(NO_UNAUTHORISED),
     },
 ];

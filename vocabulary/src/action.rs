@@ -147,17 +147,25 @@ pub struct ActionSpec {
     /// The kind of the ledger effect it makes (`Effect::kind`).
     pub effect_kind: &'static str,
     /// The parameter, in the intent and in the effect, that names what the action acts on:
-    /// the checker attributes effects by it, and it is equal along a lineage (an intent and
-    /// its replacements) and unique across lineages.
+    /// the checker looks for an intent's effects among those that carry it, and it is equal
+    /// along a lineage (an intent and its replacements). Unique across lineages unless
+    /// [`ActionSpec::shares_business_key`].
     pub business_key: &'static str,
+    /// Whether several lineages may act on one business key: partial refunds of one payment,
+    /// several messages to one recipient, several transfers to one address. The checker then
+    /// tells their effects apart by the caller's tag ([`intent_tag`]) or by their parameters,
+    /// and judges only what the ledger proves. Not for a workspace (one per external id) nor
+    /// an object (a put overwrites it: two intents writing one key race for its last version).
+    pub shares_business_key: bool,
     /// Every parameter, in the order they are documented.
     pub params: &'static [Param],
     /// The guard against stale writes the service can offer for this action (its contract
     /// says whether it does), and whose fake records whether a write used it.
     pub guard: Option<Guard>,
     /// Whether a second effect with the same business key is a duplicate whatever intent made
-    /// it, so that reports mark it even when no intent claims it. Not for `files.put`: two
-    /// intents may write the same object.
+    /// it, so that reports mark it even when no intent claims it: only where one lineage owns a
+    /// key and a second effect cannot be anyone's own (not `files.put`: a put overwrites the
+    /// same object; not where [`ActionSpec::shares_business_key`]).
     pub duplicate_by_key: bool,
     /// The secret (`init.secrets`) the executor needs for it, if any.
     pub secret: Option<&'static str>,
@@ -206,9 +214,10 @@ pub const PAYMENTS_REFUND: ActionSpec = ActionSpec {
     service: "payments",
     effect_kind: "refund.created",
     business_key: "payment_intent",
+    shares_business_key: true,
     params: &[required("payment_intent", ParamKind::Text), required("amount", ParamKind::PositiveInteger)],
     guard: None,
-    duplicate_by_key: true,
+    duplicate_by_key: false,
     secret: None,
     result_fields: &[ID],
 };
@@ -219,6 +228,7 @@ pub const WORKSPACES_CREATE: ActionSpec = ActionSpec {
     service: "workspaces",
     effect_kind: "workspace.created",
     business_key: "external_id",
+    shares_business_key: false,
     params: &[required("external_id", ParamKind::Text), required("name", ParamKind::Text)],
     guard: Some(Guard::Fencing),
     duplicate_by_key: true,
@@ -232,6 +242,7 @@ pub const FILES_PUT: ActionSpec = ActionSpec {
     service: "files",
     effect_kind: "object.put",
     business_key: "key",
+    shares_business_key: false,
     params: &[
         required("bucket", ParamKind::Bucket),
         required("key", ParamKind::ObjectKey),
@@ -250,9 +261,10 @@ pub const CHAIN_TRANSFER: ActionSpec = ActionSpec {
     service: "chain",
     effect_kind: "tx.mined",
     business_key: "to",
+    shares_business_key: true,
     params: &[required("to", ParamKind::Address), required("value", ParamKind::Wei)],
     guard: None,
-    duplicate_by_key: true,
+    duplicate_by_key: false,
     secret: Some(CHAIN_PRIVATE_KEY_SECRET),
     // The transaction hash, which the ledger's `tx.mined` effect has as its object id.
     result_fields: &[ResultField { name: "tx_hash", source: ResultSource::ObjectId }],
@@ -270,13 +282,14 @@ pub const MESSAGES_SEND: ActionSpec = ActionSpec {
     service: "messages",
     effect_kind: "message.delivered",
     business_key: "to",
+    shares_business_key: true,
     params: &[
         required("to", ParamKind::Email),
         required("subject", ParamKind::Text),
         required("body", ParamKind::Text),
     ],
     guard: None,
-    duplicate_by_key: true,
+    duplicate_by_key: false,
     secret: None,
     // The message id the send answered, which every delivery of the message carries as its
     // object id.

@@ -48,7 +48,9 @@ pub use action::{
 };
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use contract::{Acks, Contract, ContractPatch, DAY_MS, KeyPolicy, MESSAGES_READ_LAG_MS, Reads};
-pub use record::{Applied, DECISION_STATUSES, Effect, JournalEntry, PROVIDER_REDELIVERY, needs_decision};
+pub use record::{
+    Applied, DECISION_STATUSES, Effect, INTENT_TAG, JournalEntry, PROVIDER_REDELIVERY, needs_decision,
+};
 pub use rule::{FaultRule, FaultSpec};
 pub use state::State;
 pub use workflow::{ParamRef, WORKFLOWS_FEATURE};

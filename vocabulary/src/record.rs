@@ -35,10 +35,50 @@ pub struct Effect {
 /// true`. Such an effect is the provider's doing, never a duplicate by the executor.
 pub const PROVIDER_REDELIVERY: &str = "provider_redelivery";
 
+/// The name under which a caller tags a write with the id of the intent it carries out: a
+/// refund's or a workspace's `metadata[twice_intent]`, an object's `x-amz-meta-twice-intent`
+/// (kept as `metadata["twice-intent"]`), a message's `X-Twice-Intent` header or its Resend tag
+/// `twice_intent`. The real APIs all let a caller tag a write; a checker that finds the tag in
+/// the ledger knows whose effect it is without guessing from the parameters.
+pub const INTENT_TAG: &str = "twice_intent";
+
+/// [`INTENT_TAG`] as a header name, and as S3 user metadata is named after its header.
+const INTENT_TAG_HEADER: &str = "x-twice-intent";
+const INTENT_TAG_METADATA: &str = "twice-intent";
+
 impl Effect {
     /// Whether the service made this effect again by itself ([`PROVIDER_REDELIVERY`]).
     pub fn by_provider(&self) -> bool {
         self.params.get(PROVIDER_REDELIVERY).and_then(serde_json::Value::as_bool) == Some(true)
+    }
+
+    /// The intent id the caller tagged this effect's write with ([`INTENT_TAG`]), wherever the
+    /// service keeps a caller's tags in the effect: `params.metadata` (payments, workspaces,
+    /// files), `params.headers` (any case) or `params.tags` (`[{name, value}]`, messages).
+    /// `None` for an untagged write or an empty tag.
+    pub fn intent_tag(&self) -> Option<&str> {
+        use serde_json::Value;
+        let params = &self.params;
+        let metadata = params.get("metadata").and_then(Value::as_object);
+        let in_metadata = metadata
+            .and_then(|m| m.get(INTENT_TAG).or_else(|| m.get(INTENT_TAG_METADATA)))
+            .and_then(Value::as_str);
+        let in_headers = || {
+            params.get("headers").and_then(Value::as_object).and_then(|headers| {
+                headers
+                    .iter()
+                    .find(|(name, _)| name.eq_ignore_ascii_case(INTENT_TAG_HEADER))
+                    .and_then(|(_, value)| value.as_str())
+            })
+        };
+        let in_tags = || {
+            params.get("tags").and_then(Value::as_array).and_then(|tags| {
+                tags.iter()
+                    .find(|tag| tag.get("name").and_then(Value::as_str) == Some(INTENT_TAG))
+                    .and_then(|tag| tag.get("value").and_then(Value::as_str))
+            })
+        };
+        in_metadata.or_else(in_headers).or_else(in_tags).map(str::trim).filter(|tag| !tag.is_empty())
     }
 }
 
@@ -105,4 +145,46 @@ pub const DECISION_STATUSES: [u16; 4] = [400, 401, 403, 422];
 /// ([`DECISION_STATUSES`]).
 pub fn needs_decision(status: u16) -> bool {
     DECISION_STATUSES.contains(&status)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn effect(params: serde_json::Value) -> Effect {
+        Effect {
+            seq: 1,
+            at_ms: 0,
+            kind: "k".into(),
+            object_id: "o".into(),
+            params,
+            idempotency_key: None,
+            fencing_token: None,
+            request_id: "req_1".into(),
+        }
+    }
+
+    /// Each service keeps a caller's tags where its API puts them; the tag is read from each.
+    #[test]
+    fn an_intent_tag_is_read_wherever_a_service_keeps_it() {
+        let cases = [
+            (json!({"metadata": {"twice_intent": "r1"}}), Some("r1")),
+            (json!({"metadata": {"twice-intent": "f1"}}), Some("f1")),
+            (json!({"headers": {"X-Twice-Intent": "m1"}}), Some("m1")),
+            (json!({"headers": {"x-twice-intent": "m2"}}), Some("m2")),
+            (
+                json!({"tags": [{"name": "kind", "value": "x"}, {"name": "twice_intent", "value": "m3"}]}),
+                Some("m3"),
+            ),
+            (json!({"metadata": {"twice_intent": "  "}}), None),
+            (json!({"metadata": {"order": "o-1"}}), None),
+            (json!({"metadata": {"twice_intent": 7}}), None),
+            (json!({"to": "ada@example.com"}), None),
+        ];
+        for (params, want) in cases {
+            assert_eq!(effect(params.clone()).intent_tag(), want, "{params}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
-//! Attribution: which ledger effect belongs to which intent, and which intents form a
-//! lineage (see the module documentation of [`super`]). Every check reads the [`Facts`] built
-//! here; none of them looks at a ledger any other way.
+//! Attribution: which ledger effect may belong to which intent, which intents form a lineage,
+//! and which readings of the ledger the evidence leaves open (see the module documentation of
+//! [`super`]). Every check reads the [`Facts`] built here; none of them looks at a ledger any
+//! other way.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,6 +9,7 @@ use scenarios::{IntentSpec, Scenario};
 use serde_json::Value;
 use vocabulary::{ActionSpec, Contract, Effect, JournalEntry, State};
 
+use super::readings::Group;
 use super::{STATE_MOMENT, parse_state_detail};
 use crate::observe::{Claim, Observed};
 
@@ -27,7 +29,7 @@ pub(super) struct Intent<'a> {
     pub(super) attribution: Option<(&'static ActionSpec, &'a str)>,
     pub(super) claim: Option<&'a Claim>,
     pub(super) lineage: usize,
-    /// Indices into `Facts::effects`, in ledger order.
+    /// Indices into `Facts::effects`, in ledger order: the effects of the chosen reading.
     pub(super) effects: Vec<usize>,
 }
 
@@ -46,16 +48,28 @@ impl Intent<'_> {
     }
 }
 
-/// An effect of an attributable kind, with where it was attributed.
+/// An effect of an attributable kind, with whose it may be.
 pub(super) struct Found<'a> {
     pub(super) service: &'a str,
     pub(super) effect: &'a Effect,
     pub(super) action: &'static ActionSpec,
     pub(super) key: Option<&'a str>,
-    /// `None`: no intent of the scenario has this business key.
+    /// The business-key group it falls in (`Facts::groups`); `None`: no intent of the
+    /// scenario acts on this business key.
+    pub(super) group: Option<usize>,
+    /// The intents it may belong to: the one its caller's tag names, else those that
+    /// authorised exactly its parameters (narrowed to one by an idempotency key a claim
+    /// lists); where nobody authorised them, the one it was meant for (its tag's intent, or
+    /// the only intent of its key), with `mismatch` saying how it differs.
+    pub(super) candidates: Vec<usize>,
+    /// Whether some intent authorised exactly these parameters.
+    pub(super) authorised: bool,
+    /// Its lineage in the chosen reading: its owner's, or the one lineage of its key when no
+    /// member authorised it.
     pub(super) lineage: Option<usize>,
+    /// Its owner in the chosen reading.
     pub(super) owner: Option<usize>,
-    /// How the effect's parameters differ from its owner's authorised ones.
+    /// How the effect's parameters differ from those of the intent it was meant for.
     pub(super) mismatch: Vec<String>,
 }
 
@@ -83,6 +97,12 @@ impl Found<'_> {
     }
 }
 
+/// An effect of a kind no action makes (an object deleted): nothing a scenario authorises.
+pub(super) struct Other<'a> {
+    pub(super) service: &'a str,
+    pub(super) effect: &'a Effect,
+}
+
 pub(super) struct StateMoment<'a> {
     pub(super) at_ms: u64,
     pub(super) state: &'a str,
@@ -100,10 +120,15 @@ pub(super) struct Facts<'a> {
     /// steps it was not given (it does not announce `workflows`).
     pub(super) exempt: BTreeSet<&'a str>,
     pub(super) claims: BTreeMap<&'a str, &'a Claim>,
-    /// Members of each lineage, in scenario order; lineages in order of their first member.
+    /// Members of each lineage (an intent and its replacements), in scenario order; lineages
+    /// in order of their first member.
     pub(super) lineages: Vec<Vec<usize>>,
     /// Attributable effects, per service in ledger order.
     pub(super) effects: Vec<Found<'a>>,
+    /// Effects of kinds no action makes, per service in ledger order.
+    pub(super) others: Vec<Other<'a>>,
+    /// The intents and effects of each business key, with the readings its ledger allows.
+    pub(super) groups: Vec<Group>,
     pub(super) states: BTreeMap<&'a str, Vec<StateMoment<'a>>>,
     /// Per service, who sent each request, from the journals.
     pub(super) senders: BTreeMap<&'a str, Senders<'a>>,
@@ -151,170 +176,84 @@ impl<'a> Senders<'a> {
     }
 }
 
+/// The intents the checker judges, and what it leaves to nobody.
+struct Roll<'a> {
+    intents: Vec<Intent<'a>>,
+    by_id: BTreeMap<&'a str, usize>,
+    exempt: BTreeSet<&'a str>,
+    /// Business keys of exempt intents: effects carrying them are nobody's to judge.
+    exempt_keys: BTreeSet<BusinessKey<'a>>,
+}
+
 impl<'a> Facts<'a> {
     pub(super) fn new(scenario: &'a Scenario, observed: &'a Observed) -> Facts<'a> {
-        let unsupported: BTreeSet<&str> = observed.unsupported.iter().map(String::as_str).collect();
-        let unsupported_steps: BTreeSet<&str> =
-            observed.unsupported_steps.iter().map(String::as_str).collect();
         // The final claim per id: the last one, should an executor repeat itself.
         let claims: BTreeMap<&str, &Claim> = observed.claims.iter().map(|c| (c.id.as_str(), c)).collect();
+        let Roll { mut intents, by_id, exempt, exempt_keys } = roll(scenario, observed, &claims);
+        let lineages = lineages(&mut intents, &by_id);
 
-        let mut intents = Vec::new();
-        let mut by_id = BTreeMap::new();
-        let mut exempt = BTreeSet::new();
-        let mut exempt_keys: BTreeSet<BusinessKey> = BTreeSet::new();
-        for spec in &scenario.intents {
-            let id = spec.id.as_str();
-            if by_id.contains_key(id) || exempt.contains(id) {
-                continue;
-            }
-            let attribution = vocabulary::action(&spec.action).and_then(|action| {
-                spec.params.get(action.business_key).and_then(Value::as_str).map(|key| (action, key))
-            });
-            if unsupported.contains(spec.action.as_str()) || unsupported_steps.contains(id) {
-                exempt.insert(id);
-                if let Some((action, key)) = attribution {
-                    exempt_keys.insert((action.name, key));
-                }
-                continue;
-            }
-            by_id.insert(id, intents.len());
-            intents.push(Intent {
-                spec,
-                attribution,
-                claim: claims.get(id).copied(),
-                lineage: 0,
-                effects: vec![],
-            });
-        }
-
-        // Lineages: union-find over `replaces` and shared business keys.
-        let mut groups: BTreeMap<BusinessKey, Vec<usize>> = BTreeMap::new();
+        let mut keys: BTreeMap<BusinessKey, usize> = BTreeMap::new();
+        let mut groups: Vec<Group> = Vec::new();
         for (i, intent) in intents.iter().enumerate() {
             if let Some((action, key)) = intent.attribution {
-                groups.entry((action.name, key)).or_default().push(i);
+                let g = *keys.entry((action.name, key)).or_insert_with(|| {
+                    groups.push(Group::default());
+                    groups.len() - 1
+                });
+                groups[g].intents.push(i);
             }
-        }
-        let mut parent: Vec<usize> = (0..intents.len()).collect();
-        for (i, intent) in intents.iter().enumerate() {
-            if let Some(p) = intent.spec.replaces.as_deref().and_then(|p| by_id.get(p)) {
-                union(&mut parent, i, *p);
-            }
-        }
-        for members in groups.values() {
-            for m in &members[1..] {
-                union(&mut parent, members[0], *m);
-            }
-        }
-        let mut lineages: Vec<Vec<usize>> = Vec::new();
-        let mut lineage_of_root = BTreeMap::new();
-        for (i, intent) in intents.iter_mut().enumerate() {
-            let root = find(&mut parent, i);
-            let lineage = *lineage_of_root.entry(root).or_insert_with(|| {
-                lineages.push(vec![]);
-                lineages.len() - 1
-            });
-            lineages[lineage].push(i);
-            intent.lineage = lineage;
         }
 
-        // Effects: first by business key and exact parameters, then the ambiguous ones.
         let mut effects = Vec::new();
-        let mut ambiguous: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut others = Vec::new();
         for (service, ledger) in &observed.ledgers {
             let mut ledger: Vec<&Effect> = ledger.iter().collect();
             ledger.sort_by_key(|e| e.seq);
             for effect in ledger {
-                let Some(action) = vocabulary::action_for_effect(service, &effect.kind) else { continue };
                 // The provider's own second delivery (a message it delivered again by its own
                 // retry): nothing an executor did or could stop, so no invariant counts it.
                 if effect.by_provider() {
                     continue;
                 }
-                let key = effect.params.get(action.business_key).and_then(Value::as_str);
-                let members = key.and_then(|k| groups.get(&(action.name, k)));
-                let Some(members) = members else {
-                    if key.is_some_and(|k| exempt_keys.contains(&(action.name, k))) {
-                        continue;
-                    }
-                    effects.push(Found {
-                        service,
-                        effect,
-                        action,
-                        key,
-                        lineage: None,
-                        owner: None,
-                        mismatch: vec![],
-                    });
+                let Some(action) = vocabulary::action_for_effect(service, &effect.kind) else {
+                    others.push(Other { service, effect });
                     continue;
                 };
-                let exact: Vec<usize> = members
-                    .iter()
-                    .copied()
-                    .filter(|m| param_diff(&intents[*m].spec.params, &effect.params).is_empty())
-                    .collect();
-                let candidates = if exact.is_empty() { members.clone() } else { exact.clone() };
-                let owner = match candidates.as_slice() {
-                    [only] => Some(*only),
-                    _ => by_idempotency_key(&intents, &candidates, effect),
-                };
-                let index = effects.len();
-                if owner.is_none() && !exact.is_empty() {
-                    ambiguous.push((index, candidates));
+                let key = effect.params.get(action.business_key).and_then(Value::as_str);
+                let group = key.and_then(|k| keys.get(&(action.name, k)).copied());
+                if group.is_none() && key.is_some_and(|k| exempt_keys.contains(&(action.name, k))) {
+                    continue;
                 }
-                let mismatch =
-                    owner.map(|o| param_diff(&intents[o].spec.params, &effect.params)).unwrap_or_default();
+                let members = group.map_or(&[][..], |g| groups[g].intents.as_slice());
+                let (candidates, authorised, mismatch) = candidates(&intents, members, effect);
+                // Nobody's on a key that one lineage acts on: the lineage's all the same.
+                let lineage = match (candidates.as_slice(), members.first()) {
+                    ([], Some(first))
+                        if members.iter().all(|m| intents[*m].lineage == intents[*first].lineage) =>
+                    {
+                        Some(intents[*first].lineage)
+                    }
+                    _ => None,
+                };
+                if let Some(g) = group {
+                    groups[g].effects.push(effects.len());
+                }
                 effects.push(Found {
                     service,
                     effect,
                     action,
                     key,
-                    lineage: Some(intents[members[0]].lineage),
-                    owner,
+                    group,
+                    candidates,
+                    authorised,
+                    lineage,
+                    owner: None,
                     mismatch,
                 });
             }
         }
-        for (index, effect) in effects.iter().enumerate() {
-            if let Some(owner) = effect.owner {
-                intents[owner].effects.push(index);
-            }
-        }
-        // Benefit of the doubt: the member this effect makes no violation for.
-        for (index, candidates) in ambiguous {
-            let rank = |m: &usize| {
-                let intent = &intents[*m];
-                (intent.claims(State::Failed), !intent.effects.is_empty(), !intent.claims(State::Confirmed))
-            };
-            if let Some(owner) = candidates.iter().copied().min_by_key(rank) {
-                effects[index].owner = Some(owner);
-                intents[owner].effects.push(index);
-                intents[owner].effects.sort_unstable();
-            }
-        }
 
-        let mut states: BTreeMap<&str, Vec<StateMoment>> = BTreeMap::new();
-        for moment in &observed.timeline {
-            if !moment.kind.trim().eq_ignore_ascii_case(STATE_MOMENT) {
-                continue;
-            }
-            if let Some((id, state)) = parse_state_detail(&moment.detail) {
-                states.entry(id).or_default().push(StateMoment {
-                    at_ms: moment.at_ms,
-                    state,
-                    lane: &moment.lane,
-                });
-            }
-        }
-
-        let senders = observed
-            .journals
-            .iter()
-            .map(|(service, journal)| (service.as_str(), Senders::of(journal)))
-            .collect();
-
-        let start_ms = observed.timeline.iter().map(|m| m.at_ms).min().unwrap_or(0);
-        Facts {
+        let mut facts = Facts {
             scenario,
             observed,
             intents,
@@ -323,10 +262,18 @@ impl<'a> Facts<'a> {
             claims,
             lineages,
             effects,
-            states,
-            senders,
-            start_ms,
-        }
+            others,
+            groups,
+            states: states(observed),
+            senders: observed
+                .journals
+                .iter()
+                .map(|(service, journal)| (service.as_str(), Senders::of(journal)))
+                .collect(),
+            start_ms: observed.timeline.iter().map(|m| m.at_ms).min().unwrap_or(0),
+        };
+        facts.read_groups();
+        facts
     }
 
     /// Whether any intent's effects can be told apart in a ledger.
@@ -335,7 +282,12 @@ impl<'a> Facts<'a> {
     }
 
     pub(super) fn members_text(&self, lineage: usize) -> String {
-        self.lineages[lineage].iter().map(|m| self.intents[*m].id()).collect::<Vec<_>>().join(", ")
+        self.ids_text(&self.lineages[lineage])
+    }
+
+    /// Intent ids, in the order given, joined with commas.
+    pub(super) fn ids_text(&self, intents: &[usize]) -> String {
+        intents.iter().map(|m| self.intents[*m].id()).collect::<Vec<_>>().join(", ")
     }
 
     pub(super) fn effects_text(&self, effects: &[usize]) -> String {
@@ -355,6 +307,119 @@ impl<'a> Facts<'a> {
             None => "no claim".to_string(),
         }
     }
+}
+
+/// The intents to judge, in scenario order, and the exempt ones: an action the executor does
+/// not support, a workflow step it was not given.
+fn roll<'a>(scenario: &'a Scenario, observed: &'a Observed, claims: &BTreeMap<&str, &'a Claim>) -> Roll<'a> {
+    let unsupported: BTreeSet<&str> = observed.unsupported.iter().map(String::as_str).collect();
+    let unsupported_steps: BTreeSet<&str> = observed.unsupported_steps.iter().map(String::as_str).collect();
+    let mut roll = Roll {
+        intents: Vec::new(),
+        by_id: BTreeMap::new(),
+        exempt: BTreeSet::new(),
+        exempt_keys: BTreeSet::new(),
+    };
+    for spec in &scenario.intents {
+        let id = spec.id.as_str();
+        if roll.by_id.contains_key(id) || roll.exempt.contains(id) {
+            continue;
+        }
+        let attribution = vocabulary::action(&spec.action).and_then(|action| {
+            spec.params.get(action.business_key).and_then(Value::as_str).map(|key| (action, key))
+        });
+        if unsupported.contains(spec.action.as_str()) || unsupported_steps.contains(id) {
+            roll.exempt.insert(id);
+            if let Some((action, key)) = attribution {
+                roll.exempt_keys.insert((action.name, key));
+            }
+            continue;
+        }
+        roll.by_id.insert(id, roll.intents.len());
+        roll.intents.push(Intent {
+            spec,
+            attribution,
+            claim: claims.get(id).copied(),
+            lineage: 0,
+            effects: vec![],
+        });
+    }
+    roll
+}
+
+/// The lineages, by union-find over `replaces`: an intent and every replacement of it. Sets
+/// each intent's `lineage`.
+fn lineages(intents: &mut [Intent], by_id: &BTreeMap<&str, usize>) -> Vec<Vec<usize>> {
+    let mut parent: Vec<usize> = (0..intents.len()).collect();
+    for (i, intent) in intents.iter().enumerate() {
+        if let Some(p) = intent.spec.replaces.as_deref().and_then(|p| by_id.get(p)) {
+            union(&mut parent, i, *p);
+        }
+    }
+    let mut lineages: Vec<Vec<usize>> = Vec::new();
+    let mut lineage_of_root = BTreeMap::new();
+    for (i, intent) in intents.iter_mut().enumerate() {
+        let root = find(&mut parent, i);
+        let lineage = *lineage_of_root.entry(root).or_insert_with(|| {
+            lineages.push(vec![]);
+            lineages.len() - 1
+        });
+        lineages[lineage].push(i);
+        intent.lineage = lineage;
+    }
+    lineages
+}
+
+/// Who may own `effect`, among `members` (the intents of its business key): its candidates,
+/// whether one of them authorised exactly its parameters, and how it differs from the intent
+/// it was meant for where none did (see [`Found::candidates`]).
+fn candidates(intents: &[Intent], members: &[usize], effect: &Effect) -> (Vec<usize>, bool, Vec<String>) {
+    let exact: Vec<usize> = members
+        .iter()
+        .copied()
+        .filter(|m| param_diff(&intents[*m].spec.params, &effect.params).is_empty())
+        .collect();
+    let tagged =
+        effect.intent_tag().and_then(|tag| members.iter().copied().find(|m| intents[*m].id() == tag));
+    if let Some(tagged) = tagged {
+        let mismatch = param_diff(&intents[tagged].spec.params, &effect.params);
+        let authorised = mismatch.is_empty();
+        // A tag on parameters its intent did not authorise is not believed over them when
+        // another intent did authorise them.
+        if authorised || exact.is_empty() {
+            return (vec![tagged], authorised, mismatch);
+        }
+    }
+    if !exact.is_empty() {
+        let narrowed = match exact.as_slice() {
+            [_] => None,
+            _ => by_idempotency_key(intents, &exact, effect),
+        };
+        return (narrowed.map_or(exact, |one| vec![one]), true, vec![]);
+    }
+    // Nobody authorised these parameters: with a single intent on the key it is still that
+    // intent's effect, with the wrong parameters; with several, nobody's.
+    match members {
+        [only] => (vec![*only], false, param_diff(&intents[*only].spec.params, &effect.params)),
+        _ => (vec![], false, vec![]),
+    }
+}
+
+fn states(observed: &Observed) -> BTreeMap<&str, Vec<StateMoment<'_>>> {
+    let mut states: BTreeMap<&str, Vec<StateMoment>> = BTreeMap::new();
+    for moment in &observed.timeline {
+        if !moment.kind.trim().eq_ignore_ascii_case(STATE_MOMENT) {
+            continue;
+        }
+        if let Some((id, state)) = parse_state_detail(&moment.detail) {
+            states.entry(id).or_default().push(StateMoment {
+                at_ms: moment.at_ms,
+                state,
+                lane: &moment.lane,
+            });
+        }
+    }
+    states
 }
 
 /// Whether `claim`'s evidence names `key` as the intent's key or one of its earlier ones.

@@ -1,4 +1,8 @@
-//! `no-duplicate-effect`: at most one effect per intent, and at most one per lineage.
+//! `no-duplicate-effect`: at most one effect per intent, and at most one per lineage. Where
+//! several intents act on one business key and the ledger cannot say whose each effect is, a
+//! duplicate is what no reading avoids: more effects than the lineages that could own them.
+
+use std::collections::BTreeSet;
 
 use super::NO_DUPLICATE_EFFECT;
 use super::Verdict;
@@ -13,8 +17,36 @@ impl Facts<'_> {
             return Verdict::not_judged(NO_DUPLICATE_EFFECT, NO_LEDGER_REASON);
         }
         let mut lines = Vec::new();
-        for (lineage, members) in self.lineages.iter().enumerate() {
-            for intent in members.iter().map(|m| &self.intents[*m]) {
+        for (g, group) in self.groups.iter().enumerate() {
+            if group.fixed {
+                self.owned_duplicates(g, &mut lines);
+                continue;
+            }
+            if group.excess == 0 {
+                continue;
+            }
+            let placed: Vec<usize> =
+                group.effects.iter().copied().filter(|e| self.effects[*e].lineage.is_some()).collect();
+            lines.push(format!(
+                "{} has {} effects with parameters that {} authorised, but at most {} can be theirs (one per lineage), \
+                 whichever made which: {}",
+                self.group_key_text(g),
+                placed.len(),
+                self.ids_text(&group.intents),
+                placed.len() - group.excess,
+                self.effects_text(&placed)
+            ));
+        }
+        Verdict::from_evidence(NO_DUPLICATE_EFFECT, lines)
+    }
+
+    /// The duplicates of a business key whose every effect has one possible owner: an intent
+    /// with several effects, a lineage with effects of several members.
+    fn owned_duplicates(&self, g: usize, lines: &mut Vec<String>) {
+        let lineages: BTreeSet<usize> =
+            self.groups[g].intents.iter().map(|i| self.intents[*i].lineage).collect();
+        for lineage in lineages {
+            for intent in self.lineages[lineage].iter().map(|m| &self.intents[*m]) {
                 if intent.effects.len() > 1 {
                     lines.push(format!(
                         "intent {} has {} effects, at most one allowed: {}",
@@ -36,6 +68,5 @@ impl Facts<'_> {
                 ));
             }
         }
-        Verdict::from_evidence(NO_DUPLICATE_EFFECT, lines)
     }
 }

@@ -9,8 +9,8 @@ use vocabulary::{ACTIONS, Guard, KeyPolicy};
 use super::Hazard;
 use super::attribution::{Facts, Intent, claim_lists_key, contract_for};
 use super::{
-    HAZARD_EARLY_REPLACEMENT, HAZARD_KEY_PAST_RETENTION, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION,
-    exploited_by,
+    HAZARD_EARLY_REPLACEMENT, HAZARD_KEY_PAST_RETENTION, HAZARD_NEW_KEY_AFTER_UNREAD_REFUSAL,
+    HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, exploited_by,
 };
 
 impl Facts<'_> {
@@ -74,6 +74,28 @@ impl Facts<'_> {
                 .and_then(|i| vocabulary::action(&self.intents[*i].spec.action))
                 .map_or("", |a| a.service);
             push(HAZARD_EARLY_REPLACEMENT, service, Some(&replacement), detail, replacement.clone());
+        }
+        for s in
+            self.sends_after_refusals().1.iter().filter(|s| s.unread.is_some() && !s.under_the_same_key())
+        {
+            let intent = self.intents[s.intent].id();
+            push(
+                HAZARD_NEW_KEY_AFTER_UNREAD_REFUSAL,
+                s.service,
+                Some(intent),
+                format!(
+                    "{intent} was sent again ({} {}, request {}) under {} after a refusal its worker could not read                      (request {}): had the first send taken effect, this one would have doubled it",
+                    s.send.method,
+                    s.send.path,
+                    s.send.request_id,
+                    s.send
+                        .idempotency_key
+                        .as_deref()
+                        .map_or("no idempotency key".to_string(), |k| format!("another key, {k}")),
+                    s.refusal.request_id
+                ),
+                s.send.request_id.clone(),
+            );
         }
         for action in ACTIONS {
             let contract = contract_for(action, self.scenario);

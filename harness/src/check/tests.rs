@@ -17,26 +17,34 @@ fn slugs() -> Vec<&'static str> {
 
 #[test]
 fn every_case_breaks_exactly_what_it_should() {
+    // Every case is looked at before failing, so that one change to the checker shows all the
+    // cases it moves at once.
+    let mut wrong = Vec::new();
     for case in cases() {
         let verdicts = check(&case.scenario, &case.observed);
         let order: Vec<&str> = verdicts.iter().map(|v| v.invariant.as_str()).collect();
         assert_eq!(order, slugs(), "{}: verdict order", case.name);
         let broken: Vec<&str> = violations(&verdicts).map(|v| v.invariant.as_str()).collect();
-        assert_eq!(broken, case.broken, "{}: {verdicts:#?}", case.name);
+        if broken != case.broken {
+            wrong.push(format!(
+                "{}: breaks {broken:?}, should break {:?}: {verdicts:#?}",
+                case.name, case.broken
+            ));
+            continue;
+        }
         assert_eq!(all_held(&verdicts), case.broken.is_empty(), "{}", case.name);
         for verdict in &verdicts {
             assert_eq!(verdict.held, verdict.evidence.is_empty(), "{}: {verdict:?}", case.name);
         }
         for (slug, text) in &case.says {
             let verdict = verdicts.iter().find(|v| v.invariant == *slug).unwrap();
-            assert!(
-                verdict.evidence.iter().any(|line| line.contains(text)),
-                "{}: {slug} should say {text:?}, says {:#?}",
-                case.name,
-                verdict.evidence
-            );
+            if !verdict.evidence.iter().any(|line| line.contains(text)) {
+                wrong
+                    .push(format!("{}: {slug} should say {text:?}, says {:#?}", case.name, verdict.evidence));
+            }
         }
     }
+    assert!(wrong.is_empty(), "{} cases:\n{}", wrong.len(), wrong.join("\n"));
 }
 
 /// Every action is exclusive (one effect per lineage), so a stale write, which needs two
@@ -109,6 +117,27 @@ fn what_a_run_cannot_show_is_not_judged_with_a_reason() {
             REFUSAL_RESPECTED,
             "no service refused a write of an intent",
         ),
+        (
+            "a refusal answered while the worker was stopped past its timeout is not held against it",
+            REFUSAL_RESPECTED,
+            "w1 was refused by workspaces with 422 (request req_r, at 100 ms), but w1 was stopped from 120 ms to 3120 ms, \
+             past its request timeout of 2000 ms, when the answer came (at 110 ms)",
+        ),
+        (
+            "a refusal whose connection closed first was never read",
+            REFUSAL_RESPECTED,
+            "its answer never reached the worker (the request ended abandoned)",
+        ),
+        (
+            "whose refund it was cannot be told",
+            HONEST_TERMINAL_STATES,
+            "whether the claims of r1, r2 hold depends on which of them made payments re_1 (seq 1): it carries parameters",
+        ),
+        (
+            "whose refund it was cannot be told",
+            UNKNOWN_IS_NOT_A_LIE,
+            "depends on which of them made payments re_1 (seq 1)",
+        ),
     ];
     let cases = cases();
     for (name, slug, reason) in want {
@@ -157,6 +186,16 @@ fn unused_safeguards_are_hazards_with_the_scenario_that_exploits_them() {
     assert_eq!(kinds("no stale write where the contract offers no fencing"), vec![]);
     assert_eq!(kinds("a stale worker's create lands after its successor's"), vec![], "tokens were sent");
     assert_eq!(kinds("an honest run holds everything"), vec![]);
+    assert_eq!(
+        kinds("a resend under a new key after an unread refusal is a hazard"),
+        one(HAZARD_NEW_KEY_AFTER_UNREAD_REFUSAL, "r1", "key_regenerated_per_attempt")
+    );
+    assert!(
+        kinds("a refusal answered while the worker was stopped past its timeout is not held against it")
+            .iter()
+            .all(|(kind, _, _)| kind != HAZARD_NEW_KEY_AFTER_UNREAD_REFUSAL),
+        "the resend repeated the refused request under its key"
+    );
 
     let scenario = scenario(vec![refund("r1", "pi_1", 500)]);
     let mut observed = observed(

@@ -136,7 +136,11 @@ fn build(
         let action = &vocabulary::ACTIONS[actions_on[draw.action % actions_on.len()]];
         let previous =
             intents.iter().rev().find(|p| p.action == action.name).filter(|_| draw.replaces_previous);
+        // A sibling shares its predecessor's key without replacing it: what the checker must
+        // tell apart by tag or by parameters.
+        let sibling = action.shares_business_key && draw.exists;
         let params = params_for(action, i + 1, draw.amount, previous);
+        let previous = previous.filter(|_| !sibling);
         // An object that exists before the run, so that a put overwrites: what conditional
         // writes guard.
         if action.guard == Some(Guard::ConditionalWrites) && draw.exists && previous.is_none() {
@@ -490,10 +494,18 @@ mod tests {
         let mut seen: BTreeSet<String> = BTreeSet::new();
         for index in 0..3_000 {
             let s = case(1, index).unwrap();
-            for i in &s.intents {
+            for (n, i) in s.intents.iter().enumerate() {
                 seen.insert(format!("action {}", i.action));
                 if i.replaces.is_some() {
                     seen.insert(format!("lineage {}", i.action));
+                }
+                let key =
+                    |x: &IntentSpec| vocabulary::action(&x.action).map(|a| x.params[a.business_key].clone());
+                let sibling = s.intents[..n].iter().any(|x| {
+                    x.action == i.action && key(x) == key(i) && i.replaces.as_deref() != Some(&x.id)
+                });
+                if sibling && i.replaces.is_none() {
+                    seen.insert(format!("siblings {}", i.action));
                 }
             }
             for f in &s.faults {
@@ -550,6 +562,9 @@ mod tests {
         for action in vocabulary::ACTIONS {
             want(format!("action {}", action.name));
             want(format!("lineage {}", action.name));
+            if action.shares_business_key {
+                want(format!("siblings {}", action.name));
+            }
         }
         for service in vocabulary::SERVICES {
             let keys =

@@ -236,6 +236,11 @@ pub(super) struct IntentDraw {
     pub(super) action: usize,
     pub(super) amount: u64,
     pub(super) replaces_previous: bool,
+    /// For a put: the object exists before the run. For an action whose business key several
+    /// intents may share (a refund, a transfer, a message), with `replaces_previous`: the
+    /// intent is its predecessor's sibling on the same key (a second partial refund of the
+    /// payment, a second message to the recipient) instead of its replacement. One draw for
+    /// both keeps every other draw of a seed where it was.
     pub(super) exists: bool,
     /// A workflow's step: it comes after the intent before it.
     pub(super) after_previous: bool,

@@ -271,9 +271,9 @@ pub const CASES: &[(&str, &str, &str)] = &[
         "s.toml:11:29: a replacement acts on the same payment_intent as its lineage: r1 has pi_1, this one pi_2",
     ),
     (
-        "payment intent shared across lineages",
-        "\n[[intents]]\nid = \"r2\"\naction = \"payments.refund\"\nparams = { payment_intent = \"pi_1\", amount = 50 }\n",
-        "s.toml:11:29: payment_intent pi_1 is already used by intent r1 of another lineage; the checker attributes effects by payment_intent, so each lineage needs its own (use another payment_intent, or set replaces = \"r1\" if this intent replaces it)",
+        "external id shared across lineages",
+        "\n[[intents]]\nid = \"w1\"\naction = \"workspaces.create\"\nparams = { external_id = \"acme\", name = \"Acme\" }\n\n[[intents]]\nid = \"w2\"\naction = \"workspaces.create\"\nparams = { external_id = \"acme\", name = \"Acme 2\" }\n",
+        "s.toml:16:26: external_id acme is already used by intent w1 of another lineage; workspaces.create acts on one external_id per lineage, so each lineage needs its own (use another external_id, or set replaces = \"w1\" if this intent replaces it)",
     ),
     (
         "unknown event",

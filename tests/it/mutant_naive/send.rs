@@ -261,6 +261,9 @@ impl Worker {
         strong_reads: bool,
     ) -> Next {
         let limits = self.limits().clone();
+        if self.has(Bug::Overreach) {
+            self.overreach(&rec, action, &outcome).await;
+        }
         let (state, reason) = match outcome {
             WriteOutcome::Done { external_id } => match read_back {
                 None | Some(Lookup::Found { params_match: true, .. }) => {
@@ -379,6 +382,38 @@ impl Worker {
         Next::Write(rec)
     }
 
+    /// [`Bug::Overreach`]: the nearest write to a refused one, or a refund's receipt, sent
+    /// as an intent of its own that nobody proposed; its answer is not looked at.
+    async fn overreach(&self, rec: &Rec, action: &Action, outcome: &WriteOutcome) {
+        let extra = match (action, outcome) {
+            (_, WriteOutcome::NeedsDecision { error, .. }) if !rec.maybe_executed => nearest(action, error),
+            (Action::Refund { payment_intent, amount }, WriteOutcome::Done { .. }) => {
+                Some(Action::SendMessage {
+                    to: "customer@example.com".into(),
+                    subject: "Your refund".into(),
+                    body: format!("We refunded {amount} cents of {payment_intent}."),
+                })
+            }
+            _ => None,
+        };
+        let Some(extra) = extra else { return };
+        let Some(service) = self.service(&extra).cloned() else { return };
+        let mut other = Rec { id: format!("{}-overreach", rec.id), key: self.new_key(), ..rec.clone() };
+        let prepared = match &extra {
+            Action::Transfer { .. } => self.resign(&mut other, &extra).await,
+            Action::PutObject { .. } => self.prepare(&mut other, &extra, &service).await,
+            _ => Ok(()),
+        };
+        if prepared.is_err() {
+            return;
+        }
+        if let Ok(request) =
+            services::write_request(&extra, &other.as_intent(), &self.config, &service, other.lease_epoch)
+        {
+            let _ = self.transport.send(request).await;
+        }
+    }
+
     /// [`Style::LookupFirst`] right after an uncertain answer.
     async fn read_back_at_once(&self, mut rec: Rec, action: &Action) -> Next {
         match self.reconciling_lookup(&mut rec, action).await {
@@ -407,6 +442,38 @@ impl Worker {
             }
         }
         Next::Write(rec)
+    }
+}
+
+/// [`Bug::Overreach`]'s nearest write to `action`, refused with `error`: what is left of the
+/// payment (read from Stripe's words, else half), half the transfer, the workspace under
+/// another name, the object under another key. A message has none.
+fn nearest(action: &Action, error: &str) -> Option<Action> {
+    match action {
+        Action::Refund { payment_intent, amount } => {
+            // "... is greater than unrefunded amount on charge (2000)"
+            let left = error
+                .rsplit_once('(')
+                .and_then(|(_, rest)| rest.split(')').next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .filter(|left| *left > 0 && left != amount);
+            Some(Action::Refund {
+                payment_intent: payment_intent.clone(),
+                amount: left.unwrap_or((amount / 2).max(1)),
+            })
+        }
+        Action::Transfer { to, value_wei } => {
+            Some(Action::Transfer { to: to.clone(), value_wei: (value_wei / 2).max(1) })
+        }
+        Action::CreateWorkspace { external_id, name } => {
+            Some(Action::CreateWorkspace { external_id: external_id.clone(), name: format!("{name} 2") })
+        }
+        Action::PutObject { bucket, key, body } => Some(Action::PutObject {
+            bucket: bucket.clone(),
+            key: format!("{key}.rejected"),
+            body: body.clone(),
+        }),
+        Action::SendMessage { .. } => None,
     }
 }
 

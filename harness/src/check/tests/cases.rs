@@ -22,13 +22,20 @@
 //!   `stored = [seq, key, body]` (at `seq * 100` ms), `mined = [seq, to, value, nonce]` or
 //!   `delivered = [seq, object, to, subject, body]` (at `seq * 100` ms), and optionally `token`
 //!   (a fencing token), `replaced` and `if_match` (quoted ETags, for `stored`), `key` (the
-//!   idempotency key) and `by_provider` (for `delivered`: the provider's own second delivery).
+//!   idempotency key), `by_provider` (for `delivered`: the provider's own second delivery) and
+//!   `tag` (the intent id the caller tagged the write with, where its service keeps tags); or
+//!   `deleted = [seq, key]`, an object deleted (a kind no action makes).
 //! - `timeline` (optional): state moments `[at_ms, id, state]` on lane `w1`, after a start
 //!   moment at 0 ms.
-//! - `sent` (optional): per service, journal entries `[request_id, origin, arrived_ms]`.
+//! - `sent` (optional): per service, journal entries `[request_id, origin, arrived_ms]`, or
+//!   `{ id, origin, at_ms, key }` with the idempotency key the request carried.
 //! - `refused` (optional): per service, journal entries of writes refused with a status that
 //!   needs a decision, `[request_id, status, arrived_ms, params]` (`params`: what the request
-//!   asked for, as a fake records it). With refusals, each journal is in arrival order.
+//!   asked for, as a fake records it), or `{ id, status, at_ms, params }` with any of
+//!   `answered_ms` (when the answer left, else on arrival), `outcome` (else `answered`) and
+//!   `key` (its idempotency key). With refusals, each journal is in arrival order.
+//! - `stops` (optional): `[at_ms, worker, for_ms]`, a worker paused for `for_ms` from `at_ms`
+//!   (a `pause` moment on the worker's lane).
 //! - `unsupported` (optional): actions the executor did not announce; `unsupported_steps`
 //!   (optional): workflow steps not proposed to an executor without `workflows`.
 //! - `reconcile_rounds` (optional, default 1).
@@ -57,7 +64,8 @@ pub(super) struct Case {
 }
 
 /// The case files, by name.
-const FILES: [(&str, &str); 7] = [
+const FILES: [(&str, &str); 8] = [
+    ("attribution.toml", include_str!("../cases/attribution.toml")),
     ("claims.toml", include_str!("../cases/claims.toml")),
     ("duplicates.toml", include_str!("../cases/duplicates.toml")),
     ("lineage.toml", include_str!("../cases/lineage.toml")),
@@ -103,9 +111,11 @@ struct CaseRow {
     effects: Vec<EffectRow>,
     timeline: Option<Vec<(u64, String, String)>>,
     #[serde(default)]
-    sent: BTreeMap<String, Vec<(String, String, u64)>>,
+    sent: BTreeMap<String, Vec<SentRow>>,
     #[serde(default)]
-    refused: BTreeMap<String, Vec<(String, u16, u64, Value)>>,
+    refused: BTreeMap<String, Vec<RefusedRow>>,
+    #[serde(default)]
+    stops: Vec<(u64, String, u64)>,
     #[serde(default)]
     unsupported: Vec<String>,
     #[serde(default)]
@@ -135,6 +145,28 @@ struct IntentRow {
 
 #[derive(Deserialize)]
 #[serde(untagged)]
+enum SentRow {
+    Plain(String, String, u64),
+    With { id: String, origin: String, at_ms: u64, key: String },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RefusedRow {
+    Plain(String, u16, u64, Value),
+    With {
+        id: String,
+        status: u16,
+        at_ms: u64,
+        params: Value,
+        answered_ms: Option<u64>,
+        outcome: Option<String>,
+        key: Option<String>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
 enum ClaimRow {
     Honest(String, String),
     With { id: String, state: String, evidence: Value },
@@ -148,8 +180,10 @@ struct EffectRow {
     stored: Option<(u64, String, String)>,
     mined: Option<(u64, String, String, u64)>,
     delivered: Option<(u64, String, String, String, String)>,
+    deleted: Option<(u64, String)>,
     #[serde(default)]
     by_provider: bool,
+    tag: Option<String>,
     token: Option<u64>,
     replaced: Option<String>,
     if_match: Option<String>,
@@ -219,7 +253,15 @@ impl CaseRow {
                     EffectRow { delivered: Some((seq, object, to, subject, body)), .. } => {
                         delivered(*seq, object, to, subject, body, row.by_provider)
                     }
-                    _ => panic!("{}", whose("an effect needs refunded, created, stored, mined or delivered")),
+                    EffectRow { deleted: Some((seq, key)), .. } => deleted(*seq, key),
+                    _ => panic!(
+                        "{}",
+                        whose("an effect needs refunded, created, stored, mined, delivered or deleted")
+                    ),
+                };
+                let entry = match &row.tag {
+                    Some(tag) => tagged(entry, tag),
+                    None => entry,
                 };
                 match &row.key {
                     Some(key) => keyed(entry, key),
@@ -234,14 +276,55 @@ impl CaseRow {
                 timeline.iter().map(|(at_ms, id, state)| moment(*at_ms, id, state)).collect(),
             );
         }
-        for (service, requests) in &self.sent {
-            let requests: Vec<(&str, &str, u64)> =
-                requests.iter().map(|(id, origin, at_ms)| (id.as_str(), origin.as_str(), *at_ms)).collect();
+        for (service, rows) in &self.sent {
+            let requests: Vec<(&str, &str, u64)> = rows
+                .iter()
+                .map(|row| match row {
+                    SentRow::Plain(id, origin, at_ms) | SentRow::With { id, origin, at_ms, .. } => {
+                        (id.as_str(), origin.as_str(), *at_ms)
+                    }
+                })
+                .collect();
             observed = sent(observed, service, &requests);
+            for row in rows {
+                if let SentRow::With { id, key, .. } = row {
+                    journal_entry(&mut observed, service, id).idempotency_key = Some(key.clone());
+                }
+            }
         }
-        for (service, requests) in &self.refused {
-            observed = refused(observed, service, requests);
+        for (service, rows) in &self.refused {
+            let requests: Vec<(String, u16, u64, Value)> = rows
+                .iter()
+                .map(|row| match row {
+                    RefusedRow::Plain(id, status, at_ms, params)
+                    | RefusedRow::With { id, status, at_ms, params, .. } => {
+                        (id.clone(), *status, *at_ms, params.clone())
+                    }
+                })
+                .collect();
+            observed = refused(observed, service, &requests);
+            for row in rows {
+                if let RefusedRow::With { id, answered_ms, outcome, key, .. } = row {
+                    let entry = journal_entry(&mut observed, service, id);
+                    if let Some(answered_ms) = answered_ms {
+                        entry.ended_ms = Some(*answered_ms);
+                    }
+                    if let Some(outcome) = outcome {
+                        entry.outcome = outcome.clone();
+                    }
+                    entry.idempotency_key = key.clone();
+                }
+            }
         }
+        for (at_ms, worker, for_ms) in &self.stops {
+            observed.timeline.push(Moment {
+                at_ms: *at_ms,
+                lane: worker.clone(),
+                kind: "pause".into(),
+                detail: format!("for {for_ms} ms"),
+            });
+        }
+        observed.timeline.sort_by_key(|m| m.at_ms);
         observed.unsupported = self.unsupported;
         observed.unsupported_steps = self.unsupported_steps;
         if let Some(rounds) = self.reconcile_rounds {
@@ -425,6 +508,26 @@ pub(super) fn delivered(
     ("messages", effect(seq, seq * 100, "message.delivered", object, params, None))
 }
 
+/// An object deleted: a kind of effect no action makes.
+pub(super) fn deleted(seq: u64, key: &str) -> Entry {
+    let params =
+        json!({"bucket": "reports", "key": key, "replaced": format!("\"etag-{seq}\""), "if_match": null});
+    ("files", effect(seq, seq * 100, "object.deleted", &format!("reports/{key}"), params, None))
+}
+
+/// The write tagged with intent `tag`, where its service keeps a caller's tags: a refund's or
+/// a workspace's metadata, an object's user metadata, a message's header.
+pub(super) fn tagged(entry: Entry, tag: &str) -> Entry {
+    let (service, mut effect) = entry;
+    match service {
+        "payments" | "workspaces" => effect.params["metadata"] = json!({"twice_intent": tag}),
+        "files" => effect.params["metadata"] = json!({"twice-intent": tag}),
+        "messages" => effect.params["headers"] = json!({"X-Twice-Intent": tag}),
+        other => panic!("{other} keeps no tags"),
+    }
+    (service, effect)
+}
+
 /// A claim with the evidence an honest executor sends.
 pub(super) fn claim(id: &str, state: &str) -> Claim {
     Claim { id: id.into(), state: state.into(), attempts: 1, evidence: json!({"key": format!("key-{id}")}) }
@@ -457,6 +560,12 @@ pub(super) fn timed(mut observed: Observed, timeline: Vec<Moment>) -> Observed {
     let start = Moment { at_ms: 0, lane: "w1".into(), kind: "start".into(), detail: "incarnation 1".into() };
     observed.timeline = std::iter::once(start).chain(timeline).collect();
     observed
+}
+
+/// The journal entry of request `id` at `service`.
+fn journal_entry<'o>(observed: &'o mut Observed, service: &str, id: &str) -> &'o mut JournalEntry {
+    let journal = observed.journals.get_mut(service).unwrap_or_else(|| panic!("no journal of {service}"));
+    journal.iter_mut().find(|e| e.request_id == id).unwrap_or_else(|| panic!("no request {id} at {service}"))
 }
 
 /// Adds refused writes to `service`'s journal: `(request_id, status, arrived_ms, params)`,
