@@ -17,6 +17,10 @@ pub(super) struct Marks<'a> {
     /// (service, ledger seq) of an effect the service made again by itself (a message the
     /// provider delivered twice): never a duplicate by the executor.
     pub(super) by_provider: BTreeMap<(&'a str, u64), String>,
+    /// (service, ledger seq) of an effect the checker attributed to no intent and no
+    /// duplicate mark explains: one nobody authorised (`no-unauthorised-effect` says why), or
+    /// one its business key alone cannot place.
+    pub(super) unowned: BTreeMap<(&'a str, u64), String>,
 }
 
 pub(super) fn ordinal(n: usize) -> String {
@@ -82,6 +86,26 @@ impl<'a> Marks<'a> {
                 }
             }
         }
+        // What is left unexplained: an effect no intent owns. Not one of an action the executor
+        // does not support: those are nobody's to judge.
+        let exempt: Vec<&str> = r
+            .intents
+            .iter()
+            .filter(|i| i.unsupported)
+            .filter_map(|i| vocabulary::action(&i.action).map(|a| a.effect_kind))
+            .collect();
+        for (service, ledger) in &r.observed.ledgers {
+            for effect in ledger {
+                let key = (service.as_str(), effect.seq);
+                let marked = marks.owner.contains_key(&key)
+                    || marks.duplicate.contains_key(&key)
+                    || marks.first.contains_key(&key)
+                    || marks.by_provider.contains_key(&key);
+                if !marked && !exempt.contains(&effect.kind.as_str()) {
+                    marks.unowned.insert(key, "attributed to no intent".to_string());
+                }
+            }
+        }
         // The requests that made the duplicates.
         let by_seq: BTreeMap<(&str, u64), &Effect> = r
             .observed
@@ -132,8 +156,18 @@ mod tests {
         }
     }
 
-    fn result(ledger: Vec<Effect>) -> ScenarioResult {
-        let first = EffectRef { service: "messages".into(), seq: 1, object_id: "e-1".into(), at_ms: 100 };
+    /// A run whose intent `m1` owns the effects of `ledger` at `owned` (ledger seqs).
+    fn result(ledger: Vec<Effect>, owned: &[u64]) -> ScenarioResult {
+        let effects = ledger
+            .iter()
+            .filter(|e| owned.contains(&e.seq))
+            .map(|e| EffectRef {
+                service: "messages".into(),
+                seq: e.seq,
+                object_id: e.object_id.clone(),
+                at_ms: e.at_ms,
+            })
+            .collect();
         ScenarioResult {
             name: "redelivered".into(),
             position: 0,
@@ -147,7 +181,7 @@ mod tests {
                 action: "messages.send".into(),
                 state: Some("confirmed".into()),
                 attempts: Some(1),
-                effects: vec![first],
+                effects,
                 unsupported: false,
                 after: vec![],
             }],
@@ -168,20 +202,26 @@ mod tests {
     }
 
     /// A message the provider delivered twice is marked as the provider's, never as a
-    /// duplicate; one the executor sent twice is a duplicate by its business key.
+    /// duplicate; one the executor sent twice is a duplicate of its intent (a recipient may
+    /// get several messages, so a second one to the same address is no duplicate by itself).
     #[test]
     fn a_providers_second_delivery_is_marked_as_its_own() {
-        let r = result(vec![delivered(1, "e-1", false), delivered(2, "e-1", true)]);
+        let r = result(vec![delivered(1, "e-1", false), delivered(2, "e-1", true)], &[1]);
         let marks = Marks::of(&r);
         assert!(marks.duplicate.is_empty() && marks.first.is_empty(), "{:?}", marks.duplicate);
         assert!(marks.by_provider[&("messages", 2)].contains("provider's own retry"));
 
-        let r =
-            result(vec![delivered(1, "e-1", false), delivered(2, "e-1", true), delivered(3, "e-2", false)]);
+        let ledger = vec![delivered(1, "e-1", false), delivered(2, "e-1", true), delivered(3, "e-2", false)];
+        let unowned = result(ledger.clone(), &[1]);
+        assert!(
+            !Marks::of(&unowned).duplicate.contains_key(&("messages", 3)),
+            "another message to the same address"
+        );
+        let r = result(ledger, &[1, 3]);
         let marks = Marks::of(&r);
         assert_eq!(
             marks.duplicate.get(&("messages", 3)).map(String::as_str),
-            Some("second effect for to ada@example.com")
+            Some("second effect for intent m1")
         );
         assert!(!marks.duplicate.contains_key(&("messages", 2)));
     }

@@ -298,7 +298,8 @@ pub(super) fn row_class(e: &Event<'_>, marks: &Marks<'_>) -> &'static str {
             }
         }
         What::Effect(service, effect) => {
-            if marks.duplicate.contains_key(&(*service, effect.seq)) {
+            let key = (*service, effect.seq);
+            if marks.duplicate.contains_key(&key) || marks.unowned.contains_key(&key) {
                 "ev row-dup"
             } else {
                 "ev"
@@ -402,7 +403,7 @@ pub(super) fn request_node(service: &str, entry: &JournalEntry, marks: &Marks<'_
 
 pub(super) fn effect_node(service: &str, effect: &Effect, marks: &Marks<'_>) -> El {
     let key = (service, effect.seq);
-    let duplicate = marks.duplicate.get(&key);
+    let duplicate = marks.duplicate.get(&key).or_else(|| marks.unowned.get(&key));
     let first = marks.first.get(&key);
     let mut class = String::from("effect");
     if duplicate.is_some() {
