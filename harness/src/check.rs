@@ -34,8 +34,10 @@
 //!   that intent's, where it carries that intent's parameters (a tag is not believed over
 //!   parameters another intent authorised). The reference executor and the example executors
 //!   tag every write a service lets them tag.
-//! - **An idempotency key** that exactly one candidate's claim lists (`key` or
-//!   `previous_keys` in its evidence).
+//! - **A claim that names the effect**, where exactly one candidate's does: its idempotency
+//!   key (`key` or `previous_keys` in the evidence), or its object id as `external_id` (a
+//!   refund's or a workspace's id) or `tx_hash`. An executor that knows which effect is its
+//!   own says so; two claims naming one effect narrow nothing.
 //! - **Nobody authorised the parameters**: the effect was meant for the intent its tag names,
 //!   or for the only intent of its key, and [`NO_UNAUTHORISED_EFFECT`] reports how it differs
 //!   (with several intents on the key and no tag it is nobody's; in a lineage of several
@@ -264,20 +266,19 @@ pub fn check(scenario: &Scenario, observed: &Observed) -> Vec<Verdict> {
             if reason.trim().is_empty() { "the executor misbehaved (no reason given)" } else { reason };
         return vec![Verdict::from_evidence(EXECUTOR_ERROR, vec![reason.to_string()])];
     }
-    let run = Facts::new(scenario, observed);
-    vec![
-        run.no_duplicate_effect(),
-        run.no_unauthorised_effect(),
-        run.honest_terminal_states(),
-        run.unknown_is_not_a_lie(),
-        run.nothing_lost(),
-        run.lineage(),
-        run.workflow(),
-        run.no_stale_write(),
-        run.liveness(),
-        run.refusal_respected(),
-        run.expected_states(),
-    ]
+    let mut run = Facts::new(scenario, observed);
+    let (worlds, too_many) = run.worlds();
+    if worlds.len() <= 1 && !too_many {
+        return run.verdicts();
+    }
+    let per_world = worlds
+        .iter()
+        .map(|world| {
+            run.apply_world(world);
+            run.verdicts()
+        })
+        .collect();
+    readings::judge(per_world, &run.in_doubt(too_many), too_many)
 }
 
 /// The safeguards the scenario's contracts offered that the run's writes did not use (see the
@@ -287,7 +288,9 @@ pub fn hazards(scenario: &Scenario, observed: &Observed) -> Vec<Hazard> {
     if observed.executor_error.is_some() {
         return vec![];
     }
-    Facts::new(scenario, observed).hazards()
+    let mut run = Facts::new(scenario, observed);
+    run.apply_likeliest_world();
+    run.hazards()
 }
 
 /// The catalog scenario that exploits hazard `kind`.
@@ -298,7 +301,8 @@ pub fn exploited_by(kind: &str) -> &'static str {
 /// The ledger effects the checker attributes to each intent (see the module documentation),
 /// by intent id; intents with none, or whose action is exempt, are absent.
 pub fn attribute(scenario: &Scenario, observed: &Observed) -> BTreeMap<String, Vec<EffectRef>> {
-    let run = Facts::new(scenario, observed);
+    let mut run = Facts::new(scenario, observed);
+    run.apply_likeliest_world();
     let mut out: BTreeMap<String, Vec<EffectRef>> = BTreeMap::new();
     for found in &run.effects {
         if let Some(owner) = found.owner {

@@ -58,16 +58,19 @@ pub(super) struct Found<'a> {
     /// scenario acts on this business key.
     pub(super) group: Option<usize>,
     /// The intents it may belong to: the one its caller's tag names, else those that
-    /// authorised exactly its parameters (narrowed to one by an idempotency key a claim
-    /// lists); where nobody authorised them, the one it was meant for (its tag's intent, or
-    /// the only intent of its key), with `mismatch` saying how it differs.
+    /// authorised exactly its parameters (narrowed to one whose claim alone names the effect:
+    /// its idempotency key, or its object id as `external_id` or `tx_hash`); where nobody
+    /// authorised them, the one it was meant for (its tag's intent, or the only intent of its
+    /// key), with `mismatch` saying how it differs.
     pub(super) candidates: Vec<usize>,
     /// Whether some intent authorised exactly these parameters.
     pub(super) authorised: bool,
-    /// Its lineage in the chosen reading: its owner's, or the one lineage of its key when no
-    /// member authorised it.
+    /// The one lineage of its key, where no member may own it (a lineage of several members
+    /// none of which authorised its parameters): it counts against that lineage.
+    pub(super) lineage_alone: Option<usize>,
+    /// Its lineage in the world applied (`readings.rs`): its owner's, or `lineage_alone`.
     pub(super) lineage: Option<usize>,
-    /// Its owner in the chosen reading.
+    /// Its owner in the world applied.
     pub(super) owner: Option<usize>,
     /// How the effect's parameters differ from those of the intent it was meant for.
     pub(super) mismatch: Vec<String>,
@@ -227,7 +230,7 @@ impl<'a> Facts<'a> {
                 let members = group.map_or(&[][..], |g| groups[g].intents.as_slice());
                 let (candidates, authorised, mismatch) = candidates(&intents, members, effect);
                 // Nobody's on a key that one lineage acts on: the lineage's all the same.
-                let lineage = match (candidates.as_slice(), members.first()) {
+                let lineage_alone = match (candidates.as_slice(), members.first()) {
                     ([], Some(first))
                         if members.iter().all(|m| intents[*m].lineage == intents[*first].lineage) =>
                     {
@@ -246,7 +249,8 @@ impl<'a> Facts<'a> {
                     group,
                     candidates,
                     authorised,
-                    lineage,
+                    lineage_alone,
+                    lineage: lineage_alone,
                     owner: None,
                     mismatch,
                 });
@@ -393,7 +397,7 @@ fn candidates(intents: &[Intent], members: &[usize], effect: &Effect) -> (Vec<us
     if !exact.is_empty() {
         let narrowed = match exact.as_slice() {
             [_] => None,
-            _ => by_idempotency_key(intents, &exact, effect),
+            _ => by_claim(intents, &exact, effect),
         };
         return (narrowed.map_or(exact, |one| vec![one]), true, vec![]);
     }
@@ -448,11 +452,21 @@ fn union(parent: &mut [usize], a: usize, b: usize) {
     }
 }
 
-/// The one candidate whose claim lists the effect's idempotency key, if exactly one does.
-fn by_idempotency_key(intents: &[Intent], candidates: &[usize], effect: &Effect) -> Option<usize> {
-    let key = effect.idempotency_key.as_deref()?;
-    let listed = |m: &&usize| claim_lists_key(intents[**m].claim, key);
-    match candidates.iter().filter(listed).collect::<Vec<_>>().as_slice() {
+/// The one candidate whose claim names the effect, if exactly one does: by the idempotency key
+/// of the request that made it, or by its object id as the claim's `external_id` or `tx_hash`
+/// (a refund's or a workspace's id, a transaction's hash).
+fn by_claim(intents: &[Intent], candidates: &[usize], effect: &Effect) -> Option<usize> {
+    let names = |m: &&usize| {
+        let claim = intents[**m].claim;
+        let by_key = effect.idempotency_key.as_deref().is_some_and(|key| claim_lists_key(claim, key));
+        let by_id = claim.is_some_and(|c| {
+            ["external_id", "tx_hash"]
+                .iter()
+                .any(|field| c.evidence.get(field).and_then(Value::as_str) == Some(effect.object_id.as_str()))
+        });
+        by_key || by_id
+    };
+    match candidates.iter().filter(names).collect::<Vec<_>>().as_slice() {
         [only] => Some(**only),
         _ => None,
     }

@@ -12,6 +12,15 @@ use super::attribution::{Facts, Found};
 pub(super) const NO_LEDGER_REASON: &str = "no intent's action has a ledger the checker reads";
 
 impl Facts<'_> {
+    /// `payment_intent pi_1`: the business key of group `g`.
+    pub(super) fn group_key_text(&self, g: usize) -> String {
+        let group = &self.groups[g];
+        match group.intents.first().and_then(|i| self.intents[*i].attribution) {
+            Some((action, key)) => format!("{} {key}", action.business_key),
+            None => "a business key".to_string(),
+        }
+    }
+
     pub(super) fn no_duplicate_effect(&self) -> Verdict {
         if !self.any_attributable() {
             return Verdict::not_judged(NO_DUPLICATE_EFFECT, NO_LEDGER_REASON);

@@ -2,20 +2,25 @@
 //! one payment, messages to one recipient) and an effect carries parameters more than one of
 //! them authorised, with no tag to say whose it is, the ledger can be read more than one way.
 //!
-//! A *reading* gives each effect of a business key one of its candidates as owner. Only the
-//! readings with as few duplicates as the ledger allows count: each lineage owns one effect at
-//! most, so the effects beyond the most lineages any reading can give one each are duplicates
-//! whichever intent made them (what a matching of effects to lineages proves). A claim is
-//! judged against what every such reading says: held when every reading bears it out,
-//! violated when none does, and not judged, with why, when it depends on whose effect was
-//! whose. The first reading that bears every claim out is the *chosen* one, which the other
-//! checks and the reports read as the attribution.
+//! A *reading* of one business key gives each of its effects one of its candidates as owner.
+//! Only the readings with as few duplicates as the ledger allows count: each lineage owns one
+//! effect at most, so the effects beyond the most lineages any reading can give one each are
+//! duplicates whichever intent made them (what a matching of effects to lineages proves). A
+//! *world* picks one reading per business key. Every invariant is judged in every world
+//! ([`judge`]): violated where it breaks in all of them, not judged where it breaks in some
+//! (with the effects in doubt named), as judged otherwise. The world with the fewest violations
+//! (the first, among equals) is the attribution the reports and the hazards read.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Verdict;
 use super::attribution::Facts;
 
-/// The most readings of one business key listed; past it, only one is kept and the claims
-/// that depend on the reading are not judged.
+/// The most readings of one business key listed; past it, one is kept and every verdict that
+/// breaks is not judged instead.
 const READINGS_MAX: usize = 4_096;
+/// The most worlds judged; past it, the same.
+const WORLDS_MAX: usize = 256;
 
 /// One business key's intents and effects, and the readings its ledger allows.
 #[derive(Default)]
@@ -33,13 +38,19 @@ pub(super) struct Group {
     pub(super) excess: usize,
     /// Whether every effect has at most one possible owner, so that there is one reading.
     pub(super) fixed: bool,
-    /// The reading the attribution reports (see the module documentation).
-    pub(super) chosen: usize,
+}
+
+/// A reading per group (`Facts::groups`), by index into its `readings`.
+pub(super) type World = Vec<usize>;
+
+/// What the ledger leaves open: `who` (`r1, r2 made payments re_1 (seq 1)`) and `why`.
+pub(super) struct Doubt {
+    who: String,
+    why: String,
 }
 
 impl Facts<'_> {
-    /// Lists each group's readings, chooses one, and records its owners in the effects and
-    /// the intents.
+    /// Lists each group's readings and applies the first world.
     pub(super) fn read_groups(&mut self) {
         for g in 0..self.groups.len() {
             let (readings, too_many) = self.readings_of(g);
@@ -50,53 +61,132 @@ impl Facts<'_> {
             group.too_many = too_many;
             group.excess = excess;
             group.readings = readings;
-            let chosen = (0..self.groups[g].readings.len())
-                .find(|r| self.reading_claim_lines(g, *r).is_empty())
-                .unwrap_or(0);
-            self.groups[g].chosen = chosen;
-            self.apply_reading(g, chosen);
+        }
+        self.apply_world(&vec![0; self.groups.len()]);
+    }
+
+    /// Every world, in order (the first reading of every group first), and whether there
+    /// were too many to judge them all.
+    pub(super) fn worlds(&self) -> (Vec<World>, bool) {
+        let mut worlds: Vec<World> = vec![Vec::with_capacity(self.groups.len())];
+        let mut too_many = self.groups.iter().any(|g| g.too_many);
+        for group in &self.groups {
+            let n = group.readings.len().max(1);
+            if worlds.len().saturating_mul(n) > WORLDS_MAX {
+                too_many = true;
+                worlds.iter_mut().for_each(|w| w.push(0));
+                continue;
+            }
+            worlds = worlds
+                .into_iter()
+                .flat_map(|w| {
+                    (0..n).map(move |r| {
+                        let mut next = w.clone();
+                        next.push(r);
+                        next
+                    })
+                })
+                .collect();
+        }
+        (worlds, too_many)
+    }
+
+    /// Every verdict, in [`super::INVARIANTS`] order then [`super::EXPECTED_STATES`], in the
+    /// world applied.
+    pub(super) fn verdicts(&self) -> Vec<Verdict> {
+        vec![
+            self.no_duplicate_effect(),
+            self.no_unauthorised_effect(),
+            self.honest_terminal_states(),
+            self.unknown_is_not_a_lie(),
+            self.nothing_lost(),
+            self.lineage(),
+            self.workflow(),
+            self.no_stale_write(),
+            self.liveness(),
+            self.refusal_respected(),
+            self.expected_states(),
+        ]
+    }
+
+    /// Applies the world with the fewest violations (the first among equals): the attribution
+    /// the reports and the hazards read.
+    pub(super) fn apply_likeliest_world(&mut self) {
+        let (worlds, _) = self.worlds();
+        if worlds.len() <= 1 {
+            return;
+        }
+        let mut best: Option<(usize, &World)> = None;
+        for world in &worlds {
+            self.apply_world(world);
+            let broken = self.verdicts().iter().filter(|v| v.violated()).count();
+            if best.is_none_or(|(fewest, _)| broken < fewest) {
+                best = Some((broken, world));
+            }
+        }
+        if let Some((_, world)) = best {
+            let world = world.clone();
+            self.apply_world(&world);
+        }
+    }
+
+    /// Makes `world` the attribution: each effect's owner and lineage, each intent's effects.
+    pub(super) fn apply_world(&mut self, world: &[usize]) {
+        for intent in &mut self.intents {
+            intent.effects.clear();
+        }
+        for (g, r) in world.iter().enumerate() {
+            let Some(reading) = self.groups[g].readings.get(*r) else { continue };
+            let owners: Vec<(usize, Option<usize>)> =
+                self.groups[g].effects.iter().copied().zip(reading.iter().copied()).collect();
+            for (e, owner) in owners {
+                let lineage = self.lineage_of(e, owner);
+                let effect = &mut self.effects[e];
+                effect.owner = owner;
+                effect.lineage = lineage;
+                if let Some(o) = owner {
+                    self.intents[o].effects.push(e);
+                }
+            }
         }
         for intent in &mut self.intents {
             intent.effects.sort_unstable();
         }
     }
 
-    /// The effects `intent` owns in reading `r` of group `g`, in ledger order.
-    pub(super) fn owned_in(&self, g: usize, r: usize, intent: usize) -> Vec<usize> {
-        let group = &self.groups[g];
-        group
-            .effects
+    /// What the ledger leaves open, for the verdicts that depend on it: which intents may have
+    /// made which effects, and why the checker cannot tell.
+    pub(super) fn in_doubt(&self, too_many: bool) -> Doubt {
+        let doubtful: Vec<usize> = self
+            .groups
             .iter()
-            .zip(&group.readings[r])
-            .filter(|(_, owner)| **owner == Some(intent))
-            .map(|(e, _)| *e)
-            .collect()
-    }
-
-    fn apply_reading(&mut self, g: usize, r: usize) {
-        let Some(reading) = self.groups[g].readings.get(r) else { return };
-        let owners: Vec<(usize, Option<usize>)> =
-            self.groups[g].effects.iter().copied().zip(reading.iter().copied()).collect();
-        for (e, owner) in owners {
-            let effect = &mut self.effects[e];
-            effect.owner = owner;
-            if let Some(o) = owner {
-                effect.lineage = Some(self.intents[o].lineage);
-                self.intents[o].effects.push(e);
-            }
+            .flat_map(|g| g.effects.iter().copied())
+            .filter(|e| self.effects[*e].candidates.len() > 1)
+            .collect();
+        let intents: BTreeSet<usize> =
+            doubtful.iter().flat_map(|e| self.effects[*e].candidates.iter().copied()).collect();
+        let intents: Vec<usize> = intents.into_iter().collect();
+        let how = if too_many { "; there are more ways to read them than the checker weighs" } else { "" };
+        Doubt {
+            who: format!("{} made {}", self.ids_text(&intents), self.effects_text(&doubtful)),
+            why: format!(
+                "{} parameters more than one of them authorised and no tag naming its intent (such as metadata {}){how}",
+                if doubtful.len() == 1 { "it carries" } else { "each carries" },
+                vocabulary::INTENT_TAG
+            ),
         }
     }
 
-    /// The lineage effect `e` occupies when `owner` owns it: its owner's, or the one lineage
-    /// of its key when nobody may own it.
+    /// The effect's lineage when `owner` owns it: its owner's, or the one lineage of its key
+    /// when nobody may own it.
     fn lineage_of(&self, e: usize, owner: Option<usize>) -> Option<usize> {
-        owner.map(|o| self.intents[o].lineage).or(self.effects[e].lineage)
+        owner.map(|o| self.intents[o].lineage).or(self.effects[e].lineage_alone)
     }
 
     /// The effects of `reading` beyond one per lineage.
     fn excess_of(&self, g: usize, reading: &[Option<usize>]) -> usize {
         let group = &self.groups[g];
-        let mut used = std::collections::BTreeSet::new();
+        let mut used = BTreeSet::new();
         let mut placed = 0;
         for (e, owner) in group.effects.iter().zip(reading) {
             if let Some(lineage) = self.lineage_of(*e, *owner) {
@@ -149,7 +239,7 @@ impl Facts<'_> {
     /// One reading that spreads the effects over the lineages, each to the candidate whose
     /// lineage holds the fewest so far: for a group with too many readings to list.
     fn spread_reading(&self, g: usize) -> Vec<Option<usize>> {
-        let mut load: std::collections::BTreeMap<usize, usize> = std::collections::BTreeMap::new();
+        let mut load: BTreeMap<usize, usize> = BTreeMap::new();
         let mut reading = Vec::new();
         for e in &self.groups[g].effects {
             let owner = self.effects[*e]
@@ -164,4 +254,39 @@ impl Facts<'_> {
         }
         reading
     }
+}
+
+/// One verdict per invariant from the verdicts of every world (`per_world`, each in the same
+/// order): what breaks in all of them is violated, what breaks in some only is not judged with
+/// `doubt`, the rest as the first world says. With `too_many`, not every world was judged: a
+/// verdict that differs between the worlds judged is not proven either way.
+pub(super) fn judge(per_world: Vec<Vec<Verdict>>, doubt: &Doubt, too_many: bool) -> Vec<Verdict> {
+    let mut worlds = per_world.into_iter();
+    let Some(first) = worlds.next() else { return Vec::new() };
+    let rest: Vec<Vec<Verdict>> = worlds.collect();
+    let open = || format!("it depends on which of {}: {}", doubt.who, doubt.why);
+    first
+        .into_iter()
+        .enumerate()
+        .map(|(i, verdict)| {
+            let others: Vec<&Verdict> = rest.iter().filter_map(|w| w.get(i)).collect();
+            let broken = others.iter().filter(|v| v.violated()).count() + usize::from(verdict.violated());
+            if broken == 0 {
+                return verdict;
+            }
+            let same = others.iter().all(|v| v.evidence == verdict.evidence);
+            if broken < others.len() + 1 || too_many && !same {
+                return Verdict::not_judged(&verdict.invariant, open());
+            }
+            if same {
+                return verdict;
+            }
+            let mut lines = vec![format!(
+                "whichever of {} ({}), this breaks; as one reading has it:",
+                doubt.who, doubt.why
+            )];
+            lines.extend(verdict.evidence);
+            Verdict::from_evidence(&verdict.invariant, lines)
+        })
+        .collect()
 }

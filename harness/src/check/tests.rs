@@ -131,12 +131,12 @@ fn what_a_run_cannot_show_is_not_judged_with_a_reason() {
         (
             "whose refund it was cannot be told",
             HONEST_TERMINAL_STATES,
-            "whether the claims of r1, r2 hold depends on which of them made payments re_1 (seq 1): it carries parameters",
+            "it depends on which of r1, r2 made payments re_1 (seq 1): it carries parameters",
         ),
         (
             "whose refund it was cannot be told",
             UNKNOWN_IS_NOT_A_LIE,
-            "depends on which of them made payments re_1 (seq 1)",
+            "depends on which of r1, r2 made payments re_1 (seq 1)",
         ),
     ];
     let cases = cases();
@@ -328,4 +328,19 @@ fn numbers_compare_by_value() {
     assert!(param_diff(&json!({"amount": 500}), &json!({"amount": 500.0, "currency": "usd"})).is_empty());
     assert_eq!(param_diff(&json!({"amount": 500}), &json!({})), vec!["amount missing (authorised 500)"]);
     assert_eq!(param_diff(&json!({"amount": -1}), &json!({"amount": 1})), vec!["amount 1 (authorised -1)"]);
+}
+
+/// A claim that names its own effect (its transaction's hash, its refund's id, its key) tells
+/// whose an effect is among intents that authorised the same parameters: the claims are then
+/// judged, not left open.
+#[test]
+fn a_claim_naming_its_effect_settles_whose_it_is() {
+    let case = case("a claim that names its transfer's hash tells whose it is");
+    let verdicts = check(&case.scenario, &case.observed);
+    for slug in [HONEST_TERMINAL_STATES, UNKNOWN_IS_NOT_A_LIE] {
+        let verdict = verdicts.iter().find(|v| v.invariant == slug).unwrap();
+        assert_eq!(verdict.status, Status::Held, "{verdict:?}");
+    }
+    let owned = attribute(&case.scenario, &case.observed);
+    assert_eq!(owned.keys().collect::<Vec<_>>(), ["t1"], "{owned:?}");
 }
