@@ -163,6 +163,10 @@ const VARIANTS: &[BugRow] = &[
     // The resend under the still-retained key goes out under a new one instead.
     ("key-per-attempt", "timeout_taken_as_no", NO_DUPLICATE_EFFECT),
     ("key-per-attempt", "workspace_created_twice", NO_DUPLICATE_EFFECT),
+    // One of two partial refunds of a payment goes twice, beside its honest sibling (of
+    // another amount, or of the same).
+    ("key-per-attempt", "partial_refund_reply_lost", NO_DUPLICATE_EFFECT),
+    ("key-per-attempt", "equal_partial_refunds_reply_lost", NO_DUPLICATE_EFFECT),
     ("memory-only", "crash_after_record", NOTHING_LOST),
     ("memory-only", "crash_while_refund_in_flight", NOTHING_LOST),
     ("timeout-as-failure", "timeout_taken_as_no", HONEST_TERMINAL_STATES),
@@ -184,6 +188,9 @@ const VARIANTS: &[BugRow] = &[
     ("re-resolve", "step_resolved_once", WORKFLOW),
     // The 403 lasts one request: the retry goes through, a refund nobody decided on.
     ("retry-403", "refund_permission_denied", REFUSAL_RESPECTED),
+    // The workspace's 422, answered while the worker is stopped, is not held against it; the
+    // refund's 403, read once it runs, is.
+    ("retry-403", "refusal_answered_while_paused", REFUSAL_RESPECTED),
 ];
 
 /// Bugs whose skipped safeguard no catalog scenario can exploit against this executor, because

@@ -56,6 +56,8 @@ const VARIANTS: &[BugRow] = &[
     ("key-per-attempt", "timeout_taken_as_no", NO_DUPLICATE_EFFECT),
     ("key-per-attempt", "workspace_created_twice", NO_DUPLICATE_EFFECT),
     ("key-per-attempt", "fault_timeout_after_commit", NO_DUPLICATE_EFFECT),
+    ("key-per-attempt", "partial_refund_reply_lost", NO_DUPLICATE_EFFECT),
+    ("key-per-attempt", "equal_partial_refunds_reply_lost", NO_DUPLICATE_EFFECT),
     ("memory-only", "crash_after_record", NOTHING_LOST),
     ("memory-only", "crash_while_refund_in_flight", NOTHING_LOST),
     ("memory-only", "crash_during_reconciliation", NOTHING_LOST),
