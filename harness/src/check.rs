@@ -259,26 +259,41 @@ pub fn parse_state_detail(detail: &str) -> Option<(&str, &str)> {
     (!id.is_empty()).then_some((id, state))
 }
 
+/// What the checker makes of one run: its verdicts, its hazards and which effects are whose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    /// As [`check`] gives them.
+    pub verdicts: Vec<Verdict>,
+    /// As [`hazards`] gives them.
+    pub hazards: Vec<Hazard>,
+    /// As [`attribute`] gives it.
+    pub attribution: BTreeMap<String, Vec<EffectRef>>,
+}
+
+/// [`check`], [`hazards`] and [`attribute`] at once, reading the run once.
+pub fn judgement(scenario: &Scenario, observed: &Observed) -> Judgement {
+    let mut run = Facts::new(scenario, observed);
+    let verdicts = match executor_error(observed) {
+        Some(verdict) => vec![verdict],
+        None => run.judge_worlds(),
+    };
+    let hazards = if observed.executor_error.is_some() { vec![] } else { run.hazards() };
+    Judgement { verdicts, hazards, attribution: run.attribution() }
+}
+
 /// Checks `observed` against the invariants and the scenario's expectations.
 pub fn check(scenario: &Scenario, observed: &Observed) -> Vec<Verdict> {
-    if let Some(reason) = &observed.executor_error {
-        let reason =
-            if reason.trim().is_empty() { "the executor misbehaved (no reason given)" } else { reason };
-        return vec![Verdict::from_evidence(EXECUTOR_ERROR, vec![reason.to_string()])];
+    match executor_error(observed) {
+        Some(verdict) => vec![verdict],
+        None => Facts::new(scenario, observed).judge_worlds(),
     }
-    let mut run = Facts::new(scenario, observed);
-    let (worlds, too_many) = run.worlds();
-    if worlds.len() <= 1 && !too_many {
-        return run.verdicts();
-    }
-    let per_world = worlds
-        .iter()
-        .map(|world| {
-            run.apply_world(world);
-            run.verdicts()
-        })
-        .collect();
-    readings::judge(per_world, &run.in_doubt(too_many), too_many)
+}
+
+/// The only verdict of a run the executor broke.
+fn executor_error(observed: &Observed) -> Option<Verdict> {
+    let reason = observed.executor_error.as_deref()?;
+    let reason = if reason.trim().is_empty() { "the executor misbehaved (no reason given)" } else { reason };
+    Some(Verdict::from_evidence(EXECUTOR_ERROR, vec![reason.to_string()]))
 }
 
 /// The safeguards the scenario's contracts offered that the run's writes did not use (see the
@@ -289,7 +304,7 @@ pub fn hazards(scenario: &Scenario, observed: &Observed) -> Vec<Hazard> {
         return vec![];
     }
     let mut run = Facts::new(scenario, observed);
-    run.apply_likeliest_world();
+    run.judge_worlds();
     run.hazards()
 }
 
@@ -302,19 +317,8 @@ pub fn exploited_by(kind: &str) -> &'static str {
 /// by intent id; intents with none, or whose action is exempt, are absent.
 pub fn attribute(scenario: &Scenario, observed: &Observed) -> BTreeMap<String, Vec<EffectRef>> {
     let mut run = Facts::new(scenario, observed);
-    run.apply_likeliest_world();
-    let mut out: BTreeMap<String, Vec<EffectRef>> = BTreeMap::new();
-    for found in &run.effects {
-        if let Some(owner) = found.owner {
-            out.entry(run.intents[owner].id().to_string()).or_default().push(EffectRef {
-                service: found.service.to_string(),
-                seq: found.effect.seq,
-                object_id: found.effect.object_id.clone(),
-                at_ms: found.effect.at_ms,
-            });
-        }
-    }
-    out
+    run.judge_worlds();
+    run.attribution()
 }
 
 /// The verdicts that were violated.

@@ -330,7 +330,7 @@ pub fn judge(
     observed: Observed,
     replay_prefix: &str,
 ) -> ScenarioResult {
-    let verdicts = check::check(&case.scenario, &observed);
+    let check::Judgement { verdicts, mut hazards, attribution } = check::judgement(&case.scenario, &observed);
     let outcome = if observed.executor_error.is_some() {
         Outcome::ExecutorError
     } else if check::all_held(&verdicts) {
@@ -338,7 +338,6 @@ pub fn judge(
     } else {
         Outcome::Violated
     };
-    let mut hazards = check::hazards(&case.scenario, &observed);
     for hazard in &mut hazards {
         hazard.command = format!("{replay_prefix} --scenario {}", hazard.exploited_by);
     }
@@ -355,7 +354,7 @@ pub fn judge(
         outcome,
         verdicts,
         claims: observed.claims.clone(),
-        intents: intent_results(&case.scenario, &observed),
+        intents: intent_results(&case.scenario, &observed, attribution),
         effects: observed.ledgers.iter().map(|(s, l)| (s.clone(), l.len())).collect(),
         faults_applied: faults_applied(&observed),
         events: observed
@@ -376,8 +375,11 @@ pub fn judge(
 
 /// Each intent of the scenario: the executor's final word on it and the effects the checker
 /// attributes to it.
-fn intent_results(scenario: &Scenario, observed: &Observed) -> Vec<IntentResult> {
-    let mut effects = check::attribute(scenario, observed);
+fn intent_results(
+    scenario: &Scenario,
+    observed: &Observed,
+    mut effects: BTreeMap<String, Vec<reports::model::EffectRef>>,
+) -> Vec<IntentResult> {
     let claims: BTreeMap<&str, _> = observed.claims.iter().map(|c| (c.id.as_str(), c)).collect();
     let mut seen = std::collections::BTreeSet::new();
     scenario

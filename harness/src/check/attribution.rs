@@ -3,6 +3,7 @@
 //! [`super`]). Every check reads the [`Facts`] built here; none of them looks at a ledger any
 //! other way.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use scenarios::{IntentSpec, Scenario};
@@ -132,9 +133,10 @@ pub(super) struct Facts<'a> {
     pub(super) others: Vec<Other<'a>>,
     /// The intents and effects of each business key, with the readings its ledger allows.
     pub(super) groups: Vec<Group>,
-    pub(super) states: BTreeMap<&'a str, Vec<StateMoment<'a>>>,
-    /// Per service, who sent each request, from the journals.
-    pub(super) senders: BTreeMap<&'a str, Senders<'a>>,
+    /// The timeline's state moments per intent, read when a check first needs them.
+    states: OnceCell<BTreeMap<&'a str, Vec<StateMoment<'a>>>>,
+    /// Per service, who sent each request, from the journals, read when a check first needs it.
+    senders: OnceCell<BTreeMap<&'a str, Senders<'a>>>,
     /// The run's first moment: evidence gives times from it, which read better than epoch
     /// milliseconds (0 when the timeline is empty).
     pub(super) start_ms: u64,
@@ -268,16 +270,28 @@ impl<'a> Facts<'a> {
             effects,
             others,
             groups,
-            states: states(observed),
-            senders: observed
-                .journals
-                .iter()
-                .map(|(service, journal)| (service.as_str(), Senders::of(journal)))
-                .collect(),
+            states: OnceCell::new(),
+            senders: OnceCell::new(),
             start_ms: observed.timeline.iter().map(|m| m.at_ms).min().unwrap_or(0),
         };
         facts.read_groups();
         facts
+    }
+
+    /// The timeline's state moments per intent id.
+    pub(super) fn states(&self) -> &BTreeMap<&'a str, Vec<StateMoment<'a>>> {
+        self.states.get_or_init(|| states(self.observed))
+    }
+
+    /// Who sent each request, per service.
+    pub(super) fn senders(&self) -> &BTreeMap<&'a str, Senders<'a>> {
+        self.senders.get_or_init(|| {
+            self.observed
+                .journals
+                .iter()
+                .map(|(service, journal)| (service.as_str(), Senders::of(journal)))
+                .collect()
+        })
     }
 
     /// Whether any intent's effects can be told apart in a ledger.
@@ -378,20 +392,18 @@ fn lineages(intents: &mut [Intent], by_id: &BTreeMap<&str, usize>) -> Vec<Vec<us
 /// whether one of them authorised exactly its parameters, and how it differs from the intent
 /// it was meant for where none did (see [`Found::candidates`]).
 fn candidates(intents: &[Intent], members: &[usize], effect: &Effect) -> (Vec<usize>, bool, Vec<String>) {
-    let exact: Vec<usize> = members
-        .iter()
-        .copied()
-        .filter(|m| param_diff(&intents[*m].spec.params, &effect.params).is_empty())
-        .collect();
+    let exact: Vec<usize> =
+        members.iter().copied().filter(|m| params_match(&intents[*m].spec.params, &effect.params)).collect();
     let tagged =
         effect.intent_tag().and_then(|tag| members.iter().copied().find(|m| intents[*m].id() == tag));
     if let Some(tagged) = tagged {
-        let mismatch = param_diff(&intents[tagged].spec.params, &effect.params);
-        let authorised = mismatch.is_empty();
         // A tag on parameters its intent did not authorise is not believed over them when
         // another intent did authorise them.
-        if authorised || exact.is_empty() {
-            return (vec![tagged], authorised, mismatch);
+        if exact.contains(&tagged) {
+            return (vec![tagged], true, vec![]);
+        }
+        if exact.is_empty() {
+            return (vec![tagged], false, param_diff(&intents[tagged].spec.params, &effect.params));
         }
     }
     if !exact.is_empty() {
@@ -470,6 +482,17 @@ fn by_claim(intents: &[Intent], candidates: &[usize], effect: &Effect) -> Option
         [only] => Some(**only),
         _ => None,
     }
+}
+
+/// Whether `actual` carries every one of the `authorised` parameters: [`param_diff`] is empty
+/// (without writing the differences down).
+fn params_match(authorised: &Value, actual: &Value) -> bool {
+    let Value::Object(fields) = authorised else { return authorised == actual };
+    fields.iter().all(|(name, want)| match actual.get(name) {
+        _ if matches!(vocabulary::ParamRef::parse(want), Ok(Some(_))) => true,
+        Some(got) => same(got, want),
+        None => false,
+    })
 }
 
 /// How `actual` differs from the `authorised` parameters, one entry per differing field.

@@ -10,7 +10,7 @@ impl<'a> Facts<'a> {
     /// no state moments at all, `Some(None)` when it has none that early. Among moments at the
     /// same time, the later one in the timeline wins.
     pub(super) fn state_at(&self, id: &str, at_ms: u64) -> Option<Option<&StateMoment<'a>>> {
-        let moments = self.states.get(id)?;
+        let moments = self.states().get(id)?;
         Some(moments.iter().filter(|m| m.at_ms <= at_ms).max_by_key(|m| m.at_ms))
     }
 

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Verdict;
 use super::attribution::Facts;
+use crate::observe::EffectRef;
 
 /// The most readings of one business key listed; past it, one is kept and every verdict that
 /// breaks is not judged instead.
@@ -109,25 +110,43 @@ impl Facts<'_> {
         ]
     }
 
-    /// Applies the world with the fewest violations (the first among equals): the attribution
-    /// the reports and the hazards read.
-    pub(super) fn apply_likeliest_world(&mut self) {
-        let (worlds, _) = self.worlds();
-        if worlds.len() <= 1 {
-            return;
+    /// Every verdict, judged in every world (see [`judge`]); leaves the world with the fewest
+    /// violations (the first among equals) applied, as the attribution the reports and the
+    /// hazards read.
+    pub(super) fn judge_worlds(&mut self) -> Vec<Verdict> {
+        // Nearly every run: one reading of every business key, applied already.
+        if self.groups.iter().all(|g| g.readings.len() <= 1 && !g.too_many) {
+            return self.verdicts();
         }
-        let mut best: Option<(usize, &World)> = None;
-        for world in &worlds {
-            self.apply_world(world);
-            let broken = self.verdicts().iter().filter(|v| v.violated()).count();
-            if best.is_none_or(|(fewest, _)| broken < fewest) {
-                best = Some((broken, world));
+        let (worlds, too_many) = self.worlds();
+        let per_world: Vec<Vec<Verdict>> = worlds
+            .iter()
+            .map(|world| {
+                self.apply_world(world);
+                self.verdicts()
+            })
+            .collect();
+        let likeliest = (0..per_world.len())
+            .min_by_key(|w| per_world[*w].iter().filter(|v| v.violated()).count())
+            .unwrap_or(0);
+        self.apply_world(&worlds[likeliest]);
+        judge(per_world, &self.in_doubt(too_many), too_many)
+    }
+
+    /// The effects of the world applied, by owner's id.
+    pub(super) fn attribution(&self) -> BTreeMap<String, Vec<EffectRef>> {
+        let mut out: BTreeMap<String, Vec<EffectRef>> = BTreeMap::new();
+        for found in &self.effects {
+            if let Some(owner) = found.owner {
+                out.entry(self.intents[owner].id().to_string()).or_default().push(EffectRef {
+                    service: found.service.to_string(),
+                    seq: found.effect.seq,
+                    object_id: found.effect.object_id.clone(),
+                    at_ms: found.effect.at_ms,
+                });
             }
         }
-        if let Some((_, world)) = best {
-            let world = world.clone();
-            self.apply_world(&world);
-        }
+        out
     }
 
     /// Makes `world` the attribution: each effect's owner and lineage, each intent's effects.
@@ -202,6 +221,12 @@ impl Facts<'_> {
     /// many to list.
     fn readings_of(&self, g: usize) -> (Vec<Vec<Option<usize>>>, bool) {
         let group = &self.groups[g];
+        // Every effect with one owner at most: one reading (nearly every run).
+        if group.effects.iter().all(|e| self.effects[*e].candidates.len() <= 1) {
+            let reading =
+                group.effects.iter().map(|e| self.effects[*e].candidates.first().copied()).collect();
+            return (vec![reading], false);
+        }
         let choices: Vec<&[usize]> =
             group.effects.iter().map(|e| self.effects[*e].candidates.as_slice()).collect();
         let ways = choices.iter().try_fold(1usize, |n, c| n.checked_mul(c.len().max(1)));

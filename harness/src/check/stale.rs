@@ -33,7 +33,7 @@ impl Facts<'_> {
         }
         let contested: Vec<&ActionSpec> = guarded
             .iter()
-            .filter(|(action, _)| self.senders.get(action.service).is_some_and(|s| s.arrivals.len() > 1))
+            .filter(|(action, _)| self.senders().get(action.service).is_some_and(|s| s.arrivals.len() > 1))
             .map(|(action, _)| *action)
             .collect();
         if contested.is_empty() {
@@ -45,7 +45,7 @@ impl Facts<'_> {
         }
         let mut lines = Vec::new();
         for action in contested {
-            let Some(senders) = self.senders.get(action.service) else { continue };
+            let Some(senders) = self.senders().get(action.service) else { continue };
             let writes: Vec<(&Found, &str, u64)> = self
                 .effects
                 .iter()
