@@ -77,7 +77,7 @@ pub async fn call(tool: &Tool, args: &Map<String, Value>, target: &Target<'_>) -
             ];
             // Stripe's bracketed form: `metadata[KEY]=VALUE`, as stripe-python sends `metadata=`.
             pairs.extend(strings(args, "metadata").map(|(k, v)| (format!("metadata[{k}]"), v)));
-            let body = form_owned(&pairs);
+            let body = form(&pairs);
             let headers = keyed(vec![bearer(PAYMENTS_API_KEY), form_type()]);
             json_answer(tool, exchange("POST", "/v1/refunds".into(), headers, body).await)
         }
@@ -383,18 +383,11 @@ fn user_metadata(answer: &Answer) -> Value {
     Value::Object(metadata)
 }
 
-fn form_owned(pairs: &[(String, String)]) -> Vec<u8> {
+/// A form body or query string of `pairs`, in order.
+fn form<N: AsRef<str>>(pairs: &[(N, String)]) -> Vec<u8> {
     let mut out = form_urlencoded::Serializer::new(String::new());
     for (name, value) in pairs {
-        out.append_pair(name, value);
-    }
-    out.finish().into_bytes()
-}
-
-fn form(pairs: &[(&str, String)]) -> Vec<u8> {
-    let mut out = form_urlencoded::Serializer::new(String::new());
-    for (name, value) in pairs {
-        out.append_pair(name, value);
+        out.append_pair(name.as_ref(), value);
     }
     out.finish().into_bytes()
 }
