@@ -12,9 +12,11 @@ Two scripts, for the same task ("refund AMOUNT of PAYMENT_INTENT"):
 - `naive`: calls `refund_payment` without an idempotency key, and on any tool error calls it
   again, the same way, up to `SENDS_MAX` times; then says what it did.
 - `careful`: calls `refund_payment` under an idempotency key derived from its plan step (the
-  same key for every send of that step), and after any error lists the payment's refunds
-  before it retries: a refund of the amount there means the call went through and only its
-  reply was lost; otherwise it sends again under the same key.
+  same key for every send of that step) and tags the refund with that step's id
+  (`metadata: {"twice_intent": STEP}`, the reference executor's convention), and after any
+  error lists the payment's refunds before it retries: a refund carrying its tag means the
+  call went through and only its reply was lost (the amount alone cannot say whose refund it
+  is); otherwise it sends again under the same key.
 
 What the agent tells its user is its claim: "Done: ..." is `confirmed`, "Failed: ..."
 `failed`, anything else `unknown` (`claim_of`), judged by twice against the payments ledger.
@@ -157,15 +159,43 @@ def plan_step_key(task: Task, step: int = 1) -> str:
     return f"refund:{task.payment_intent}:{task.amount}:step-{step}"
 
 
+# docs/agents.md: careful-by-tag (begin)
+#: The metadata key a careful agent tags its writes with (the reference executor's too).
+TAG = "twice_intent"
+
+
+def tagged_refund(task: Task, step_id: str) -> dict[str, Any]:
+    """`refund_payment`'s arguments for plan step `step_id`: keyed by the step, so that a
+    retry is the same request, and tagged with it, so that a read can tell this refund from
+    any other of the same amount."""
+    return {
+        "payment_intent": task.payment_intent,
+        "amount": task.amount,
+        "idempotency_key": step_id,
+        "metadata": {TAG: step_id},
+    }
+
+
+def own_refunds(listed: Any, step_id: str) -> list[dict[str, Any]]:
+    """The refunds of a `list_refunds` answer that carry step `step_id`'s tag: the agent's
+    own, whatever else the payment has been refunded."""
+    refunds = listed.get("data", []) if isinstance(listed, dict) else []
+    return [r for r in refunds if (r.get("metadata") or {}).get(TAG) == step_id and r.get("status") != "failed"]
+
+
+# docs/agents.md: careful-by-tag (end)
+
+
 def careful_model(task: Task, key: Callable[[], str] = lambda: "") -> ModelFunction:
-    """The careful script: refund under the plan step's key (`key()`, else `plan_step_key`);
-    after an error, list the payment's refunds before any retry; retry under the same key."""
+    """The careful script: refund under the plan step's key (`key()`, else `plan_step_key`),
+    tagged with it; after an error, list the payment's refunds and look for the tag before any
+    retry; retry under the same key."""
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         sent = tool_calls(messages, "refund_payment")
         # The key is chosen once, with the first send, and read back from it afterwards.
         step_key = sent[0]["idempotency_key"] if sent else (key() or plan_step_key(task))
-        args = {"payment_intent": task.payment_intent, "amount": task.amount, "idempotency_key": step_key}
+        args = tagged_refund(task, step_key)
         results = tool_results(messages)
         if not results:
             return _call("refund_payment", args, messages)
@@ -179,13 +209,11 @@ def careful_model(task: Task, key: Callable[[], str] = lambda: "") -> ModelFunct
             # The refund may have gone through with only its reply lost: look before sending.
             return _call("list_refunds", {"payment_intent": task.payment_intent}, messages)
         if last.tool == "list_refunds" and last.ok:
-            listed = _as_object(last.content)
-            refunds = listed.get("data", []) if isinstance(listed, dict) else []
-            found = [r for r in refunds if r.get("amount") == task.amount and r.get("status") != "failed"]
+            found = own_refunds(_as_object(last.content), step_key)
             if found:
                 return _say(
                     f"Done: refunded {task.amount} of {task.payment_intent} ({found[0]['id']}, key {step_key}); "
-                    "the first call's reply was lost, and the refunds list shows it went through."
+                    "the first call's reply was lost, and the refunds list shows it went through, with its tag."
                 )
         if len(sent) < SENDS_MAX:
             return _call("refund_payment", args, messages)  # the same key: a safe retry

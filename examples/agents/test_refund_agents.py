@@ -30,12 +30,14 @@ from refund_agents import (
     HERE,
     SCENARIOS,
     SCRIPTS,
+    TAG,
     Observed,
     Task,
     careful_model,
     claim_of,
     kill_processes_naming,
     make_agent,
+    own_refunds,
     plan_step_key,
     stdio_toolset,
     transcript,
@@ -134,9 +136,11 @@ async def _run_plain_agent(script: str, toolset: Any, urls_file: Path) -> None:
             assert [p.get("idempotency_key") for p in observed.posts] == [None, None], observed
             assert "key" not in claim["evidence"], claim
         else:
-            # One send, then a look at the refunds instead of a second send.
+            # One send, then a look at the refunds instead of a second send: the refund found by
+            # the tag the agent gave it, which the ledger keeps too.
             assert observed.refund_posts == 1 and len(observed.refunds) == 1, observed
             assert [p.get("idempotency_key") for p in observed.posts] == [plan_step_key(task)], observed
+            assert observed.refunds[0]["params"]["metadata"] == {TAG: plan_step_key(task)}, observed
             calls = [line.split("(")[0] for line in lines if line.startswith("model: call")]
             assert calls == ["model: call refund_payment", "model: call list_refunds"], lines
             assert claim["evidence"]["external_id"] == observed.refunds[0]["object_id"], claim
@@ -259,6 +263,7 @@ def test_durable_agent(tmp_path: Path, script: str) -> None:
             assert observed.posts[1]["replayed"], observed
             assert claim["evidence"]["key"] == key, claim
             assert claim["evidence"]["external_id"] == first[0]["object_id"]
+            assert first[0]["params"]["metadata"] == {TAG: key}, first
         check(twice, claim, script)
     finally:
         for life in lives:
@@ -278,10 +283,25 @@ def _wait_for_refunds(twice: Twice, n: int) -> list[dict[str, Any]]:
 
 
 def test_the_careful_key_is_the_plan_steps() -> None:
-    """The careful script keys its refund by plan step, unless it is given a key (the durable
-    agent's: the workflow id and the step)."""
+    """The careful script keys and tags its refund by plan step, unless it is given a key (the
+    durable agent's: the workflow id and the step)."""
     task = Task("pi_x", 2500)
     first = careful_model(task)([], None)  # type: ignore[arg-type]
     assert first.parts[0].args["idempotency_key"] == "refund:pi_x:2500:step-1"  # type: ignore[union-attr]
+    assert first.parts[0].args["metadata"] == {TAG: "refund:pi_x:2500:step-1"}  # type: ignore[union-attr]
     keyed = careful_model(task, lambda: "wf-1:refund:step-1")([], None)  # type: ignore[arg-type]
     assert keyed.parts[0].args["idempotency_key"] == "wf-1:refund:step-1"  # type: ignore[union-attr]
+    assert keyed.parts[0].args["metadata"] == {TAG: "wf-1:refund:step-1"}  # type: ignore[union-attr]
+
+
+def test_the_careful_agent_knows_its_refund_by_its_tag_not_its_amount() -> None:
+    """Of two refunds of the same amount, only the one tagged with the step is the agent's."""
+    listed = {
+        "data": [
+            {"id": "re_other", "amount": 2500, "status": "succeeded", "metadata": {}},
+            {"id": "re_mine", "amount": 2500, "status": "succeeded", "metadata": {TAG: "refund:pi_x:2500:step-1"}},
+            {"id": "re_step2", "amount": 2500, "status": "succeeded", "metadata": {TAG: "refund:pi_x:2500:step-2"}},
+        ]
+    }
+    assert [r["id"] for r in own_refunds(listed, "refund:pi_x:2500:step-1")] == ["re_mine"]
+    assert own_refunds({"data": []}, "refund:pi_x:2500:step-1") == []

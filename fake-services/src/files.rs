@@ -58,6 +58,7 @@ use crate::core::{Commit, Ctx, Outcome, ServiceCore, Shape};
 use crate::wire::{Disposition, FakeRequest};
 
 pub use http::{KEY_BYTES_MAX, check_bucket_name};
+pub use payload::METADATA_BYTES_MAX;
 pub use store::FilesState;
 pub use xml::{S3Error, error_body};
 

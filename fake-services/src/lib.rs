@@ -40,6 +40,7 @@ pub mod form;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod messages;
+pub mod metadata;
 pub mod payments;
 pub mod record;
 pub mod rule;

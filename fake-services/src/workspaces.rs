@@ -1,7 +1,8 @@
 //! Workspaces: a SaaS "create" API whose promises are set by its contract.
 //!
-//! `POST /v1/workspaces` with JSON `{external_id, name}`, `GET /v1/workspaces/{id}` and
-//! `GET /v1/workspaces?external_id=`. Per contract it honours or ignores `Idempotency-Key`,
+//! `POST /v1/workspaces` with JSON `{external_id, name, metadata}` (`metadata` optional,
+//! Stripe's key-value pairs under Stripe's limits, echoed on every read and kept in the
+//! effect), `GET /v1/workspaces/{id}` and `GET /v1/workspaces?external_id=`. Per contract it honours or ignores `Idempotency-Key`,
 //! refuses a second workspace for one `external_id` (409 `workspace_exists`) or creates it
 //! again, and, with `fencing`, refuses a `Fencing-Token` lower than the highest it has seen
 //! for that `external_id` (409 `stale_fencing_token`). A name people could not be shown (see
@@ -31,6 +32,8 @@ struct Workspace {
     id: String,
     external_id: String,
     name: String,
+    /// The caller's metadata, as given (`{}` when none).
+    metadata: Map<String, Value>,
     created_ms: u64,
     fencing_token: Option<u64>,
 }
@@ -42,6 +45,7 @@ impl Workspace {
             "object": "workspace",
             "external_id": self.external_id,
             "name": self.name,
+            "metadata": self.metadata,
             "created": self.created_ms / 1000,
             "fencing_token": self.fencing_token,
         })
@@ -137,7 +141,7 @@ impl Workspaces {
             return Err(ApiError::invalid("The request body must be a JSON object.").code("invalid_json"));
         };
         for name in body.keys() {
-            if name != "external_id" && name != "name" {
+            if !FIELDS.contains(&name.as_str()) {
                 return Err(
                     ApiError::invalid(format!("Received unknown parameter: {name}")).param(name.clone())
                 );
@@ -146,6 +150,16 @@ impl Workspaces {
         let external_id = required_text(&body, "external_id")?;
         let name = required_text(&body, "name")?;
         check_name(&name)?;
+        let metadata = match body.get("metadata") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(metadata)) => crate::metadata::check(metadata)?,
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "Invalid metadata: must be an object of string keys and string values.",
+                )
+                .param("metadata"));
+            }
+        };
         let token = match req.headers.get(FENCING_HEADER) {
             None => None,
             Some(v) => Some(v.to_str().ok().and_then(|t| t.trim().parse::<u64>().ok()).ok_or_else(|| {
@@ -155,10 +169,21 @@ impl Workspaces {
         let fingerprint = Value::Object(body).to_string();
         let commit: Commit<WorkspacesState> =
             Box::new(move |inner: &mut Inner<WorkspacesState>, mode: Mode, stamp: &Stamp| {
-                create(inner, mode, stamp, external_id, name, token)
+                create(inner, mode, stamp, Create { external_id, name, metadata, token })
             });
         Ok((fingerprint, commit))
     }
+}
+
+/// The fields of a create.
+const FIELDS: &[&str] = &["external_id", "name", "metadata"];
+
+/// A create, checked.
+struct Create {
+    external_id: String,
+    name: String,
+    metadata: Map<String, Value>,
+    token: Option<u64>,
 }
 
 /// Longest workspace name, in characters.
@@ -211,14 +236,8 @@ fn required_text(body: &Map<String, Value>, name: &str) -> Result<String, ApiErr
     }
 }
 
-fn create(
-    inner: &mut Inner<WorkspacesState>,
-    mode: Mode,
-    stamp: &Stamp,
-    external_id: String,
-    name: String,
-    token: Option<u64>,
-) -> FakeResponse {
+fn create(inner: &mut Inner<WorkspacesState>, mode: Mode, stamp: &Stamp, create: Create) -> FakeResponse {
+    let Create { external_id, name, metadata, token } = create;
     let fencing = inner.contract.fencing;
     let token = token.filter(|_| fencing);
     if let (Some(token), Some(highest)) = (token, inner.state.fences.get(&external_id))
@@ -252,6 +271,7 @@ fn create(
         id: inner.new_id("ws_", 20),
         external_id: external_id.clone(),
         name,
+        metadata,
         created_ms: stamp.now_ms,
         fencing_token: token,
     };
@@ -267,7 +287,13 @@ fn create(
         at_ms: stamp.now_ms,
         kind: "workspace.created".into(),
         object_id: workspace.id.clone(),
-        params: json!({"external_id": workspace.external_id, "name": workspace.name}),
+        // The metadata is always there (`{}` when none), as on the workspace itself: a caller
+        // that tagged its create finds the tag where the checker reads it.
+        params: json!({
+            "external_id": workspace.external_id,
+            "name": workspace.name,
+            "metadata": workspace.metadata,
+        }),
         idempotency_key: stamp.key.clone(),
         fencing_token: token,
         request_id: stamp.request_id.clone(),

@@ -40,6 +40,7 @@ const AGENT_TESTS: &[(&str, bool)] = &[
     ("test_durable_agent[careful]", false),
     ("test_durable_agent[naive]", true),
     ("test_the_careful_key_is_the_plan_steps", false),
+    ("test_the_careful_agent_knows_its_refund_by_its_tag_not_its_amount", false),
 ];
 
 #[test]
@@ -96,4 +97,22 @@ fn the_naive_agents_are_caught_with_the_invariant_and_the_ledgers_evidence() {
             "{name}: no ledger evidence:\n{text}"
         );
     }
+}
+
+/// docs/agents.md's `careful-by-tag` block is the part of `examples/agents/refund_agents.py`
+/// between its `docs/agents.md: careful-by-tag` markers, word for word: the doc shows the code
+/// the careful agents run (`test_agent[careful]` and `test_durable_agent[careful]`).
+#[test]
+fn the_careful_by_tag_block_of_docs_agents_md_is_the_example_agents_code() {
+    const DOC: &str = include_str!("../../docs/agents.md");
+    const AGENTS: &str = include_str!("../../examples/agents/refund_agents.py");
+    let fence = "```python title=careful-by-tag\n";
+    let start = DOC.find(fence).expect("docs/agents.md has a careful-by-tag block") + fence.len();
+    let end = DOC[start..].find("```").expect("the block ends") + start;
+    let shown = DOC[start..end].trim();
+    let begin = "# docs/agents.md: careful-by-tag (begin)\n";
+    let from = AGENTS.find(begin).expect("refund_agents.py marks the block's beginning") + begin.len();
+    let to = AGENTS[from..].find("# docs/agents.md: careful-by-tag (end)").expect("and its end") + from;
+    let code = AGENTS[from..to].trim();
+    assert_eq!(shown, code, "docs/agents.md's careful-by-tag block differs from refund_agents.py's");
 }

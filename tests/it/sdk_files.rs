@@ -437,3 +437,28 @@ async fn boto3_meets_access_denied_on_a_bucket_it_may_not_write() {
     let put = run.journal.iter().find(|e| e.method == "PUT").expect("the put is journaled");
     assert_eq!(put.params, Some(json!({"bucket": "reports", "key": "sealed.log", "body": "rewritten"})));
 }
+
+/// boto3's own way to tag a write, `Metadata=`, reaches the object (HEAD shows it) and the
+/// ledger's `object.put`, by name without its `x-amz-meta-` prefix; a multipart upload's is
+/// its Create's, and lands with the Complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_metadata_lands_on_the_object_and_in_the_ledger() {
+    let run = run_boto3(
+        &[
+            "put key=q3.csv body=revenue,42 metadata=twice-intent:put-1,owner:ops",
+            "head key=q3.csv",
+            "put key=plain.csv body=x",
+            "mpu key=big.bin sizes=5242880,1024 metadata=twice-intent:put-2",
+        ],
+        vec![],
+        |_| {},
+    )
+    .await;
+    let tagged = json!({"twice-intent": "put-1", "owner": "ops"});
+    let head = run.step(1);
+    assert_eq!((&head["ok"], &head["metadata"]), (&json!(true), &tagged), "{head:#}");
+    assert_eq!(run.step(3)["ok"], true, "{:#}", run.step(3));
+    let puts = run.puts();
+    let metadata: Vec<&Value> = puts.iter().map(|e| &e.params["metadata"]).collect();
+    assert_eq!(metadata, [&tagged, &json!({}), &json!({"twice-intent": "put-2"})], "{:#?}", run.ledger);
+}

@@ -153,3 +153,31 @@ async fn resend_reads_an_email_back_and_sees_errors_in_resends_shape() {
         "only the good send landed"
     );
 }
+
+/// resend's own ways to tag an email, `headers` and `tags`, reach every delivery's effect,
+/// the email as Resend shows it (its tags) and the inbox (both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resend_headers_and_tags_land_in_the_ledger_the_email_and_the_inbox() {
+    let run = run_resend(
+        &[
+            "send headers=X-Twice-Intent:mail-1 tags=intent:mail-1,kind:invoice",
+            "get",
+            "inbox address=ada@example.com",
+            "send to=grace@example.com",
+        ],
+        vec![],
+    )
+    .await;
+    let headers = serde_json::json!({"X-Twice-Intent": "mail-1"});
+    let tags =
+        serde_json::json!([{"name": "intent", "value": "mail-1"}, {"name": "kind", "value": "invoice"}]);
+    id_of(run.step(0));
+    assert_eq!(run.step(1)["object"]["tags"], tags, "{}", run.step(1));
+    let message = &run.step(2)["object"]["data"][0];
+    assert_eq!((&message["headers"], &message["tags"]), (&headers, &tags), "{message}");
+    let delivered: Vec<&Effect> = run.ledger.iter().filter(|e| e.kind == "message.delivered").collect();
+    assert_eq!(delivered.len(), 2, "{:#?}", run.ledger);
+    assert_eq!((&delivered[0].params["headers"], &delivered[0].params["tags"]), (&headers, &tags));
+    // An untagged send's delivery says nothing of tags.
+    assert!(delivered[1].params.get("headers").is_none() && delivered[1].params.get("tags").is_none());
+}

@@ -2,7 +2,7 @@
 //! retry, over loopback HTTP: what the client saw, and what the ledger says happened.
 
 use fake_services::{Effect, FaultRule, FaultSpec};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::python::{Run, run_payments};
 
@@ -470,4 +470,24 @@ async fn stripe_python_sees_a_missing_permission_and_an_amount_too_large_as_stri
         ],
         "one request each: the SDK retries neither"
     );
+}
+
+/// stripe-python's own way to tag a write, `metadata=`, reaches the refund, its listing and
+/// the ledger's effect: a careful caller finds its refund by the tag, and the checker can too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_python_tags_a_refund_with_metadata_and_the_tag_lands_in_the_ledger() {
+    let run = run_payments(
+        "stripe_refunds.py",
+        &["create amount=1000 metadata=twice_intent:refund-1,order:A-42", "list payment_intent=pi_1"],
+        vec![],
+    )
+    .await;
+    let tagged = json!({"twice_intent": "refund-1", "order": "A-42"});
+    let (created, listed) = (step(&run, 0), step(&run, 1));
+    assert_eq!(created["object"]["metadata"], tagged, "{created}");
+    assert_eq!(listed["object"]["data"][0]["metadata"], tagged, "{listed}");
+    assert_eq!(run.requests("POST", "/v1/refunds").len(), 1, "{:#?}", run.journal);
+    let refunds = refunds(&run);
+    assert_eq!(refunds.len(), 1, "{:#?}", run.ledger);
+    assert_eq!(refunds[0].params["metadata"], tagged, "{:?}", refunds[0].params);
 }

@@ -4,15 +4,16 @@ usage: files_boto3.py BASE_URL STEP [STEP ...]
 
 Each STEP is one argument, an operation and its `name=value` parameters:
 
-  put key=K body=TEXT [if_none_match=*] [if_match=ETAG|last] [trailer=1]
+  put key=K body=TEXT [if_none_match=*] [if_match=ETAG|last] [trailer=1] [metadata=K:V,...]
       client.put_object. `if_match=last` uses the ETag of the last successful put.
+      `metadata` is boto3's `Metadata=` dict (sent as `x-amz-meta-K: V`).
       `trailer=1` makes botocore send the body as it does over TLS: aws-chunked, with the
       CRC32 in a trailer (forced here over plain HTTP by an event hook).
   get key=K [checksum=1]
       client.get_object, reading the body to the end; `checksum=1` passes
       ChecksumMode="ENABLED", so botocore validates the body against x-amz-checksum-crc32.
   head key=K [checksum=1]
-      client.head_object.
+      client.head_object; reports the object's user metadata in "metadata".
   delete key=K
       client.delete_object.
   delete_many keys=K1,K2,...
@@ -23,8 +24,8 @@ Each STEP is one argument, an operation and its `name=value` parameters:
       the ETag S3 would give (computed here from the bytes), then HEADs the key and reads it
       back: "head_etag", "read_back_md5", "identical". A failed upload (boto3's
       S3UploadFailedError) is reported in "error" and the key is still looked at.
-  mpu key=K sizes=N1,N2,... [order=2,1] [upload_id=ID] [if_none_match=*]
-      The low-level calls: create_multipart_upload, upload_part per size, then
+  mpu key=K sizes=N1,N2,... [order=2,1] [upload_id=ID] [if_none_match=*] [metadata=K:V,...]
+      The low-level calls: create_multipart_upload (with `Metadata=`), upload_part per size, then
       complete_multipart_upload listing the parts in `order` (default: as uploaded) under
       `upload_id` (default: the created one).
 
@@ -85,6 +86,11 @@ def params_of(words):
     return params
 
 
+def pairs(text):
+    """`K:V,K2:V2` as a dict."""
+    return dict(item.split(":", 1) for item in text.split(",") if item)
+
+
 def text(value):
     return value.decode("latin-1") if isinstance(value, bytes) else str(value)
 
@@ -140,6 +146,8 @@ def main(argv):
                 if "if_match" in params:
                     wanted = params.pop("if_match")
                     call["IfMatch"] = last_etag if wanted == "last" else wanted
+                if "metadata" in params:
+                    call["Metadata"] = pairs(params.pop("metadata"))
                 force_trailer["on"] = params.pop("trailer", "0") == "1"
                 result = client.put_object(**call)
                 force_trailer["on"] = False
@@ -165,6 +173,7 @@ def main(argv):
                     etag=result["ETag"],
                     checksum_crc32=result.get("ChecksumCRC32"),
                     content_length=result["ContentLength"],
+                    metadata=result.get("Metadata", {}),
                 )
             elif op == "delete":
                 result = client.delete_object(Bucket=BUCKET, Key=params.pop("key"))
@@ -198,7 +207,8 @@ def main(argv):
             elif op == "mpu":
                 key = params.pop("key")
                 sizes = [int(n) for n in params.pop("sizes").split(",")]
-                created = client.create_multipart_upload(Bucket=BUCKET, Key=key)
+                metadata = pairs(params.pop("metadata", ""))
+                created = client.create_multipart_upload(Bucket=BUCKET, Key=key, Metadata=metadata)
                 upload_id = created["UploadId"]
                 uploaded = []
                 for number, size in enumerate(sizes, start=1):

@@ -5,9 +5,10 @@ usage: messages_resend.py BASE_URL STEP [STEP ...]
 Each STEP is one argument, an operation and its `name=value` parameters:
 
   send [to=ada@example.com] [subject=S] [text=T] [from=F] [key=IDEMPOTENCY_KEY]
-       [api_key=re_...] [without=FIELD]
+       [api_key=re_...] [without=FIELD] [headers=NAME:VALUE,...] [tags=NAME:VALUE,...]
       resend.Emails.send; without `key` no Idempotency-Key is sent. `without=subject` leaves
-      that field out of the request.
+      that field out of the request. `headers` is the SDK's `headers` dict, `tags` its list
+      of {"name", "value"}.
   get [id=UUID|last]
       resend.Emails.get; the id defaults to the last email a `send` step was answered.
   inbox [address=ada@example.com]
@@ -40,6 +41,11 @@ def params_of(words):
             usage(f"expected name=value, got {word!r}\n\n{__doc__}")
         params[name] = value
     return params
+
+
+def pairs(text):
+    """`K:V,K2:V2` as a dict, in order."""
+    return dict(item.split(":", 1) for item in text.split(",") if item)
 
 
 def answer(op, obj):
@@ -83,6 +89,10 @@ def main(argv):
                     "subject": params.get("subject", "Invoice 42"),
                     "text": params.get("text", "Your invoice."),
                 }
+                if "headers" in params:
+                    email["headers"] = pairs(params["headers"])
+                if "tags" in params:
+                    email["tags"] = [{"name": k, "value": v} for k, v in pairs(params["tags"]).items()]
                 email.pop(params.get("without", ""), None)
                 options = {"idempotency_key": params["key"]} if "key" in params else None
                 sent = resend.Emails.send(email, options)

@@ -4,9 +4,10 @@ usage: stripe_refunds.py BASE_URL STEP [STEP ...]
 
 Each STEP is one argument, an operation and its `name=value` parameters:
 
-  create [payment_intent=pi_1|last] [amount=N] [key=IDEMPOTENCY_KEY]
+  create [payment_intent=pi_1|last] [amount=N] [key=IDEMPOTENCY_KEY] [metadata=K:V,K2:V2]
       client.v1.refunds.create; without `key` the SDK makes its own key. `last` is the last
-      PaymentIntent a `pi_create` step made.
+      PaymentIntent a `pi_create` step made. `metadata` is passed as the SDK's `metadata=`
+      dict (sent as `metadata[K]=V`).
   pi_create amount=N [currency=usd] [confirm=true] [payment_method=pm_card_visa] [key=K]
       client.v1.payment_intents.create.
   pi_retrieve [id=pi_...]
@@ -49,6 +50,11 @@ def params_of(words):
             usage(f"expected name=value, got {word!r}\n\n{__doc__}")
         params[name] = value
     return params
+
+
+def pairs(text):
+    """`K:V,K2:V2` as a dict."""
+    return dict(item.split(":", 1) for item in text.split(",") if item)
 
 
 def success(op, obj):
@@ -111,6 +117,8 @@ def main(argv):
                     create["payment_intent"] = last_intent
                 if "amount" in params:
                     create["amount"] = int(params.pop("amount"))
+                if "metadata" in params:
+                    create["metadata"] = pairs(params.pop("metadata"))
                 options = {}
                 if "key" in params:
                     options["idempotency_key"] = params.pop("key")

@@ -24,7 +24,7 @@ use super::answer::{empty, invalid_argument, no_such_bucket, not_implemented, xm
 use super::body;
 use super::conditional::Conditions;
 use super::http::iso_date;
-use super::payload::{header, read_payload, require_length, stored_headers};
+use super::payload::{header, read_payload, require_length, stored_headers, user_metadata};
 use super::store::{FilesState, Object, Part, Upload, object_id};
 use super::xml::{self, CompletedPart, Document, S3Error};
 use crate::core::{Commit, Inner, Mode, Stamp};
@@ -407,6 +407,8 @@ fn complete_upload(
         }
     }
     let joined: Bytes = joined.freeze();
+    // The user metadata is the Create's: S3 takes `x-amz-meta-*` there, not at the Complete.
+    let metadata = user_metadata(&upload.headers);
     let object = Object {
         crc32: body::crc32_base64(&joined),
         body: joined,
@@ -424,6 +426,7 @@ fn complete_upload(
         "if_none_match": conditions.if_none_match,
         "replaced": replaced,
         "multipart": {"upload_id": target.upload_id, "parts": parts.len()},
+        "metadata": metadata,
     });
     if let Some(bucket) = inner.state.buckets.get_mut(&target.bucket) {
         bucket.set(&target.key, stamp.now_ms, Some(Arc::new(object)));

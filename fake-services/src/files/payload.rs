@@ -16,7 +16,7 @@ use super::xml::S3Error;
 use crate::wire::FakeRequest;
 
 /// S3's limit on user metadata (`x-amz-meta-*` names and values together), in bytes.
-const METADATA_BYTES_MAX: usize = 2 * 1024;
+pub const METADATA_BYTES_MAX: usize = 2 * 1024;
 
 /// Headers stored with an object and sent back on GET and HEAD (besides `x-amz-meta-*`).
 const STORED_HEADERS: &[&str] =
@@ -214,6 +214,19 @@ pub(super) fn header(req: &FakeRequest, name: &str) -> Result<Option<String>, S3
                 .with("ArgumentName", name)
         }),
     }
+}
+
+/// The user metadata among an object's stored headers, as its `object.put` effect keeps it:
+/// each `x-amz-meta-NAME` as `NAME` (header names are lowercase) to its value; `{}` when none.
+pub(super) fn user_metadata(stored: &[(String, String)]) -> serde_json::Value {
+    let metadata: serde_json::Map<String, serde_json::Value> = stored
+        .iter()
+        .filter_map(|(name, value)| {
+            name.strip_prefix("x-amz-meta-")
+                .map(|meta| (meta.to_string(), serde_json::Value::from(value.as_str())))
+        })
+        .collect();
+    serde_json::Value::Object(metadata)
 }
 
 /// The headers a PUT stores with its object.

@@ -1,6 +1,6 @@
 //! PutObject: a PUT prepared outside the lock (body, headers, conditions, the key's claim),
 //! then committed: the object stored as the key's new version and an `object.put` effect
-//! recorded.
+//! recorded, with the request's user metadata (`x-amz-meta-*`) in its params.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use super::Files;
 use super::answer::{empty, no_such_bucket, not_implemented};
 use super::body;
 use super::conditional::Conditions;
-use super::payload::{read_payload, require_length, stored_headers};
+use super::payload::{read_payload, require_length, stored_headers, user_metadata};
 use super::store::{FilesState, Object, object_id};
 use super::xml::S3Error;
 use crate::core::{Commit, Inner, Mode, Stamp};
@@ -89,6 +89,7 @@ fn put_object(inner: &mut Inner<FilesState>, mode: Mode, stamp: &Stamp, put: Put
     {
         return e.response("PUT");
     }
+    let metadata = user_metadata(&put.headers);
     let object = Object {
         body: put.body,
         etag: put.etag,
@@ -105,6 +106,7 @@ fn put_object(inner: &mut Inner<FilesState>, mode: Mode, stamp: &Stamp, put: Put
         "if_match": put.conditions.if_match_text,
         "if_none_match": put.conditions.if_none_match,
         "replaced": replaced,
+        "metadata": metadata,
     });
     bucket.set(&put.key, stamp.now_ms, Some(Arc::new(object)));
     inner.ledger.record(Effect {

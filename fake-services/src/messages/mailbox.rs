@@ -30,11 +30,27 @@ pub struct Outgoing {
     pub text: Option<String>,
     pub html: Option<String>,
     pub headers: BTreeMap<String, String>,
+    /// Resend's tags, in the order given.
+    pub tags: Vec<Tag>,
     /// When the request arrived: a late delivery is counted from here, so that it lands
     /// within the settle bound of the request whenever its commit comes.
     pub arrived_ms: u64,
     pub deliver_after_ms: Option<u64>,
     pub redeliver_after_ms: Option<u64>,
+}
+
+/// One of Resend's tags: the caller's own mark on an email.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tag {
+    pub name: String,
+    pub value: String,
+}
+
+impl Outgoing {
+    /// The tags as Resend writes them: `[{"name", "value"}]`.
+    fn tags_json(&self) -> Value {
+        Value::Array(self.tags.iter().map(|t| json!({"name": t.name, "value": t.value})).collect())
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -57,7 +73,7 @@ impl Email {
             Some(at) if at > visible_until_ms => "sent",
             _ => "delivered",
         };
-        json!({
+        let mut email = json!({
             "object": "email",
             "id": self.id,
             "to": self.sent.to,
@@ -71,7 +87,12 @@ impl Email {
             "reply_to": list(&self.sent.reply_to),
             "last_event": last_event,
             "scheduled_at": null,
-        })
+        });
+        // Resend shows an email's tags only when it has some.
+        if !self.sent.tags.is_empty() {
+            email["tags"] = self.sent.tags_json();
+        }
+        email
     }
 
     /// Everyone who receives it, once each: `to`, then `cc`, then `bcc`.
@@ -189,6 +210,14 @@ pub fn deliver_due(inner: &mut Inner<MessagesState>, now_ms: u64) {
             "subject": email.sent.subject,
             "body": email.sent.text.clone().or_else(|| email.sent.html.clone()).unwrap_or_default(),
         });
+        // The caller's own marks, only when it made some: a careful sender's read-back key
+        // (the reference executor's `X-Twice-Intent` header), where the checker can read it.
+        if !email.sent.headers.is_empty() {
+            params["headers"] = json!(email.sent.headers);
+        }
+        if !email.sent.tags.is_empty() {
+            params["tags"] = email.sent.tags_json();
+        }
         if delivery.again {
             params[PROVIDER_REDELIVERY] = json!(true);
         }
@@ -301,6 +330,7 @@ fn message_json(received: &Received, email: &Email, address: &str) -> Value {
         "text": email.sent.text,
         "html": email.sent.html,
         "headers": email.sent.headers,
+        "tags": email.sent.tags_json(),
         // A message the provider delivered twice shows twice, with the same `message_id`,
         // as it does in a real inbox; only the ledger marks the second as the provider's.
         "received_at": iso_date(received.received_ms),

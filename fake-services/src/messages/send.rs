@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::address::address_of;
 use super::answer::{invalid, missing, resend};
-use super::mailbox::{self, Outgoing};
+use super::mailbox::{self, Outgoing, Tag};
 use crate::core::{ApiError, Commit, Inner, Mode, Stamp};
 use crate::engine::Plan;
 use crate::wire::{FakeRequest, FakeResponse};
@@ -93,7 +93,7 @@ pub fn prepare(
             .ok_or_else(|| invalid("Invalid `headers` field: it must be an object of strings."))?,
         Some(_) => return Err(invalid("Invalid `headers` field: it must be an object of strings.")),
     };
-    check_tags(body.get("tags"))?;
+    let tags = tags(body.get("tags"))?;
     // Every recipient is a delivery and an effect: the copies are bounded like `to`, so that
     // one request cannot make an unbounded number of them.
     let (cc, bcc, reply_to) =
@@ -113,6 +113,7 @@ pub fn prepare(
         text,
         html,
         headers,
+        tags,
         arrived_ms,
         deliver_after_ms: plan.deliver_after_ms,
         redeliver_after_ms: plan.redeliver_after_ms,
@@ -162,21 +163,31 @@ fn string_map(map: &Map<String, Value>) -> Option<BTreeMap<String, String>> {
 }
 
 /// Resend's tags: `[{name, value}]`, each of ASCII letters, digits, `_` and `-`, at most 256
-/// characters. The fake keeps none of them; it only refuses what Resend refuses.
-fn check_tags(tags: Option<&Value>) -> Result<(), ApiError> {
+/// characters; kept in the order given, as the caller's own marks on the email (Resend shows
+/// them on the email and in its events; the fake in the mailbox and the ledger too).
+fn tags(tags: Option<&Value>) -> Result<Vec<Tag>, ApiError> {
     let word = |v: Option<&Value>| {
-        v.and_then(Value::as_str).is_some_and(|s| {
-            (1..=256).contains(&s.len())
-                && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        })
+        v.and_then(Value::as_str)
+            .filter(|s| {
+                (1..=256).contains(&s.len())
+                    && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            })
+            .map(str::to_string)
+    };
+    let refused = || {
+        invalid(
+            "Invalid `tags` field: each tag is {name, value} of ASCII letters, numbers, underscores or dashes.",
+        )
     };
     match tags {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::Array(items)) if items.iter().all(|t| word(t.get("name")) && word(t.get("value"))) => {
-            Ok(())
-        }
-        Some(_) => Err(invalid(
-            "Invalid `tags` field: each tag is {name, value} of ASCII letters, numbers, underscores or dashes.",
-        )),
+        None | Some(Value::Null) => Ok(vec![]),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match (word(item.get("name")), word(item.get("value"))) {
+                (Some(name), Some(value)) => Ok(Tag { name, value }),
+                _ => Err(refused()),
+            })
+            .collect(),
+        Some(_) => Err(refused()),
     }
 }

@@ -74,21 +74,7 @@ pub(super) fn positive_integer_text(text: &str, name: &str) -> Result<u64, ApiEr
     }
 }
 
+/// Stripe's limits on metadata (`crate::metadata`, which workspaces share).
 pub(super) fn check_metadata(metadata: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
-    if metadata.len() > 50 {
-        return Err(ApiError::invalid("Metadata can have up to 50 keys.").param("metadata"));
-    }
-    for (k, v) in metadata {
-        let Value::String(v) = v else {
-            return Err(ApiError::invalid(format!("Invalid value for metadata[{k}]: must be a string"))
-                .param("metadata"));
-        };
-        if k.len() > 40 || v.len() > 500 {
-            return Err(ApiError::invalid(
-                "Metadata keys can be up to 40 characters long and values up to 500 characters long.",
-            )
-            .param(format!("metadata[{k}]")));
-        }
-    }
-    Ok(metadata.clone())
+    crate::metadata::check(metadata)
 }

@@ -26,6 +26,14 @@ fn ws_body(body: &str) -> Req {
         .body(body.as_bytes().to_vec())
 }
 
+/// A workspace create with `keys` metadata keys of `key_chars` characters (numbered, so
+/// distinct) and values of `value_chars`.
+fn ws_metadata(keys: usize, key_chars: usize, value_chars: usize) -> Req {
+    let metadata: serde_json::Map<String, Value> =
+        (0..keys).map(|i| (format!("{i:0>key_chars$}"), Value::from("v".repeat(value_chars)))).collect();
+    ws_body(&serde_json::json!({"external_id": "e", "name": "n", "metadata": metadata}).to_string())
+}
+
 fn cases() -> Vec<Case> {
     let refund = Req::refund;
     vec![
@@ -65,6 +73,29 @@ fn cases() -> Vec<Case> {
         w(ws_body(r#"{"external_id":7,"name":"n"}"#), 400, "Invalid external_id: must be a string"),
         w(ws_body(r#"{"external_id":"","name":"n"}"#), 400, "must be 1 to 200 characters"),
         w(ws_body(r#"{"external_id":"e","name":"n","plan":"pro"}"#), 400, "unknown parameter: plan"),
+        w(
+            ws_body(r#"{"external_id":"e","name":"n","metadata":"a=1"}"#),
+            400,
+            "Invalid metadata: must be an object",
+        ),
+        w(
+            ws_body(r#"{"external_id":"e","name":"n","metadata":["a"]}"#),
+            400,
+            "Invalid metadata: must be an object",
+        ),
+        w(
+            ws_body(r#"{"external_id":"e","name":"n","metadata":{"a":1}}"#),
+            400,
+            "metadata[a]: must be a string",
+        ),
+        w(
+            ws_body(r#"{"external_id":"e","name":"n","metadata":{"a":null}}"#),
+            400,
+            "metadata[a]: must be a string",
+        ),
+        w(ws_metadata(51, 1, 1), 400, "Metadata can have up to 50 keys."),
+        w(ws_metadata(1, 41, 1), 400, "keys can be up to 40 characters"),
+        w(ws_metadata(1, 1, 501), 400, "values up to 500 characters"),
         w(Req::workspace("e").header("Fencing-Token", "soon"), 400, "Fencing-Token must be"),
         w(Req::new("GET", "/v1/workspaces?limit=x"), 400, "Invalid limit"),
         w(Req::new("GET", "/v1/workspaces/ws_nope"), 404, "No such workspace"),

@@ -157,7 +157,7 @@ async fn objects_round_trip_with_s3_headers_and_ledger_effects() {
     assert_eq!(
         ledger[0].params,
         json!({"bucket": "reports", "key": key, "body": "hello", "etag": etag_of(b"hello"), "size": 5,
-               "if_match": null, "if_none_match": false, "replaced": null})
+               "if_match": null, "if_none_match": false, "replaced": null, "metadata": {"owner": "ops"}})
     );
     assert_eq!(ledger[1].params["replaced"], etag_of(b"hello"));
     assert_eq!(ledger[1].params["body"], "hello again");

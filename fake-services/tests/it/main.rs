@@ -14,3 +14,4 @@ mod multipart;
 mod payment_intents;
 mod props;
 mod refusals;
+mod tags;

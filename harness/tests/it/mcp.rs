@@ -408,3 +408,123 @@ fn serve_answers_mcp_over_streamable_http_and_journals_the_session() {
     assert_eq!(elsewhere.status, 404);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One write of each tagging service, no faults: what each tool's tags become.
+const EVERY_TAGGED_WRITE: &str = r#"
+name = "agent_tags_every_write"
+description = "A refund, a workspace, a file and an email, each tagged by the agent that writes it."
+failure_mode = "lost_reply"
+
+[payment_intents]
+pi_7303 = 10000
+
+[[intents]]
+id = "refund-7303"
+action = "payments.refund"
+params = { payment_intent = "pi_7303", amount = 2500 }
+
+[[intents]]
+id = "ws-1"
+action = "workspaces.create"
+params = { external_id = "org-7303", name = "Org 7303" }
+
+[[intents]]
+id = "file-1"
+action = "files.put"
+params = { bucket = "reports", key = "q3.csv", body = "revenue,42" }
+
+[[intents]]
+id = "mail-1"
+action = "messages.send"
+params = { to = "ada@example.com", subject = "refund", body = "done" }
+"#;
+
+fn ledger(url: &str) -> Vec<Value> {
+    let answer = exchange("GET", format!("{url}/__twice/ledger"), vec![], vec![]);
+    let ledger: Value = serde_json::from_slice(&answer.body).unwrap();
+    ledger["effects"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn each_write_tool_takes_the_tags_its_real_api_takes_and_the_reads_and_the_ledger_show_them() {
+    let mut session = Session::start("tags", EVERY_TAGGED_WRITE);
+    let refund = session.call(
+        "refund_payment",
+        json!({"payment_intent": "pi_7303", "amount": 2500, "metadata": {"twice_intent": "refund-7303"}}),
+    );
+    assert_eq!(refund["structuredContent"]["metadata"], json!({"twice_intent": "refund-7303"}), "{refund}");
+    let listed = session.call("list_refunds", json!({"payment_intent": "pi_7303"}));
+    assert_eq!(listed["structuredContent"]["data"][0]["metadata"]["twice_intent"], "refund-7303", "{listed}");
+
+    let created = session.call(
+        "create_workspace",
+        json!({"external_id": "org-7303", "name": "Org 7303", "metadata": {"twice_intent": "ws-1"}}),
+    );
+    assert_ne!(created["isError"], true, "{created}");
+    let found = session.call("find_workspace", json!({"external_id": "org-7303"}));
+    assert_eq!(
+        found["structuredContent"]["workspace"]["metadata"],
+        json!({"twice_intent": "ws-1"}),
+        "{found}"
+    );
+
+    let put = session.call(
+        "put_file",
+        json!({"bucket": "reports", "key": "q3.csv", "body": "revenue,42", "metadata": {"Twice-Intent": "file-1"}}),
+    );
+    assert_ne!(put["isError"], true, "{put}");
+    let got = session.call("get_file", json!({"bucket": "reports", "key": "q3.csv"}));
+    assert_eq!(got["structuredContent"]["metadata"], json!({"twice-intent": "file-1"}), "{got}");
+
+    let sent = session.call(
+        "send_message",
+        json!({"to": "ada@example.com", "subject": "refund", "body": "done",
+               "headers": {"X-Twice-Intent": "mail-1"}, "tags": [{"name": "intent", "value": "mail-1"}]}),
+    );
+    assert_ne!(sent["isError"], true, "{sent}");
+    let inbox = session.call("list_mailbox", json!({"address": "ada@example.com"}));
+    let message = &inbox["structuredContent"]["data"][0];
+    assert_eq!(message["headers"], json!({"X-Twice-Intent": "mail-1"}), "{inbox}");
+    assert_eq!(message["tags"], json!([{"name": "intent", "value": "mail-1"}]), "{inbox}");
+
+    // The ledgers keep each tag where the checker reads it.
+    let tag = |service: &str, pointer: &str| -> Vec<Value> {
+        ledger(&session.url(service)).iter().filter_map(|e| e["params"].pointer(pointer).cloned()).collect()
+    };
+    assert_eq!(tag("payments", "/metadata/twice_intent"), [json!("refund-7303")]);
+    assert_eq!(tag("workspaces", "/metadata/twice_intent"), [json!("ws-1")]);
+    assert_eq!(tag("files", "/metadata/twice-intent"), [json!("file-1")]);
+    assert_eq!(tag("messages", "/headers/X-Twice-Intent"), [json!("mail-1")]);
+    assert_eq!(tag("messages", "/tags/0/value"), [json!("mail-1")]);
+
+    // A tag the real API refuses is the tool's error, sent nowhere.
+    let bad = session.call(
+        "send_message",
+        json!({"to": "ada@example.com", "subject": "s", "body": "b", "tags": [{"name": "in tent", "value": "x"}]}),
+    );
+    assert_eq!(bad["isError"], true, "{bad}");
+    assert!(bad["content"][0]["text"].as_str().unwrap().contains("tags must be a list"), "{bad}");
+    assert_eq!(session.close(), Some(0));
+}
+
+/// docs/agents.md's careful agent, by tag: it tags its refund with the intent's id; after the
+/// lost reply it lists the payment's refunds and finds its own by the tag, so it neither
+/// refunds again nor needs the service to keep its key.
+#[test]
+fn a_careful_agent_finds_its_own_refund_by_its_tag_after_a_lost_reply_and_passes() {
+    let mut session = Session::start("by-tag", PARTIAL_LOST_REPLY);
+    let tagged =
+        json!({"payment_intent": "pi_7301", "amount": 2500, "metadata": {"twice_intent": "refund-7301"}});
+    let lost = session.call("refund_payment", tagged);
+    assert_eq!(lost["isError"], true, "{lost}");
+    let listed = session.call("list_refunds", json!({"payment_intent": "pi_7301"}));
+    let refunds = listed["structuredContent"]["data"].as_array().unwrap().clone();
+    let mine: Vec<&Value> =
+        refunds.iter().filter(|r| r["metadata"]["twice_intent"] == "refund-7301").collect();
+    assert_eq!(mine.len(), 1, "the lost refund, found by its tag: {listed}");
+    let verdict = verdict(&session.url("control"), "confirmed");
+    assert!(violated(&verdict).is_empty(), "{verdict}");
+    assert_eq!(verdict["held"], true, "{verdict}");
+    assert_eq!(ledger(&session.url("payments")).len(), 1);
+    assert_eq!(session.close(), Some(0));
+}

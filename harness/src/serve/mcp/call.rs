@@ -71,10 +71,13 @@ pub async fn call(tool: &Tool, args: &Map<String, Value>, target: &Target<'_>) -
     };
     match tool.name {
         "refund_payment" => {
-            let body = form(&[
-                ("payment_intent", text("payment_intent")),
-                ("amount", number("amount").unwrap_or(0).to_string()),
-            ]);
+            let mut pairs = vec![
+                ("payment_intent".to_string(), text("payment_intent")),
+                ("amount".into(), number("amount").unwrap_or(0).to_string()),
+            ];
+            // Stripe's bracketed form: `metadata[KEY]=VALUE`, as stripe-python sends `metadata=`.
+            pairs.extend(strings(args, "metadata").map(|(k, v)| (format!("metadata[{k}]"), v)));
+            let body = form(&pairs);
             let headers = keyed(vec![bearer(PAYMENTS_API_KEY), form_type()]);
             json_answer(tool, exchange("POST", "/v1/refunds".into(), headers, body).await)
         }
@@ -87,8 +90,11 @@ pub async fn call(tool: &Tool, args: &Map<String, Value>, target: &Target<'_>) -
             json_answer(tool, exchange("GET", path, vec![bearer(PAYMENTS_API_KEY)], vec![]).await)
         }
         "create_workspace" => {
-            let body =
-                json!({"external_id": text("external_id"), "name": text("name")}).to_string().into_bytes();
+            let mut body = json!({"external_id": text("external_id"), "name": text("name")});
+            if let Some(metadata) = args.get("metadata").filter(|m| m.is_object()) {
+                body["metadata"] = metadata.clone();
+            }
+            let body = body.to_string().into_bytes();
             json_answer(tool, exchange("POST", "/v1/workspaces".into(), keyed(vec![json_type()]), body).await)
         }
         "find_workspace" => {
@@ -106,6 +112,10 @@ pub async fn call(tool: &Tool, args: &Map<String, Value>, target: &Target<'_>) -
             if let Some(tag) = args.get("if_match").and_then(Value::as_str) {
                 headers.push(("if-match".into(), tag.to_string()));
             }
+            // S3's user metadata, as boto3 sends `Metadata=`: one header per pair.
+            headers.extend(
+                strings(args, "metadata").map(|(k, v)| (format!("x-amz-meta-{}", k.to_ascii_lowercase()), v)),
+            );
             let path = format!("/{}/{}", text("bucket"), text("key"));
             match exchange("PUT", path, headers, text("body").into_bytes()).await {
                 Ok(answer) if (200..300).contains(&answer.status) => Outcome::ok(json!({
@@ -124,6 +134,7 @@ pub async fn call(tool: &Tool, args: &Map<String, Value>, target: &Target<'_>) -
                     "found": true,
                     "body": String::from_utf8_lossy(&answer.body),
                     "etag": answer.header("etag"),
+                    "metadata": user_metadata(&answer),
                 })),
                 Ok(answer)
                     if answer.status == 404
@@ -159,12 +170,17 @@ pub async fn call(tool: &Tool, args: &Map<String, Value>, target: &Target<'_>) -
             }
         }
         "send_message" => {
-            let body = json!({
+            let mut body = json!({
                 "from": SENDER,
                 "to": [text("to")],
                 "subject": text("subject"),
                 "text": text("body"),
             });
+            for mark in ["headers", "tags"] {
+                if let Some(value) = args.get(mark).filter(|v| !v.is_null()) {
+                    body[mark] = value.clone();
+                }
+            }
             let headers = keyed(vec![bearer(MESSAGES_API_KEY), json_type()]);
             json_answer(
                 tool,
@@ -346,10 +362,32 @@ fn quantity(value: &Value) -> Option<u128> {
     u128::from_str_radix(value.as_str()?.strip_prefix("0x")?, 16).ok()
 }
 
-fn form(pairs: &[(&str, String)]) -> Vec<u8> {
+/// An object argument's string pairs, in the object's order (none when it is absent).
+fn strings<'a>(args: &'a Map<String, Value>, name: &str) -> impl Iterator<Item = (String, String)> + 'a {
+    args.get(name)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+}
+
+/// An object's user metadata as S3 answers it: each `x-amz-meta-NAME` header as `NAME`.
+fn user_metadata(answer: &Answer) -> Value {
+    let metadata: Map<String, Value> = answer
+        .headers
+        .iter()
+        .filter_map(|(name, value)| {
+            name.strip_prefix("x-amz-meta-").map(|n| (n.to_string(), Value::from(value.as_str())))
+        })
+        .collect();
+    Value::Object(metadata)
+}
+
+/// A form body or query string of `pairs`, in order.
+fn form<N: AsRef<str>>(pairs: &[(N, String)]) -> Vec<u8> {
     let mut out = form_urlencoded::Serializer::new(String::new());
     for (name, value) in pairs {
-        out.append_pair(name, value);
+        out.append_pair(name.as_ref(), value);
     }
     out.finish().into_bytes()
 }

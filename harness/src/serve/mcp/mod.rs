@@ -10,13 +10,19 @@
 //! agent finally claims is judged by `twice check` or `POST /__twice/check` as any
 //! application's claims are (docs/agents.md).
 //!
-//! Over stdio ([`stdio`]) the lines are framed here, so that a message past
-//! [`MESSAGE_BYTES_MAX`] or one that is no JSON gets JSON-RPC's error rather than silence;
-//! over streamable HTTP ([`http`]) the SDK's service answers on hyper.
+//! Both transports read every message before the SDK does, so that what the SDK would drop
+//! or misname gets JSON-RPC's error rather than silence ([`message`]): over stdio ([`stdio`])
+//! the lines are framed here, each at most [`MESSAGE_BYTES_MAX`]; over streamable HTTP
+//! ([`http`]) a body is read to the same bound (413 past it) before the SDK's service answers
+//! on hyper. A request under an id still in flight in its session is refused, not lost
+//! ([`inflight`]; over HTTP the session manager of [`sessions`] holds them).
 
 pub mod call;
 pub mod command;
 pub mod http;
+pub mod inflight;
+pub mod message;
+pub mod sessions;
 pub mod stdio;
 pub mod tools;
 
@@ -32,7 +38,8 @@ use serde_json::Value;
 
 use crate::serve::world::World;
 
-/// Largest MCP message read, in bytes: past it a message is refused unread.
+/// Largest MCP message read, in bytes, on either transport: past it a message is refused
+/// unread (a stdio line with `-32600`, an HTTP body with 413).
 pub const MESSAGE_BYTES_MAX: usize = 1024 * 1024;
 
 /// What the server tells a client about itself at `initialize`.

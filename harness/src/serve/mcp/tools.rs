@@ -1,9 +1,13 @@
 //! The tools `twice mcp` offers, as data: one write tool per action of the action table (its
 //! parameters are the action's, plus what the service honours: an idempotency key, a
-//! precondition, a nonce) and the reads an agent needs before it retries. Each tool is one
-//! HTTP exchange with a fake (a transfer: the reads a wallet makes, then one broadcast), so
-//! every fault a scenario arms applies to it; the server itself never retries.
+//! precondition, a nonce, and the marks its real API lets a caller put on a write: Stripe's
+//! `metadata`, S3's user metadata, Resend's `headers` and `tags`) and the reads an agent needs
+//! before it retries, which show those marks, so that an agent can find its own write by its
+//! tag. Each tool is one HTTP exchange with a fake (a transfer: the reads a wallet makes, then
+//! one broadcast), so every fault a scenario arms applies to it; the server itself never
+//! retries.
 
+use fake_services::metadata;
 use serde_json::{Map, Value, json};
 use vocabulary::ParamKind;
 use vocabulary::action::{
@@ -14,6 +18,12 @@ use vocabulary::action::{
 pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 255;
 /// Most items a list tool returns at once.
 pub const LIST_LIMIT_MAX: u64 = 100;
+/// Most custom headers and most tags on one email (Resend states no bound; this is the tool's).
+pub const EMAIL_MARKS_MAX: usize = 50;
+/// Longest custom email header value, in characters (the tool's bound).
+pub const HEADER_VALUE_CHARS_MAX: usize = 1000;
+/// Longest tag name or value, in characters (Resend's).
+pub const TAG_CHARS_MAX: usize = 256;
 
 /// What a parameter holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +40,17 @@ pub enum Kind {
     Precondition,
     /// A transaction hash: `0x` and 64 hex digits.
     Hash,
+    /// Stripe's metadata: an object of strings, at most 50 keys of up to 40 characters, values
+    /// up to 500.
+    Metadata,
+    /// S3's user metadata: an object of strings, each name an HTTP token and each value
+    /// printable ASCII, sent as `x-amz-meta-NAME`; at most 2 KiB in all.
+    FileMetadata,
+    /// An email's custom headers: an object of strings, each name an HTTP token, each value one
+    /// line.
+    Headers,
+    /// Resend's tags: a list of `{name, value}`, each of ASCII letters, digits, `_` and `-`.
+    Tags,
 }
 
 /// One parameter of a tool.
@@ -69,28 +90,34 @@ const KEY: Param = optional(
     "Sent as the Idempotency-Key header: the service answers a repeat of the same request under the same key with the first answer, for as long as it keeps keys.",
 );
 
+const METADATA: Param = optional(
+    "metadata",
+    Kind::Metadata,
+    "Your own key-value pairs (strings), kept on the object and shown by every read: tag the write, e.g. {\"twice_intent\": \"<your step id>\"}, to find it again after a lost reply.",
+);
+
 /// Every tool, writes first, in the action table's order.
 pub const TOOLS: &[Tool] = &[
     Tool {
         name: "refund_payment",
         title: "Refund a payment",
-        description: "Refunds `amount` (in cents) of a payment intent through the payments API (POST /v1/refunds). Returns the refund.",
+        description: "Refunds `amount` (in cents) of a payment intent through the payments API (POST /v1/refunds). Returns the refund, with the `metadata` you tagged it with (list_refunds shows it too).",
         service: "payments",
         action: Some(&PAYMENTS_REFUND),
-        extra: &[KEY],
+        extra: &[KEY, METADATA],
     },
     Tool {
         name: "create_workspace",
         title: "Create a workspace",
-        description: "Creates a workspace with a unique external id (POST /v1/workspaces). Returns the workspace.",
+        description: "Creates a workspace with a unique external id (POST /v1/workspaces). Returns the workspace, with the `metadata` you tagged it with (find_workspace shows it too).",
         service: "workspaces",
         action: Some(&WORKSPACES_CREATE),
-        extra: &[KEY],
+        extra: &[KEY, METADATA],
     },
     Tool {
         name: "put_file",
         title: "Write a file",
-        description: "Writes `body` to the object `bucket/key` of the file store (S3 PutObject). Returns its ETag.",
+        description: "Writes `body` to the object `bucket/key` of the file store (S3 PutObject). Returns its ETag. `metadata` is stored with the object (get_file shows it).",
         service: "files",
         action: Some(&FILES_PUT),
         extra: &[
@@ -103,6 +130,11 @@ pub const TOOLS: &[Tool] = &[
                 "if_match",
                 Kind::Precondition,
                 "A quoted ETag: write only if the object still has it (If-Match).",
+            ),
+            optional(
+                "metadata",
+                Kind::FileMetadata,
+                "User metadata stored with the object, each pair sent as the header x-amz-meta-NAME (names are lowercased), e.g. {\"twice-intent\": \"<your step id>\"}.",
             ),
         ],
     },
@@ -121,15 +153,27 @@ pub const TOOLS: &[Tool] = &[
     Tool {
         name: "send_message",
         title: "Send an email",
-        description: "Sends an email with `subject` and the plain-text `body` to `to` through the email API (POST /emails). Returns the message id; the API's answer means accepted, not delivered.",
+        description: "Sends an email with `subject` and the plain-text `body` to `to` through the email API (POST /emails). Returns the message id; the API's answer means accepted, not delivered. `headers` and `tags` travel with the email (list_mailbox shows both).",
         service: "messages",
         action: Some(&MESSAGES_SEND),
-        extra: &[KEY],
+        extra: &[
+            KEY,
+            optional(
+                "headers",
+                Kind::Headers,
+                "Custom email headers, e.g. {\"X-Twice-Intent\": \"<your step id>\"}: they arrive with the message.",
+            ),
+            optional(
+                "tags",
+                Kind::Tags,
+                "Resend's tags: [{\"name\": ..., \"value\": ...}], each of ASCII letters, digits, _ and -.",
+            ),
+        ],
     },
     Tool {
         name: "list_refunds",
         title: "List the refunds of a payment",
-        description: "Lists the refunds of a payment intent, newest first (GET /v1/refunds).",
+        description: "Lists the refunds of a payment intent, newest first (GET /v1/refunds), each with its amount and its `metadata`.",
         service: "payments",
         action: None,
         extra: &[
@@ -140,7 +184,7 @@ pub const TOOLS: &[Tool] = &[
     Tool {
         name: "find_workspace",
         title: "Find a workspace by external id",
-        description: "Looks up the workspace with an external id (GET /v1/workspaces?external_id=). Returns it, or found: false.",
+        description: "Looks up the workspace with an external id (GET /v1/workspaces?external_id=). Returns it with its `metadata`, or found: false.",
         service: "workspaces",
         action: None,
         extra: &[required(
@@ -152,7 +196,7 @@ pub const TOOLS: &[Tool] = &[
     Tool {
         name: "get_file",
         title: "Read a file",
-        description: "Reads the object `bucket/key` (S3 GetObject): its body and ETag, or found: false.",
+        description: "Reads the object `bucket/key` (S3 GetObject): its body, ETag and user `metadata`, or found: false.",
         service: "files",
         action: None,
         extra: &[
@@ -179,7 +223,7 @@ pub const TOOLS: &[Tool] = &[
     Tool {
         name: "list_mailbox",
         title: "Read a mailbox",
-        description: "Lists the messages delivered to an address, oldest first (the email service's test mailbox).",
+        description: "Lists the messages delivered to an address, oldest first (the email service's test mailbox), each with its `headers` and `tags`.",
         service: "messages",
         action: None,
         extra: &[
@@ -271,7 +315,71 @@ fn kind_schema(kind: Kind) -> Value {
         Kind::Limit => json!({"type": "integer", "minimum": 1, "maximum": LIST_LIMIT_MAX}),
         Kind::Precondition => json!({"type": "string", "minLength": 1}),
         Kind::Hash => json!({"type": "string", "pattern": "^0x[0-9a-fA-F]{64}$"}),
+        Kind::Metadata => json!({
+            "type": "object",
+            "maxProperties": metadata::KEYS_MAX,
+            "propertyNames": {"minLength": 1, "maxLength": metadata::KEY_CHARS_MAX},
+            "additionalProperties": {"type": "string", "maxLength": metadata::VALUE_CHARS_MAX},
+        }),
+        Kind::FileMetadata => json!({
+            "type": "object",
+            "propertyNames": {"pattern": TOKEN_PATTERN},
+            "additionalProperties": {"type": "string", "pattern": "^[ -~]*$"},
+        }),
+        Kind::Headers => json!({
+            "type": "object",
+            "maxProperties": EMAIL_MARKS_MAX,
+            "propertyNames": {"pattern": TOKEN_PATTERN},
+            "additionalProperties": {"type": "string", "maxLength": HEADER_VALUE_CHARS_MAX},
+        }),
+        Kind::Tags => json!({
+            "type": "array",
+            "maxItems": EMAIL_MARKS_MAX,
+            "items": {
+                "type": "object",
+                "properties": {"name": tag_word(), "value": tag_word()},
+                "required": ["name", "value"],
+                "additionalProperties": false,
+            },
+        }),
     }
+}
+
+/// An HTTP header name (RFC 9110's token), as a JSON Schema pattern.
+const TOKEN_PATTERN: &str = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$";
+
+fn is_token(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+.^_`|~-".contains(&b))
+}
+
+fn tag_word() -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": TAG_CHARS_MAX, "pattern": "^[A-Za-z0-9_-]+$"})
+}
+
+fn is_tag_word(value: Option<&Value>) -> bool {
+    value.and_then(Value::as_str).is_some_and(|s| {
+        (1..=TAG_CHARS_MAX).contains(&s.len())
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    })
+}
+
+/// Why `value` is no object of strings whose names and values `fits` takes, if it is not.
+fn strings_problem(
+    name: &str,
+    value: &Value,
+    keys_max: usize,
+    fits: impl Fn(&str, &str) -> Result<(), String>,
+) -> Option<String> {
+    let Some(object) = value.as_object() else {
+        return Some(format!("{name} must be an object of strings, found {value}"));
+    };
+    if object.len() > keys_max {
+        return Some(format!("{name} holds at most {keys_max} entries, found {}", object.len()));
+    }
+    object.iter().find_map(|(key, item)| match item.as_str() {
+        None => Some(format!("{name}[{key}] must be a string, found {item}")),
+        Some(text) => fits(key, text).err().map(|why| format!("{name}[{key}]: {why}")),
+    })
 }
 
 fn kind_problem(kind: Kind, name: &str, value: &Value) -> Option<String> {
@@ -310,6 +418,61 @@ fn kind_problem(kind: Kind, name: &str, value: &Value) -> Option<String> {
                 None
             }
             _ => Some(format!("{name} must be 0x and 64 hex digits, found {value}")),
+        },
+        Kind::Metadata => strings_problem(name, value, metadata::KEYS_MAX, |key, text| {
+            if key.is_empty() || key.chars().count() > metadata::KEY_CHARS_MAX {
+                Err(format!("a key is 1 to {} characters", metadata::KEY_CHARS_MAX))
+            } else if text.chars().count() > metadata::VALUE_CHARS_MAX {
+                Err(format!("a value is at most {} characters", metadata::VALUE_CHARS_MAX))
+            } else {
+                Ok(())
+            }
+        }),
+        Kind::FileMetadata => {
+            let problem = strings_problem(name, value, usize::MAX, |key, text| {
+                if !is_token(key) {
+                    Err("a name is letters, digits and !#$%&'*+.^_`|~- (an HTTP header name)".into())
+                } else if !text.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+                    Err("a value is printable ASCII".into())
+                } else {
+                    Ok(())
+                }
+            });
+            let bytes: usize = value
+                .as_object()
+                .map_or(0, |o| o.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum());
+            problem.or_else(|| {
+                (bytes > fake_services::files::METADATA_BYTES_MAX).then(|| {
+                    format!(
+                        "{name} is {bytes} bytes of names and values; S3 takes at most {}",
+                        fake_services::files::METADATA_BYTES_MAX
+                    )
+                })
+            })
+        }
+        Kind::Headers => strings_problem(name, value, EMAIL_MARKS_MAX, |key, text| {
+            if !is_token(key) {
+                Err("a name is letters, digits and !#$%&'*+.^_`|~- (an HTTP header name)".into())
+            } else if text.contains(['\r', '\n']) || text.chars().count() > HEADER_VALUE_CHARS_MAX {
+                Err(format!("a value is one line of at most {HEADER_VALUE_CHARS_MAX} characters"))
+            } else {
+                Ok(())
+            }
+        }),
+        Kind::Tags => match value.as_array() {
+            Some(tags)
+                if tags.len() <= EMAIL_MARKS_MAX
+                    && tags.iter().all(|t| {
+                        t.as_object().is_some_and(|o| o.len() == 2)
+                            && is_tag_word(t.get("name"))
+                            && is_tag_word(t.get("value"))
+                    }) =>
+            {
+                None
+            }
+            _ => Some(format!(
+                "{name} must be a list of at most {EMAIL_MARKS_MAX} {{\"name\", \"value\"}}, each 1 to {TAG_CHARS_MAX} ASCII letters, digits, _ or -, found {value}"
+            )),
         },
     }
 }
@@ -358,5 +521,58 @@ mod tests {
         assert_eq!(schema["required"], json!(["payment_intent", "amount"]));
         assert_eq!(schema["additionalProperties"], json!(false));
         assert_eq!(schema["properties"]["amount"]["type"], "integer");
+    }
+
+    /// Each tag argument, good and bad, by tool: the real APIs' own ways to mark a write.
+    #[test]
+    fn tags_are_checked_as_the_real_apis_take_them() {
+        let args = |v: Value| v.as_object().cloned().expect("an object");
+        let long = |n: usize| "k".repeat(n);
+        let too_many: Map<String, Value> = (0..51).map(|i| (format!("k{i}"), json!("v"))).collect();
+        let cases: Vec<(&str, Value, bool)> = vec![
+            ("refund_payment", json!({"metadata": {"twice_intent": "r1"}}), true),
+            ("refund_payment", json!({"metadata": {}}), true),
+            ("refund_payment", json!({"metadata": [["twice_intent", "r1"]]}), false),
+            ("refund_payment", json!({"metadata": {"n": 1}}), false),
+            ("refund_payment", json!({"metadata": {long(41): "v"}}), false),
+            ("refund_payment", json!({"metadata": {"k": long(501)}}), false),
+            ("refund_payment", json!({"metadata": too_many}), false),
+            ("create_workspace", json!({"metadata": {"twice_intent": "w1"}}), true),
+            ("create_workspace", json!({"metadata": "twice_intent=w1"}), false),
+            ("put_file", json!({"metadata": {"twice-intent": "f1"}}), true),
+            ("put_file", json!({"metadata": {"twice intent": "f1"}}), false),
+            ("put_file", json!({"metadata": {"twice-intent": "caf\u{e9}"}}), false),
+            ("put_file", json!({"metadata": {"k": long(3000)}}), false),
+            (
+                "send_message",
+                json!({"headers": {"X-Twice-Intent": "m1"}, "tags": [{"name": "intent", "value": "m1"}]}),
+                true,
+            ),
+            ("send_message", json!({"headers": {"X-Twice-Intent": "m1\r\nBcc: x@y.z"}}), false),
+            ("send_message", json!({"headers": {"X Twice": "m1"}}), false),
+            ("send_message", json!({"tags": {"name": "intent", "value": "m1"}}), false),
+            ("send_message", json!({"tags": [{"name": "intent", "value": "m 1"}]}), false),
+            ("send_message", json!({"tags": [{"name": "intent"}]}), false),
+            ("send_message", json!({"tags": [{"name": "a", "value": "b", "extra": "c"}]}), false),
+        ];
+        let base = |tool: &str| match tool {
+            "refund_payment" => json!({"payment_intent": "pi_1", "amount": 500}),
+            "create_workspace" => json!({"external_id": "org-1", "name": "Org"}),
+            "put_file" => json!({"bucket": "reports", "key": "q3.csv", "body": "x"}),
+            _ => json!({"to": "ada@example.com", "subject": "s", "body": "b"}),
+        };
+        for (tool, marks, good) in cases {
+            let mut call = args(base(tool));
+            call.extend(args(marks.clone()));
+            let checked = find(tool).expect("the tool").check(&call);
+            assert_eq!(checked.is_ok(), good, "{tool} {marks}: {checked:?}");
+        }
+        for tool in ["refund_payment", "create_workspace", "put_file"] {
+            let schema = Value::Object(find(tool).expect("the tool").input_schema());
+            assert_eq!(schema["properties"]["metadata"]["type"], "object", "{tool}");
+        }
+        let send = Value::Object(find("send_message").expect("the tool").input_schema());
+        assert_eq!(send["properties"]["headers"]["type"], "object");
+        assert_eq!(send["properties"]["tags"]["items"]["required"], json!(["name", "value"]));
     }
 }
