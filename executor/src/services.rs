@@ -127,7 +127,15 @@ pub fn write_request(
                 method: "POST",
                 url: format!("{}/v1/workspaces", base(service)),
                 headers,
-                body: json!({"external_id": external_id, "name": name}).to_string().into_bytes(),
+                // The intent's id as the workspace's metadata, as a refund carries it: whose
+                // write a workspace is, for a checker and a person.
+                body: json!({
+                    "external_id": external_id,
+                    "name": name,
+                    "metadata": {INTENT_METADATA_KEY: intent.id},
+                })
+                .to_string()
+                .into_bytes(),
                 timeout_ms,
             }
         }
