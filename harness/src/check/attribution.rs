@@ -10,7 +10,6 @@ use scenarios::{IntentSpec, Scenario};
 use serde_json::Value;
 use vocabulary::{ActionSpec, Contract, Effect, JournalEntry, State};
 
-use super::readings::Group;
 use super::{STATE_MOMENT, parse_state_detail};
 use crate::observe::{Claim, Observed};
 
@@ -99,6 +98,24 @@ impl Found<'_> {
             None => format!("no {}", self.action.business_key),
         }
     }
+}
+
+/// One business key's intents and effects, and the readings its ledger allows.
+#[derive(Default)]
+pub(super) struct Group {
+    /// The intents acting on the key, in scenario order.
+    pub(super) intents: Vec<usize>,
+    /// Its effects (indices into `Facts::effects`), in ledger order.
+    pub(super) effects: Vec<usize>,
+    /// Each reading with as few duplicates as the ledger allows: an owner per effect of
+    /// `effects` (`None` for an effect no intent may own).
+    pub(super) readings: Vec<Vec<Option<usize>>>,
+    /// The readings were more than `readings::READINGS_MAX`: only one is kept.
+    pub(super) too_many: bool,
+    /// Effects beyond what the key's lineages can own, one each: duplicates whoever made them.
+    pub(super) excess: usize,
+    /// Whether every effect has at most one possible owner, so that there is one reading.
+    pub(super) fixed: bool,
 }
 
 /// An effect of a kind no action makes (an object deleted): nothing a scenario authorises.

@@ -23,24 +23,6 @@ const READINGS_MAX: usize = 4_096;
 /// The most worlds judged; past it, the same.
 const WORLDS_MAX: usize = 256;
 
-/// One business key's intents and effects, and the readings its ledger allows.
-#[derive(Default)]
-pub(super) struct Group {
-    /// The intents acting on the key, in scenario order.
-    pub(super) intents: Vec<usize>,
-    /// Its effects (indices into `Facts::effects`), in ledger order.
-    pub(super) effects: Vec<usize>,
-    /// Each reading with as few duplicates as the ledger allows: an owner per effect of
-    /// `effects` (`None` for an effect no intent may own).
-    pub(super) readings: Vec<Vec<Option<usize>>>,
-    /// The readings were more than [`READINGS_MAX`]: only one is kept.
-    pub(super) too_many: bool,
-    /// Effects beyond what the key's lineages can own, one each: duplicates whoever made them.
-    pub(super) excess: usize,
-    /// Whether every effect has at most one possible owner, so that there is one reading.
-    pub(super) fixed: bool,
-}
-
 /// A reading per group (`Facts::groups`), by index into its `readings`.
 pub(super) type World = Vec<usize>;
 
