@@ -76,7 +76,30 @@ pub(super) struct Found<'a> {
     pub(super) mismatch: Vec<String>,
 }
 
-impl Found<'_> {
+impl<'a> Found<'a> {
+    /// An effect not yet placed: no candidates, nobody's.
+    fn new(
+        service: &'a str,
+        effect: &'a Effect,
+        action: &'static ActionSpec,
+        key: Option<&'a str>,
+        group: Option<usize>,
+    ) -> Found<'a> {
+        Found {
+            service,
+            effect,
+            action,
+            key,
+            group,
+            candidates: vec![],
+            authorised: false,
+            lineage_alone: None,
+            lineage: None,
+            owner: None,
+            mismatch: vec![],
+        }
+    }
+
     pub(super) fn label(&self) -> String {
         format!("{} {} (seq {})", self.service, self.effect.object_id, self.effect.seq)
     }
@@ -213,19 +236,7 @@ impl<'a> Facts<'a> {
         let claims: BTreeMap<&str, &Claim> = observed.claims.iter().map(|c| (c.id.as_str(), c)).collect();
         let Roll { mut intents, by_id, exempt, exempt_keys } = roll(scenario, observed, &claims);
         let lineages = lineages(&mut intents, &by_id);
-
-        let mut keys: BTreeMap<BusinessKey, usize> = BTreeMap::new();
-        let mut groups: Vec<Group> = Vec::new();
-        for (i, intent) in intents.iter().enumerate() {
-            if let Some((action, key)) = intent.attribution {
-                let g = *keys.entry((action.name, key)).or_insert_with(|| {
-                    groups.push(Group::default());
-                    groups.len() - 1
-                });
-                groups[g].intents.push(i);
-            }
-        }
-
+        let (keys, mut groups) = groups(&intents);
         let mut effects = Vec::new();
         let mut others = Vec::new();
         for (service, ledger) in &observed.ledgers {
@@ -246,36 +257,13 @@ impl<'a> Facts<'a> {
                 if group.is_none() && key.is_some_and(|k| exempt_keys.contains(&(action.name, k))) {
                     continue;
                 }
-                let members = group.map_or(&[][..], |g| groups[g].intents.as_slice());
-                let (candidates, authorised, mismatch) = candidates(&intents, members, effect);
-                // Nobody's on a key that one lineage acts on: the lineage's all the same.
-                let lineage_alone = match (candidates.as_slice(), members.first()) {
-                    ([], Some(first))
-                        if members.iter().all(|m| intents[*m].lineage == intents[*first].lineage) =>
-                    {
-                        Some(intents[*first].lineage)
-                    }
-                    _ => None,
-                };
                 if let Some(g) = group {
                     groups[g].effects.push(effects.len());
                 }
-                effects.push(Found {
-                    service,
-                    effect,
-                    action,
-                    key,
-                    group,
-                    candidates,
-                    authorised,
-                    lineage_alone,
-                    lineage: lineage_alone,
-                    owner: None,
-                    mismatch,
-                });
+                let members = group.map_or(&[][..], |g| groups[g].intents.as_slice());
+                effects.push(found(&intents, members, Found::new(service, effect, action, key, group)));
             }
         }
-
         let mut facts = Facts {
             scenario,
             observed,
@@ -403,6 +391,41 @@ fn lineages(intents: &mut [Intent], by_id: &BTreeMap<&str, usize>) -> Vec<Vec<us
         intent.lineage = lineage;
     }
     lineages
+}
+
+/// The intents of each business key: the groups, in order of their first intent, and the
+/// group of each key.
+fn groups<'a>(intents: &[Intent<'a>]) -> (BTreeMap<BusinessKey<'a>, usize>, Vec<Group>) {
+    let mut keys: BTreeMap<BusinessKey, usize> = BTreeMap::new();
+    let mut groups: Vec<Group> = Vec::new();
+    for (i, intent) in intents.iter().enumerate() {
+        if let Some((action, key)) = intent.attribution {
+            let g = *keys.entry((action.name, key)).or_insert_with(|| {
+                groups.push(Group::default());
+                groups.len() - 1
+            });
+            groups[g].intents.push(i);
+        }
+    }
+    (keys, groups)
+}
+
+/// `found` placed among `members`, the intents of its business key: its candidates, whether
+/// they authorised it, and the lineage it counts against where nobody may own it.
+fn found<'a>(intents: &[Intent], members: &[usize], mut found: Found<'a>) -> Found<'a> {
+    let (candidates, authorised, mismatch) = candidates(intents, members, found.effect);
+    // Nobody's on a key that one lineage acts on: the lineage's all the same.
+    found.lineage_alone = match (candidates.as_slice(), members.first()) {
+        ([], Some(first)) if members.iter().all(|m| intents[*m].lineage == intents[*first].lineage) => {
+            Some(intents[*first].lineage)
+        }
+        _ => None,
+    };
+    found.lineage = found.lineage_alone;
+    found.candidates = candidates;
+    found.authorised = authorised;
+    found.mismatch = mismatch;
+    found
 }
 
 /// Who may own `effect`, among `members` (the intents of its business key): its candidates,
