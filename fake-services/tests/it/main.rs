@@ -12,5 +12,6 @@ mod limits;
 mod messages;
 mod multipart;
 mod payment_intents;
+mod pending;
 mod props;
 mod refusals;
