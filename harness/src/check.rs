@@ -4,7 +4,8 @@
 //! ledgers show ([`Observed::ledgers`]). It never takes the executor's word for what
 //! happened in the world. It returns one [`Verdict`] per invariant, in [`INVARIANTS`] order,
 //! then one for [`EXPECTED_STATES`] (the scenario's `expect` table); or, when the run could
-//! not be checked ([`Observed::executor_error`]), a single [`EXECUTOR_ERROR`] verdict. A
+//! not be checked ([`Observed::executor_error`]), a single [`EXECUTOR_ERROR`] verdict, and when
+//! the world could not settle ([`Observed::unsettled`]), a single [`WORLD_UNSETTLED`] one. A
 //! verdict's evidence is empty when it held, and otherwise says, one line per problem, which
 //! intents, which effects (service, object id, ledger seq) and which states are involved.
 //! Lines come in a stable order (scenario order for intents, ledger order for effects), so
@@ -184,6 +185,12 @@ pub const EXPECTED_STATES: &str = "expected-states";
 /// The only verdict of a run that could not be checked because the executor misbehaved.
 pub const EXECUTOR_ERROR: &str = "executor-error";
 
+/// The only verdict of an observation made while the world was still moving and could not
+/// settle ([`Observed::unsettled`]: a request held at a step the test never said it performed,
+/// or something still in flight past the settle bound): violated, its evidence naming what was
+/// still moving, and no invariant judged.
+pub const WORLD_UNSETTLED: &str = "world-unsettled";
+
 /// The timeline kind of a state change; its detail is [`state_detail`].
 pub const STATE_MOMENT: &str = "state";
 
@@ -240,6 +247,10 @@ pub fn check(scenario: &Scenario, observed: &Observed) -> Vec<Verdict> {
         let reason =
             if reason.trim().is_empty() { "the executor misbehaved (no reason given)" } else { reason };
         return vec![Verdict::from_evidence(EXECUTOR_ERROR, vec![reason.to_string()])];
+    }
+    if !observed.unsettled.is_empty() {
+        // A ledger that can still change gives every invariant the wrong answer, either way.
+        return vec![Verdict::from_evidence(WORLD_UNSETTLED, observed.unsettled.clone())];
     }
     let run = Facts::new(scenario, observed);
     vec![

@@ -338,7 +338,10 @@ pub fn judge(
     } else {
         Outcome::Violated
     };
-    let mut hazards = check::hazards(&case.scenario, &observed);
+    // A world that had not settled was judged on nothing (`check::WORLD_UNSETTLED`): no
+    // hazard is read from it either.
+    let mut hazards =
+        if observed.unsettled.is_empty() { check::hazards(&case.scenario, &observed) } else { Vec::new() };
     for hazard in &mut hazards {
         hazard.command = format!("{replay_prefix} --scenario {}", hazard.exploited_by);
     }
@@ -499,6 +502,17 @@ pub fn summary(run: &RunResults) -> String {
             out.push_str(&format!("    minimal scenario: {path}{how}\n"));
         }
         out.push_str(&format!("    replay: {}\n", r.replay));
+    }
+    // Judged while something could still change a ledger: said of every such result, passed
+    // or not, with what was pending.
+    for r in run.results.iter().filter(|r| r.observed.judged_unsettled()) {
+        let lines = r.observed.unsettled_lines();
+        if let Some((headline, pending)) = lines.split_first() {
+            out.push_str(&format!("\n  {}: {headline}\n", r.name));
+            for line in pending {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
     }
     let mut kinds: Vec<(&str, usize, &reports::model::Hazard)> = Vec::new();
     for r in &run.results {

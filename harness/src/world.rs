@@ -5,7 +5,8 @@
 //! ([`setup::prepare`]), then derives what a run needs to know of them: the contracts each
 //! announced service offers, the settle bound a ledger is trusted after, the limits workers
 //! are told. [`World::apply`] is what the two events that happen to the fakes themselves (a
-//! heal and a clock jump) do, for the engine and for serve alike. The [`Timeline`] is the
+//! heal and a clock jump) do, for the engine and for serve alike, and [`World::pending`] what
+//! the fakes still have to do when their ledgers are read. The [`Timeline`] is the
 //! run's, shared with the backend whose workers report their state changes into it.
 
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use scenarios::{EventAction, Scenario};
 use vocabulary::Contract;
 use vocabulary::protocol::{Limits, Service};
 
-use crate::observe::Moment;
+use crate::observe::{Moment, Pending};
 use crate::setup::{self, SetupError};
 
 /// The run's timeline, shared by the engine and its backend (whose workers report state
@@ -119,6 +120,26 @@ impl<'a> World<'a> {
             | EventAction::StartWorker { .. }
             | EventAction::Reconcile { .. } => None,
         }
+    }
+
+    /// What the announced fakes of `scenario` still have to do that could change their
+    /// ledgers ([`fake_services::Fake::pending`]), for the observation: read before the
+    /// ledgers, so that nothing left out here lands after them unseen.
+    pub fn pending(fakes: &Fakes, scenario: &Scenario) -> Vec<Pending> {
+        fakes
+            .all()
+            .iter()
+            .filter(|fake| setup::announced(scenario, fake.name()))
+            .flat_map(fake_services::Fake::pending)
+            .map(|p| Pending {
+                service: p.service.to_string(),
+                what: p.kind.name().to_string(),
+                request: p.request,
+                request_id: p.request_id,
+                due_ms: p.due_ms,
+                detail: p.detail,
+            })
+            .collect()
     }
 
     fn healed(at_ms: u64) -> Moment {
