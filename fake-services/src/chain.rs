@@ -27,7 +27,7 @@ use k256::ecdsa::SigningKey;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-pub use self::node::{BASE_FEE_WEI, ChainState, PRIORITY_FEE_WEI};
+pub use self::node::{BASE_FEE_WEI, ChainState, PRIORITY_FEE_WEI, Pooled};
 use self::node::{Decoded, View, hex_address};
 use self::rpc::{Call, Envelope, Params, RpcError};
 use crate::clock::ServiceClock;

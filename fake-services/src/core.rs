@@ -20,7 +20,8 @@
 //! answers and the [`Shape`] it renders them in; `bounds.rs` what a service holds at most;
 //! `state.rs` what the pipeline works on (a service's [`Inner`] state, one request's
 //! [`Ctx`], the commit step's types); `service.rs` the [`ServiceCore`] itself (construction,
-//! the lock, reset, bounds); `pipeline.rs` the points above, one method each; `journal.rs`
+//! the lock, reset, bounds, what is pending); `pending.rs` what a fake still has to do that can
+//! change its ledger ([`Pending`]) and the register of late commits; `pipeline.rs` the points above, one method each; `journal.rs`
 //! where a request's journal entry ends, and its log line; and `control.rs` the control API
 //! under `/__twice/` that every fake answers.
 
@@ -28,6 +29,7 @@ mod bounds;
 mod control;
 mod error;
 mod journal;
+mod pending;
 mod pipeline;
 mod service;
 mod state;
@@ -36,5 +38,6 @@ pub use bounds::{Bounds, KEYS_MAX, LEDGER_EFFECTS_MAX, SEEDED_OBJECTS_MAX};
 pub use control::{CONTROL_ROUTES, Control, control_methods, control_route};
 pub use error::{ApiError, Shape};
 pub use journal::Abandon;
+pub use pending::{Pending, PendingKind};
 pub use service::{RefusalReader, ServiceCore};
 pub use state::{Check, Commit, Ctx, Inner, Mode, Outcome, Stamp};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::chain::{self, Chain};
 use crate::clock::{Clock, ServiceClock};
 use crate::contract::{Contract, ContractPatch};
-use crate::core::{ApiError, Bounds};
+use crate::core::{ApiError, Bounds, Pending, PendingKind};
 use crate::engine::ArmedRule;
 use crate::files::{self, Files};
 use crate::messages::{self, Messages};
@@ -153,7 +153,7 @@ impl Fake {
 
     /// Whether nothing is in flight at this fake: no request being worked on, no late commit
     /// waiting, (the chain) no transaction waiting in the pool for a block, and (messages) no
-    /// delivery still to make.
+    /// delivery still to make. [`Fake::pending`] names what it waits for.
     pub fn settled(&self) -> bool {
         match self {
             Fake::Chain(chain) => {
@@ -171,6 +171,61 @@ impl Fake {
             _ => {}
         }
         with_core!(self, core => core.settled())
+    }
+
+    /// What [`Fake::settled`] waits for, named: each request the fake is still working on,
+    /// each late commit still to come, (messages) each delivery still to make, (the chain) each
+    /// transaction in the pool, with the request it came from and when it is due where the
+    /// fake knows it (`crate::core::Pending`). Empty exactly when the fake is settled. Blocks
+    /// and deliveries due by now are made first, as [`Fake::ledger`] makes them.
+    pub fn pending(&self) -> Vec<Pending> {
+        let mut out = with_core!(self, core => core.pending());
+        match self {
+            Fake::Chain(chain) => {
+                chain.mine_due();
+                for tx in chain.core().lock().state.pooled() {
+                    let (kind, waits) = match tx.due_ms {
+                        Some(_) => (PendingKind::PooledTx, "waits for a block".to_string()),
+                        None => (
+                            PendingKind::QueuedTx,
+                            "waits for its sender: no block takes it until the nonce before it, or the funds \
+                             it needs, arrive"
+                                .to_string(),
+                        ),
+                    };
+                    out.push(Pending {
+                        service: self.name(),
+                        kind,
+                        request: Some("eth_sendRawTransaction".into()),
+                        request_id: Some(tx.request_id),
+                        due_ms: tx.due_ms,
+                        detail: format!(
+                            "transaction {} from {} nonce {}, {waits}",
+                            tx.hash, tx.from, tx.nonce
+                        ),
+                    });
+                }
+            }
+            Fake::Messages(messages) => {
+                messages.deliver_due();
+                for due in messages.core().lock().state.due() {
+                    let again = if due.again { " (the provider's second delivery)" } else { "" };
+                    out.push(Pending {
+                        service: self.name(),
+                        kind: PendingKind::Delivery,
+                        request: Some("POST /emails".into()),
+                        request_id: Some(due.request_id),
+                        due_ms: Some(due.due_ms),
+                        detail: format!(
+                            "email {} to {}{again}, not in the inbox yet",
+                            due.email_id, due.recipient
+                        ),
+                    });
+                }
+            }
+            Fake::Payments(_) | Fake::Workspaces(_) | Fake::Files(_) => {}
+        }
+        out
     }
 
     /// Forgets state, rules, ledger, journal and keys; the clock keeps its jumps.

@@ -19,7 +19,9 @@
 //! - Time is a [`ServiceClock`]: an injected base [`Clock`] plus jumps. Randomness is one
 //!   seeded RNG per service. The same seed and the same requests give the same bytes.
 //! - What happened is in the ledger ([`record::Effect`]); what was asked is in the journal
-//!   ([`record::JournalEntry`]). A checker reads the ledger, never the caller's word.
+//!   ([`record::JournalEntry`]). A checker reads the ledger, never the caller's word, and
+//!   reads it once [`Fake::pending`] names nothing that can still change it (a request being
+//!   worked on, a late commit, a delivery still due, a transaction in the pool).
 //! - The control API under `/__twice/` (documented in `docs/faults.md`) exposes all of it
 //!   over HTTP.
 //!
@@ -50,7 +52,7 @@ pub mod workspaces;
 
 pub use clock::{Clock, ManualClock, ServiceClock, TokioClock};
 pub use contract::{Acks, Contract, ContractPatch, KeyPolicy, Reads};
-pub use core::Bounds;
+pub use core::{Bounds, Pending, PendingKind};
 pub use fake::{Fake, Fakes};
 pub use record::{Effect, JournalEntry};
 pub use rule::{FaultRule, FaultSpec};

@@ -144,7 +144,7 @@ impl Journal {
         Some(entry)
     }
 
-    pub fn entries(&self) -> impl Iterator<Item = &JournalEntry> {
+    pub fn entries(&self) -> impl DoubleEndedIterator<Item = &JournalEntry> {
         self.entries.iter()
     }
 

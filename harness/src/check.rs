@@ -4,7 +4,8 @@
 //! ledgers show ([`Observed::ledgers`]). It never takes the executor's word for what
 //! happened in the world. It returns one [`Verdict`] per invariant, in [`INVARIANTS`] order,
 //! then one for [`EXPECTED_STATES`] (the scenario's `expect` table); or, when the run could
-//! not be checked ([`Observed::executor_error`]), a single [`EXECUTOR_ERROR`] verdict. A
+//! not be checked ([`Observed::executor_error`]), a single [`EXECUTOR_ERROR`] verdict, and when
+//! the world could not settle ([`Observed::unsettled`]), a single [`WORLD_UNSETTLED`] one. A
 //! verdict's evidence is empty when it held, and otherwise says, one line per problem, which
 //! intents, which effects (service, object id, ledger seq) and which states are involved.
 //! Lines come in a stable order (scenario order for intents, ledger order for effects), so
@@ -203,6 +204,12 @@ pub const EXPECTED_STATES: &str = "expected-states";
 /// The only verdict of a run that could not be checked because the executor misbehaved.
 pub const EXECUTOR_ERROR: &str = "executor-error";
 
+/// The only verdict of an observation made while the world was still moving and could not
+/// settle ([`Observed::unsettled`]: a request held at a step the test never said it performed,
+/// or something still in flight past the settle bound): violated, its evidence naming what was
+/// still moving, and no invariant judged.
+pub const WORLD_UNSETTLED: &str = "world-unsettled";
+
 /// The timeline kind of a state change; its detail is [`state_detail`].
 pub const STATE_MOMENT: &str = "state";
 
@@ -273,34 +280,43 @@ pub struct Judgement {
 /// [`check`], [`hazards`] and [`attribute`] at once, reading the run once.
 pub fn judgement(scenario: &Scenario, observed: &Observed) -> Judgement {
     let mut run = Facts::new(scenario, observed);
-    let verdicts = match executor_error(observed) {
-        Some(verdict) => vec![verdict],
-        None => run.judge_worlds(),
+    let (verdicts, hazards) = match single_verdict(observed) {
+        // Nothing was judged, so no hazard is read either.
+        Some(verdict) => (vec![verdict], vec![]),
+        None => {
+            let verdicts = run.judge_worlds();
+            (verdicts, run.hazards())
+        }
     };
-    let hazards = if observed.executor_error.is_some() { vec![] } else { run.hazards() };
     Judgement { verdicts, hazards, attribution: run.attribution() }
 }
 
 /// Checks `observed` against the invariants and the scenario's expectations.
 pub fn check(scenario: &Scenario, observed: &Observed) -> Vec<Verdict> {
-    match executor_error(observed) {
+    match single_verdict(observed) {
         Some(verdict) => vec![verdict],
         None => Facts::new(scenario, observed).judge_worlds(),
     }
 }
 
-/// The only verdict of a run the executor broke.
-fn executor_error(observed: &Observed) -> Option<Verdict> {
-    let reason = observed.executor_error.as_deref()?;
-    let reason = if reason.trim().is_empty() { "the executor misbehaved (no reason given)" } else { reason };
-    Some(Verdict::from_evidence(EXECUTOR_ERROR, vec![reason.to_string()]))
+/// The only verdict of a run that could not be judged: the executor broke it, or (a team's own
+/// route) the world had not settled when the ledgers were read: a ledger that can still change
+/// gives every invariant the wrong answer, either way.
+fn single_verdict(observed: &Observed) -> Option<Verdict> {
+    if let Some(reason) = observed.executor_error.as_deref() {
+        let reason =
+            if reason.trim().is_empty() { "the executor misbehaved (no reason given)" } else { reason };
+        return Some(Verdict::from_evidence(EXECUTOR_ERROR, vec![reason.to_string()]));
+    }
+    (!observed.unsettled.is_empty())
+        .then(|| Verdict::from_evidence(WORLD_UNSETTLED, observed.unsettled.clone()))
 }
 
 /// The safeguards the scenario's contracts offered that the run's writes did not use (see the
 /// module documentation), in ledger and journal order; `command` is left empty for the caller,
 /// which knows how the run was started. None for a run the executor broke.
 pub fn hazards(scenario: &Scenario, observed: &Observed) -> Vec<Hazard> {
-    if observed.executor_error.is_some() {
+    if single_verdict(observed).is_some() {
         return vec![];
     }
     let mut run = Facts::new(scenario, observed);

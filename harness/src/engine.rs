@@ -7,8 +7,9 @@
 //! up to [`RECONCILE_ROUNDS_MAX`] rounds, each restarting crashed workers on the same state
 //! directory and asking every worker for a reconcile pass and a drain, until `w1`'s `status`
 //! shows nothing unresolved); **finish** (no more background work, the world settled again,
-//! crashed workers restarted, `w1`'s `status` taken as its claims, the fakes' ledgers and
-//! journals read); then every worker is shut down.
+//! crashed workers restarted, `w1`'s `status` taken as its claims, what the fakes still have
+//! pending and then their ledgers and journals read, with the time of the read); then every
+//! worker is shut down.
 //!
 //! A scenario's events (a crash, a pause, a second worker, a clock jump, a heal, a reconcile
 //! pass) fire at points: after a phase, after an intent was proposed, or when a request reaches
@@ -628,15 +629,13 @@ impl<B: Backend> Engine<'_, B> {
     }
 
     /// Ledgers and journals of the announced services, and of any other service an effect
-    /// reached: every effect is judged, whoever was told of its service.
+    /// reached (every effect is judged, whoever was told of its service), with when they were
+    /// read and what could still change them then (read first: nothing it leaves out lands
+    /// unseen).
     fn collect(&mut self) {
-        for fake in self.fakes.all() {
-            let ledger = fake.ledger();
-            if setup::announced(self.scenario, fake.name()) || !ledger.is_empty() {
-                self.observed.ledgers.insert(fake.name().to_string(), ledger);
-                self.observed.journals.insert(fake.name().to_string(), fake.journal());
-            }
-        }
+        self.observed.pending = World::pending(&self.fakes);
+        self.observed.ledgers_read_at_ms = Some(self.clock.now_ms());
+        World::read_ledgers(&self.fakes, self.scenario, &mut self.observed);
     }
 }
 

@@ -2,4 +2,4 @@
 //! Drivers produce an [`Observed`]; the checker reads it and nothing else. The types live in
 //! the `reports` crate, which renders them.
 
-pub use reports::model::{Claim, EffectRef, Moment, Observed};
+pub use reports::model::{Claim, EffectRef, Moment, Observed, Pending, Route, SettleWait};

@@ -502,6 +502,17 @@ pub fn summary(run: &RunResults) -> String {
         }
         out.push_str(&format!("    replay: {}\n", r.replay));
     }
+    // Judged while something could still change a ledger: said of every such result, passed
+    // or not, with what was pending.
+    for r in run.results.iter().filter(|r| r.observed.judged_unsettled()) {
+        let lines = r.observed.unsettled_lines();
+        if let Some((headline, pending)) = lines.split_first() {
+            out.push_str(&format!("\n  {}: {headline}\n", r.name));
+            for line in pending {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
+    }
     let mut kinds: Vec<(&str, usize, &reports::model::Hazard)> = Vec::new();
     for r in &run.results {
         let mut here = std::collections::BTreeSet::new();

@@ -5,7 +5,8 @@
 //! ([`setup::prepare`]), then derives what a run needs to know of them: the contracts each
 //! announced service offers, the settle bound a ledger is trusted after, the limits workers
 //! are told. [`World::apply`] is what the two events that happen to the fakes themselves (a
-//! heal and a clock jump) do, for the engine and for serve alike. The [`Timeline`] is the
+//! heal and a clock jump) do, for the engine and for serve alike, and [`World::pending`] what
+//! the fakes still have to do when their ledgers are read. The [`Timeline`] is the
 //! run's, shared with the backend whose workers report their state changes into it.
 
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use scenarios::{EventAction, Scenario};
 use vocabulary::Contract;
 use vocabulary::protocol::{Limits, Service};
 
-use crate::observe::Moment;
+use crate::observe::{Moment, Pending};
 use crate::setup::{self, SetupError};
 
 /// The run's timeline, shared by the engine and its backend (whose workers report state
@@ -119,6 +120,39 @@ impl<'a> World<'a> {
             | EventAction::StartWorker { .. }
             | EventAction::Reconcile { .. } => None,
         }
+    }
+
+    /// Reads into `observed` the ledgers and journals of the services `scenario` announces,
+    /// and of any other service an effect reached: every effect is judged, whoever was told of
+    /// its service (an email an agent sent where the scenario used no email).
+    pub fn read_ledgers(fakes: &Fakes, scenario: &Scenario, observed: &mut reports::model::Observed) {
+        for fake in fakes.all() {
+            let ledger = fake.ledger();
+            if setup::announced(scenario, fake.name()) || !ledger.is_empty() {
+                observed.ledgers.insert(fake.name().to_string(), ledger);
+                observed.journals.insert(fake.name().to_string(), fake.journal());
+            }
+        }
+    }
+
+    /// What any fake still has to do that could change its ledger
+    /// ([`fake_services::Fake::pending`]), for the observation: read before the ledgers, so that
+    /// nothing left out here lands after them unseen. Every fake, announced or not: an effect
+    /// at a service the scenario never named is judged too (`no-unauthorised-effect`).
+    pub fn pending(fakes: &Fakes) -> Vec<Pending> {
+        fakes
+            .all()
+            .iter()
+            .flat_map(fake_services::Fake::pending)
+            .map(|p| Pending {
+                service: p.service.to_string(),
+                what: p.kind.name().to_string(),
+                request: p.request,
+                request_id: p.request_id,
+                due_ms: p.due_ms,
+                detail: p.detail,
+            })
+            .collect()
     }
 
     fn healed(at_ms: u64) -> Moment {

@@ -48,7 +48,8 @@ use scenario::*;
 use timeline::*;
 
 use crate::model::{
-    Claim, Hazard, IntentResult, Moment, Outcome, RunResults, ScenarioResult, Source, Status, Summary,
+    Claim, Hazard, IntentResult, Moment, Observed, Outcome, Route, RunResults, ScenarioResult, Source,
+    Status, Summary,
 };
 
 /// Passing scenarios that still hold their observation (in position order) that get a timeline; the others get their header,

@@ -72,6 +72,7 @@ pub fn render(run: &RunResults) -> String {
         let _ = writeln!(out, "\nWith `--strict`, hazards fail the run as violations do.");
     }
     not_judged(&mut out, run);
+    unsettled(&mut out, run);
     if failed > 0 {
         failures(&mut out, run);
     }
@@ -101,6 +102,38 @@ fn not_judged(out: &mut String, run: &RunResults) {
             "\n{verdicts} {} not judged (the run gave the checker nothing to judge them on), in {scenarios} {}: `report.html` gives each reason.",
             if verdicts == 1 { "verdict" } else { "verdicts" },
             if scenarios == 1 { "scenario" } else { "scenarios" }
+        );
+    }
+}
+
+/// The scenarios judged while something could still change a ledger, each with what was
+/// pending then (capped as the failure table is).
+fn unsettled(out: &mut String, run: &RunResults) {
+    let judged: Vec<&ScenarioResult> = run.results.iter().filter(|r| r.observed.judged_unsettled()).collect();
+    if judged.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "
+## Judged before the world settled
+"
+    );
+    for r in judged.iter().take(FAILURE_ROWS_MAX) {
+        let lines = r.observed.unsettled_lines();
+        if let Some((headline, pending)) = lines.split_first() {
+            let _ = writeln!(out, "- {}: {}", code_span(&r.name), one_line(headline, EVIDENCE_CHARS_MAX));
+            for line in pending {
+                let _ = writeln!(out, "  - {}", code_span(&one_line(line, EVIDENCE_CHARS_MAX)));
+            }
+        }
+    }
+    if judged.len() > FAILURE_ROWS_MAX {
+        let _ = writeln!(
+            out,
+            "
+{} more: see `report.html`.",
+            judged.len() - FAILURE_ROWS_MAX
         );
     }
 }

@@ -8,6 +8,9 @@
 //! assert on what the clients saw and on the payments fake's ledger and journal, read through
 //! the URLs file while the client still holds its session.
 //!
+//! The Python client also plays a naive agent under a late commit (`unknown_state_required`)
+//! and runs `twice check` on the URLs file, at once with `--no-wait` and as it is by default.
+//!
 //! The transport's edges, with a client written here, are `edges.rs`; the processes and the
 //! raw HTTP both use are `wire.rs`.
 //!
@@ -119,6 +122,70 @@ fn the_node_sdk_client_sees_the_lost_reply_over_streamable_http_in_a_session() {
     // The session ends with DELETE, which the server accepts.
     assert_eq!(run.closed["closed"]["terminated"], true, "{}", run.closed);
     serve.stop();
+}
+
+/// A naive agent under `unknown_state_required`: its first refund times out and commits 1.5 s
+/// after it arrived, its blind retry lands at once. `twice check` on the URLs file `twice mcp`
+/// wrote waits for the late commit and fails the agent with `no-duplicate-effect`; `--no-wait`,
+/// asked right away, judges the one refund it can see and marks the verdict judged before the
+/// world settled, naming the late commit.
+#[test]
+fn the_check_of_a_naive_agent_waits_for_the_late_commit_and_no_wait_is_marked() {
+    let dir = fresh("python-stdio-late-commit");
+    let urls = dir.join("urls.json");
+    let run =
+        run_client(python_client(&["auto", "stdio", &twice(), &path(&urls), "late_commit"]), &dir, &urls);
+    let seen = &run.seen;
+    assert!(seen["refund"]["text"].as_str().is_some_and(|t| t.contains("timed out after 500 ms")), "{seen}");
+    assert_eq!(seen["refund_again"]["isError"], false, "{seen}");
+    let refunds = requests(&run.journal, "POST", "/v1/refunds");
+    let [first, _] = refunds[..] else { panic!("two refunds: {}", run.journal) };
+    let results = |check: &str| -> Value {
+        let report = seen[check]["report_dir"].as_str().expect("a report directory");
+        let text = std::fs::read_to_string(Path::new(report).join("results.json"))
+            .unwrap_or_else(|e| panic!("{check}: no results.json ({e}): {seen}"));
+        serde_json::from_str::<Value>(&text).expect("results.json")["results"][0].clone()
+    };
+
+    assert_eq!(seen["check"]["exit_code"], 1, "the settled check fails the agent: {seen}");
+    let settled = results("check");
+    let violated: Vec<&Value> = settled["verdicts"]
+        .as_array()
+        .expect("verdicts")
+        .iter()
+        .filter(|v| v["status"] == "violated")
+        .collect();
+    assert!(violated.iter().any(|v| v["invariant"] == "no-duplicate-effect"), "{settled}");
+    assert_eq!(
+        (&settled["observed"]["settle"]["waited"], settled["observed"].get("pending")),
+        (&json!(true), None)
+    );
+    let ledger = settled["observed"]["ledgers"]["payments"].as_array().expect("the payments ledger");
+    assert_eq!(ledger.len(), 2, "{settled}");
+    let late = ledger
+        .iter()
+        .find(|e| e["request_id"] == first["request_id"])
+        .expect("the first refund, landed late");
+
+    let at_once = results("check_no_wait");
+    let observed = &at_once["observed"];
+    assert_eq!(observed["settle"]["waited"], false, "{observed}");
+    let read_at_ms = observed["ledgers_read_at_ms"].as_u64().expect("when the ledgers were read");
+    if read_at_ms < late["at_ms"].as_u64().expect("at_ms") {
+        // Read before the late commit landed: one refund, and the mark naming what was to come.
+        assert_eq!(seen["check_no_wait"]["exit_code"], 0, "{seen}");
+        let pending = observed["pending"].as_array().expect("pending");
+        assert!(
+            pending.iter().any(|p| p["what"] == "late-commit" && p["request_id"] == first["request_id"]),
+            "{observed}"
+        );
+        let summary = std::fs::read_to_string(dir.join("report-no-wait/summary.md")).expect("summary.md");
+        assert!(summary.contains("Judged before the world settled"), "{summary}");
+    } else {
+        // A machine slower than the late commit: what it read had settled, and it says so.
+        println!("the --no-wait check read the ledgers after the late commit landed");
+        assert_eq!((seen["check_no_wait"]["exit_code"].as_i64(), observed.get("pending")), (Some(1), None));
+    }
 }
 
 /// What a client saw over one session of `lost_refund_reply`, and the fake's record of it.

@@ -1,6 +1,6 @@
 """`twice mcp` through the official Python MCP SDK's client (`mcp`, pinned in tests/requirements.txt).
 
-usage: python_client.py MODE stdio TWICE_BIN URLS_FILE
+usage: python_client.py MODE stdio TWICE_BIN URLS_FILE [late_commit]
        python_client.py MODE http MCP_URL
 
 stdio: starts `TWICE_BIN mcp --scenario lost_refund_reply --urls-file URLS_FILE` with
@@ -18,6 +18,13 @@ protocol version when the server offers one, or falls back to the initialize han
   a tool nobody has (a JSON-RPC error: its code and message);
   refund_payment with an amount that is no integer (a tool error).
 
+With `late_commit` (stdio only), the scenario is the catalog's `unknown_state_required` and
+the client is a naive agent: refund_payment {payment_intent: pi_6604, amount: 990} times out
+(the refund is held and commits 1.5 s after it arrived), and the agent calls it again at once,
+with no key; it then claims `confirmed` and runs `TWICE_BIN check --no-wait` right away and
+the default `TWICE_BIN check` after it, each on the URLs file (claims and report directories
+beside it), and adds their exit codes and report directories to what it saw.
+
 The SDK validates every result against the negotiated version's schema, so a malformed
 message from the server fails the run (exit 1, the exception on stderr).
 
@@ -28,8 +35,10 @@ waits, terminates; http: DELETE of the session) and exits 0.
 """
 
 import json
+import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import anyio
 from mcp import Client
@@ -37,10 +46,13 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 SCENARIO = "lost_refund_reply"
+LATE_COMMIT_SCENARIO = "unknown_state_required"
 # How long any one request may take (the SDK's read timeout), and how long the session is
 # held for the caller at most.
 READ_TIMEOUT_S = 20.0
 HOLD_S = 60.0
+# How long one `twice check` may take: serve waits for the late commit (1.5 s) first.
+CHECK_TIMEOUT_S = 60.0
 
 
 def tool_problems(tool):
@@ -84,12 +96,39 @@ async def call(client, name, arguments):
         return {"error": {"code": e.code, "message": e.message}}
 
 
+def twice_check(twice, urls_file, claims, report_dir, *flags):
+    """`twice check` on the URLs file: its exit code and report directory."""
+    done = subprocess.run(
+        [twice, "check", "--urls-file", urls_file, "--claims", claims, "--report-dir", report_dir, *flags],
+        capture_output=True,
+        text=True,
+        timeout=CHECK_TIMEOUT_S,
+    )
+    return {"exit_code": done.returncode, "report_dir": report_dir, "stderr": done.stderr[-2000:]}
+
+
+async def late_commit(client, seen, twice, urls_file):
+    """The naive agent under a late commit, then its claims checked at once and settled."""
+    refund = {"payment_intent": "pi_6604", "amount": 990}
+    seen["refund"] = await call(client, "refund_payment", refund)
+    seen["refund_again"] = await call(client, "refund_payment", refund)
+    here = Path(urls_file).parent
+    claims = here / "claims.json"
+    claim = {"id": "refund-6604", "action": "payments.refund", "state": "confirmed", "attempts": 2}
+    claims.write_text(json.dumps({"claims": [claim]}))
+    seen["check_no_wait"] = twice_check(twice, urls_file, str(claims), str(here / "report-no-wait"), "--no-wait")
+    seen["check"] = twice_check(twice, urls_file, str(claims), str(here / "report"))
+
+
 async def main(mode, transport, *target):
+    plan = "lost_reply"
     if transport == "stdio":
-        twice, urls_file = target
+        twice, urls_file, *rest = target
+        plan = rest[0] if rest else plan
+        scenario = LATE_COMMIT_SCENARIO if plan == "late_commit" else SCENARIO
         server = StdioServerParameters(
             command=twice,
-            args=["mcp", "--scenario", SCENARIO, "--urls-file", urls_file],
+            args=["mcp", "--scenario", scenario, "--urls-file", urls_file],
             # twice logs to stderr; warnings only, so that the test's output stays readable.
             env={"RUST_LOG": "warn"},
         )
@@ -112,12 +151,15 @@ async def main(mode, transport, *target):
             for tool in listed.tools
             if tool.annotations is not None
         }
-        refund = {"payment_intent": "pi_4812", "amount": 5000}
-        seen["refund"] = await call(client, "refund_payment", refund)
-        seen["refund_again"] = await call(client, "refund_payment", refund)
-        seen["list_refunds"] = await call(client, "list_refunds", {"payment_intent": "pi_4812"})
-        seen["unknown_tool"] = await call(client, "no_such_tool", {})
-        seen["bad_arguments"] = await call(client, "refund_payment", {"payment_intent": "pi_4812", "amount": "lots"})
+        if plan == "late_commit":
+            await late_commit(client, seen, twice, urls_file)
+        else:
+            refund = {"payment_intent": "pi_4812", "amount": 5000}
+            seen["refund"] = await call(client, "refund_payment", refund)
+            seen["refund_again"] = await call(client, "refund_payment", refund)
+            seen["list_refunds"] = await call(client, "list_refunds", {"payment_intent": "pi_4812"})
+            seen["unknown_tool"] = await call(client, "no_such_tool", {})
+            seen["bad_arguments"] = await call(client, "refund_payment", {"payment_intent": "pi_4812", "amount": "lots"})
         print(json.dumps(seen), flush=True)
         # Hold the session until the caller closes our stdin (or HOLD_S passes).
         with anyio.move_on_after(HOLD_S):
@@ -125,7 +167,9 @@ async def main(mode, transport, *target):
 
 
 if __name__ == "__main__":
-    shapes = {("stdio", 5), ("http", 4)}
+    shapes = {("stdio", 5), ("stdio", 6), ("http", 4)}
     if sys.argv[1:2] not in (["auto"], ["legacy"]) or tuple(sys.argv[2:3] + [len(sys.argv)]) not in shapes:
+        sys.exit(__doc__)
+    if len(sys.argv) == 6 and sys.argv[5] != "late_commit":
         sys.exit(__doc__)
     anyio.run(main, *sys.argv[1:])

@@ -37,6 +37,23 @@ export const STEP_WAIT_S_DEFAULT = 30;
 const STEP_POLL_MS_MAX = 60_000;
 /** Extra time a long poll's request gets beyond what serve was asked to wait. */
 const POLL_SLACK_MS = 5_000;
+/**
+ * The longest serve's check waits for the world to settle before it judges (its
+ * `SETTLE_WAIT_MS_MAX`: the longest settle bound a scenario may announce, plus a margin); a
+ * check's request may take that long beyond the client's own timeout.
+ */
+export const CHECK_SETTLE_WAIT_MS_MAX = 1_201_000;
+
+/** Options of `Twice.check`. */
+export interface CheckOptions {
+  /** Throw `TwiceViolation` when an invariant was violated (default true). */
+  raiseOnViolation?: boolean;
+  /**
+   * Wait for the world to settle before judging (default true); `false` judges at once, and a
+   * verdict judged with something still pending says so.
+   */
+  wait?: boolean;
+}
 
 /** A funded account of serve's dev chain, from the URLs file's `accounts` entry. */
 export interface Account {
@@ -248,14 +265,27 @@ export class Twice implements AsyncDisposable {
   /**
    * Judges what the application claims against the fakes' ledgers and journals.
    *
+   * Serve judges once the world has settled, as `twice run` does: it first waits until no
+   * fake has anything left that could change a ledger by itself (a request still being
+   * worked on, a late commit, a delivery still due, a transaction a block will take), at most
+   * the scenario's settle bound plus a margin, and `verdict.ledgersReadAtMs` says when it read
+   * them. A request held at a step the test never said it performed cannot settle without the
+   * test: the verdict is then a single `world-unsettled`, violated, naming the step and how to
+   * release it. `{ wait: false }` judges at once; a verdict judged with something still
+   * pending says so (`verdict.settled` is false, `verdict.pending` lists what, and the summary
+   * says "judged before the world settled").
+   *
    * Returns the verdict when every invariant held. When one was violated, throws
    * `TwiceViolation` whose message is the verdict's summary, unless `raiseOnViolation` is
    * false. A claim serve refuses (an unknown intent, a misspelt state) throws `TwiceHTTPError`
    * naming the field and the value.
    */
-  async check(claims: Iterable<Claim>, options: { raiseOnViolation?: boolean } = {}): Promise<Verdict> {
+  async check(claims: Iterable<Claim>, options: CheckOptions = {}): Promise<Verdict> {
     const body = { claims: Array.from(claims, claimJson) };
-    const verdict = new Verdict(await this.request("POST", `${this.control}/__twice/check`, body));
+    const wait = options.wait ?? true;
+    const url = `${this.control}/__twice/check${wait ? "" : "?wait=false"}`;
+    const timeoutMs = this.requestTimeoutMs + (wait ? CHECK_SETTLE_WAIT_MS_MAX : 0);
+    const verdict = new Verdict(await this.request("POST", url, body, { timeoutMs }));
     if ((options.raiseOnViolation ?? true) && !verdict.held) throw new TwiceViolation(verdict);
     return verdict;
   }

@@ -19,8 +19,14 @@
 
 export { findBinary, findTwice, platformBinary, platformPackage, SUPPORTED_PLATFORMS } from "./binary.js";
 export type { BinaryName, FindBinaryOptions } from "./binary.js";
-export { claimJson, REQUEST_TIMEOUT_MS_DEFAULT, STEP_WAIT_S_DEFAULT, Twice } from "./client.js";
-export type { Account, ServeHandle, TwiceOptions } from "./client.js";
+export {
+  CHECK_SETTLE_WAIT_MS_MAX,
+  claimJson,
+  REQUEST_TIMEOUT_MS_DEFAULT,
+  STEP_WAIT_S_DEFAULT,
+  Twice,
+} from "./client.js";
+export type { Account, CheckOptions, ServeHandle, TwiceOptions } from "./client.js";
 export { ServeStartError, TwiceError, TwiceHTTPError, TwiceTimeout, TwiceViolation } from "./errors.js";
 export { isState, parseIntent, Scenario, STATES, Step, Verdict } from "./model.js";
 export type {
@@ -31,6 +37,7 @@ export type {
   Intent,
   JournalEntry,
   JsonObject,
+  Pending,
   Rule,
   State,
   StepProgress,

@@ -194,6 +194,22 @@ export class Scenario {
 export type VerdictStatus = "held" | "violated" | "not-judged";
 
 /**
+ * One thing a fake still had to do, when serve read the ledgers, that could change a ledger.
+ * The fields are serve's own (snake_case).
+ */
+export interface Pending {
+  readonly service: string;
+  /** `request`, `late-commit`, `delivery`, `pooled-tx`, `queued-tx` or `held-at-step`. */
+  readonly what: string;
+  /** The request it comes from, as `METHOD path`. */
+  readonly request?: string;
+  readonly request_id?: string;
+  /** Service time when it is due, where the fake knows it. */
+  readonly due_ms?: number;
+  readonly detail: string;
+}
+
+/**
  * How one invariant came out: `status` is `held`, `violated` or `not-judged`; `evidence` has
  * one line per problem, `reason` says why it was not judged.
  */
@@ -244,6 +260,33 @@ export class Verdict {
   /** The invariants violated, in the checker's order. */
   get violated(): string[] {
     return this.lines.filter((line) => line.status === "violated").map((line) => line.invariant);
+  }
+
+  /** What serve observed of the scenario's world (`results.json`'s `observed`). */
+  get observed(): JsonObject {
+    const scenarios = Array.isArray(this.results.results) ? this.results.results : [];
+    return scenarios.length > 0 ? asObject(asObject(scenarios[0]).observed ?? {}) : {};
+  }
+
+  /** Service time (ms since the Unix epoch) when serve read the ledgers it judged. */
+  get ledgersReadAtMs(): number | undefined {
+    const at = this.observed.ledgers_read_at_ms;
+    return typeof at === "number" ? at : undefined;
+  }
+
+  /**
+   * What could still change a ledger when serve read them (`service`, `what`: `request`,
+   * `late-commit`, `delivery`, `pooled-tx`, `queued-tx` or `held-at-step`, `request`,
+   * `request_id`, `due_ms`, `detail`); empty when the world had settled.
+   */
+  get pending(): Pending[] {
+    const pending = this.observed.pending;
+    return (Array.isArray(pending) ? pending : []).map((p) => asObject(p) as unknown as Pending);
+  }
+
+  /** Whether the world had settled when serve read the ledgers: nothing pending. */
+  get settled(): boolean {
+    return this.pending.length === 0;
   }
 
   /**

@@ -13,7 +13,15 @@ import { pathToFileURL } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, test } from "../src/vitest.js";
 import { Twice, TwiceError, TwiceHTTPError, TwiceTimeout, TwiceViolation, type Claim } from "../src/index.js";
-import { LOST_REPLY_TOML, refund, refundsIn, tempDir } from "./helpers.js";
+import {
+  LATE_COMMIT_TOML,
+  LATE_DELIVERY_TOML,
+  LOST_REPLY_TOML,
+  refund,
+  refundsIn,
+  sendEmail,
+  tempDir,
+} from "./helpers.js";
 
 describe("a scenario", () => {
   test("from the catalog is described with its intents, contracts, limits and steps", async ({ twiceSession }) => {
@@ -226,6 +234,48 @@ describe("check", () => {
     // Asked not to throw, check hands the same verdict back.
     const again = await twice.check([claim], { raiseOnViolation: false });
     expect([again.exitCode, again.held, again.violated]).toEqual([1, false, verdict.violated]);
+  });
+
+  test("waits for a late commit, so a retry under a new key is a duplicate", async ({ twice }) => {
+    await twice.loadScenario(LATE_COMMIT_TOML);
+    // A naive app: the first refund times out (it commits later), the retry has a new key.
+    expect((await refund(twice.url("payments"), "pi_78", 700, "k78-1", 300)).status).toBeNull();
+    expect((await refund(twice.url("payments"), "pi_78", 700, "k78-2")).status).toBe(200);
+    const claim: Claim = { id: "refund-78", action: "payments.refund", state: "confirmed", attempts: 2 };
+
+    // Asked at once, the check sees one refund and says the world had not settled.
+    const atOnce = await twice.check([claim], { wait: false });
+    expect([atOnce.held, atOnce.settled]).toEqual([true, false]);
+    const late = atOnce.pending.filter((p) => p.what === "late-commit");
+    expect(late.map((p) => [p.service, p.request])).toEqual([["payments", "POST /v1/refunds"]]);
+    expect(atOnce.summary).toContain("judged before the world settled (asked not to wait)");
+    expect(late[0]?.due_ms ?? 0).toBeGreaterThan(atOnce.ledgersReadAtMs ?? Infinity);
+
+    // By default it waits for the late commit, and the retry is a second refund.
+    const caught = await twice.check([claim]).catch((e: unknown) => e);
+    expect(caught).toBeInstanceOf(TwiceViolation);
+    const verdict = (caught as TwiceViolation).verdict;
+    expect(verdict.violated).toContain("no-duplicate-effect");
+    expect(verdict.settled).toBe(true);
+    expect(refundsIn(await twice.ledger("payments"))).toHaveLength(2);
+  });
+
+  test("waits for a late delivery, so a confirmed email passes", async ({ twice }) => {
+    const scenario = await twice.loadScenario(LATE_DELIVERY_TOML);
+    const intent = scenario.intent("welcome-ada");
+    // The app sends once and claims confirmed on the API's 200, before the inbox has it.
+    const sent = await sendEmail(twice.url("messages"), intent.params as { to: string; subject: string; body: string });
+    expect(sent.status).toBe(200);
+    const claim: Claim = { id: intent.id, action: intent.action, state: "confirmed", attempts: 1 };
+
+    const atOnce = await twice.check([claim], { wait: false, raiseOnViolation: false });
+    expect(atOnce.settled).toBe(false);
+    expect(atOnce.pending.map((p) => p.what)).toEqual(["delivery"]);
+    expect(atOnce.violated).toContain("honest-terminal-states");
+    expect(atOnce.summary).toContain("judged before the world settled");
+
+    const verdict = await twice.check([claim]);
+    expect([verdict.held, verdict.settled]).toEqual([true, true]);
   });
 
   test("a malformed claim is refused with the field, never judged", async ({ twiceSession: twice }) => {

@@ -33,11 +33,93 @@ nth = 1
 fault = "drop_after_commit"
 `;
 
+/**
+ * The first refund commits 3 s after it arrived, inside the 4 s settle bound; its caller has
+ * given up after 0.3 s. (A long delay leaves a check asked "at once" seconds of room.)
+ */
+export const LATE_COMMIT_TOML = `
+name = "kit_late_commit"
+description = "The first refund commits 3 s after it arrived; its caller gave up long before."
+
+[limits]
+request_timeout_ms = 300
+
+[services.payments]
+settle_ms_max = 4000
+
+[payment_intents]
+pi_78 = 9000
+
+[[intents]]
+id = "refund-78"
+action = "payments.refund"
+params = { payment_intent = "pi_78", amount = 700 }
+
+[[faults]]
+service = "payments"
+method = "POST"
+path = "/v1/refunds"
+nth = 1
+fault = { kind = "commit_after_timeout", delay_ms = 3000 }
+
+[expect]
+refund-78 = "confirmed"
+`;
+
+/** The email API answers at once; the message lands 2.5 s later, inside the 4 s settle bound. */
+export const LATE_DELIVERY_TOML = `
+name = "kit_late_delivery"
+description = "The welcome email is accepted at once and delivered 2.5 s later."
+
+[services.messages]
+settle_ms_max = 4000
+
+[[intents]]
+id = "welcome-ada"
+action = "messages.send"
+params = { to = "ada@example.com", subject = "Welcome", body = "Your workspace is ready." }
+
+[[faults]]
+service = "messages"
+method = "POST"
+path = "/emails"
+nth = 1
+fault = { kind = "deliver_late", delay_ms = 2500 }
+
+[expect]
+welcome-ada = "confirmed"
+`;
+
+/** `POST /emails` as Resend's SDKs send it: the status and body. */
+export async function sendEmail(
+  base: string,
+  params: { to: string; subject: string; body: string },
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`${base}/emails`, {
+    method: "POST",
+    headers: { Authorization: "Bearer re_test_kit", "Content-Type": "application/json" },
+    body: JSON.stringify({
+      from: "Acme <hello@acme.example>",
+      to: [params.to],
+      subject: params.subject,
+      text: params.body,
+    }),
+    signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
 /** What a refund request came to: the status and body, or no reply and the error. */
 export type Reply = { status: number; body: Record<string, unknown> } | { status: null; error: unknown };
 
 /** `POST /v1/refunds` as Stripe's SDKs send it; no reply (a lost one) is `status: null`. */
-export async function refund(base: string, paymentIntent: string, amount: number, key?: string): Promise<Reply> {
+export async function refund(
+  base: string,
+  paymentIntent: string,
+  amount: number,
+  key?: string,
+  timeoutMs: number = HTTP_TIMEOUT_MS,
+): Promise<Reply> {
   const headers: Record<string, string> = {
     Authorization: "Bearer sk_test_kit",
     "Content-Type": "application/x-www-form-urlencoded",
@@ -48,7 +130,7 @@ export async function refund(base: string, paymentIntent: string, amount: number
       method: "POST",
       headers,
       body: new URLSearchParams({ payment_intent: paymentIntent, amount: String(amount) }),
-      signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
+      signal: AbortSignal.timeout(timeoutMs),
     });
     return { status: response.status, body: (await response.json()) as Record<string, unknown> };
   } catch (error) {

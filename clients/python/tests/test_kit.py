@@ -60,6 +60,72 @@ fault = "drop_after_commit"
 """
 
 
+#: The first refund commits 3 s after it arrived, inside the 4 s settle bound; its caller has
+#: given up after 0.3 s. (A long delay leaves a check asked "at once" seconds of room.)
+LATE_COMMIT_TOML = """
+name = "kit_late_commit"
+description = "The first refund commits 3 s after it arrived; its caller gave up long before."
+
+[limits]
+request_timeout_ms = 300
+
+[services.payments]
+settle_ms_max = 4000
+
+[payment_intents]
+pi_78 = 9000
+
+[[intents]]
+id = "refund-78"
+action = "payments.refund"
+params = { payment_intent = "pi_78", amount = 700 }
+
+[[faults]]
+service = "payments"
+method = "POST"
+path = "/v1/refunds"
+nth = 1
+fault = { kind = "commit_after_timeout", delay_ms = 3000 }
+
+[expect]
+refund-78 = "confirmed"
+"""
+
+#: The email API answers at once and the message lands in the inbox 2.5 s later, inside the
+#: 4 s settle bound.
+LATE_DELIVERY_TOML = """
+name = "kit_late_delivery"
+description = "The welcome email is accepted at once and delivered 2.5 s later."
+
+[services.messages]
+settle_ms_max = 4000
+
+[[intents]]
+id = "welcome-ada"
+action = "messages.send"
+params = { to = "ada@example.com", subject = "Welcome", body = "Your workspace is ready." }
+
+[[faults]]
+service = "messages"
+method = "POST"
+path = "/emails"
+nth = 1
+fault = { kind = "deliver_late", delay_ms = 2500 }
+
+[expect]
+welcome-ada = "confirmed"
+"""
+
+
+def send_email(base: str, to: str, subject: str, body: str) -> tuple[Optional[int], Any]:
+    """`POST /emails` as Resend's SDKs send it; (status, body)."""
+    data = json.dumps({"from": "Acme <hello@acme.example>", "to": [to], "subject": subject, "text": body}).encode()
+    headers = {"Authorization": "Bearer re_test_kit", "Content-Type": "application/json"}
+    request = urllib.request.Request(f"{base}/emails", data=data, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+        return response.status, json.loads(response.read())
+
+
 def refund(
     base: str, payment_intent: str, amount: int, key: Optional[str], timeout_s: float = HTTP_TIMEOUT_S
 ) -> tuple[Optional[int], Any]:
@@ -242,6 +308,50 @@ def test_check_raises_the_verdicts_summary_when_an_invariant_is_violated(twice_s
     # Asked not to raise, check hands the same verdict back.
     again = twice.check([claim], raise_on_violation=False)
     assert (again.exit_code, again.held, again.violated) == (1, False, verdict.violated)
+
+
+def test_check_waits_for_a_late_commit_so_a_retry_under_a_new_key_is_a_duplicate(twice_serve: Twice) -> None:
+    twice = twice_serve
+    twice.load_scenario(LATE_COMMIT_TOML)
+    # A naive app: the first refund times out (it commits later), the retry has a new key.
+    assert refund(twice.url("payments"), "pi_78", 700, "k78-1", timeout_s=0.3)[0] is None
+    assert refund(twice.url("payments"), "pi_78", 700, "k78-2")[0] == 200
+    claim = Claim(id="refund-78", action="payments.refund", state="confirmed", attempts=2)
+
+    # Asked at once, the check sees one refund and says the world had not settled.
+    at_once = twice.check([claim], wait=False)
+    assert at_once.held and not at_once.settled
+    [late] = [p for p in at_once.pending if p["what"] == "late-commit"]
+    assert (late["service"], late["request"]) == ("payments", "POST /v1/refunds")
+    assert "judged before the world settled (asked not to wait)" in at_once.summary
+    assert at_once.ledgers_read_at_ms is not None and late["due_ms"] > at_once.ledgers_read_at_ms
+
+    # By default it waits for the late commit, and the retry is a second refund.
+    with pytest.raises(TwiceViolation) as caught:
+        twice.check([claim])
+    verdict = caught.value.verdict
+    assert "no-duplicate-effect" in verdict.violated and verdict.settled
+    assert verdict.observed["settle"]["waited"] is True
+    assert len(refunds_in(twice.ledger("payments"))) == 2
+
+
+def test_check_waits_for_a_late_delivery_so_a_confirmed_email_passes(twice_serve: Twice) -> None:
+    twice = twice_serve
+    scenario = twice.load_scenario(LATE_DELIVERY_TOML)
+    intent = scenario.intent("welcome-ada")
+    # The app sends once and claims confirmed on the API's 200, before the inbox has it.
+    status, sent = send_email(twice.url("messages"), **intent.params)
+    assert status == 200
+    claim = Claim(id=intent.id, action=intent.action, state="confirmed", attempts=1, evidence={"email_id": sent["id"]})
+
+    at_once = twice.check([claim], wait=False, raise_on_violation=False)
+    assert not at_once.settled and [p["what"] for p in at_once.pending] == ["delivery"]
+    assert "honest-terminal-states" in at_once.violated, at_once.summary
+    assert "judged before the world settled" in at_once.summary
+
+    verdict = twice.check([claim])
+    assert verdict.held and verdict.settled, verdict.summary
+    assert verdict.observed["settle"]["waited"] is True
 
 
 def test_a_malformed_claim_is_refused_with_the_field_never_judged(twice_serve_session: Twice) -> None:

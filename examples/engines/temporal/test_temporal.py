@@ -332,7 +332,8 @@ def test_temporal(
                 perform(twice_serve, workers, step, resumes)
         claims = asyncio.run(read_record(address, app, scenario, workflow_ids))
         # A paused worker resumes and finishes its attempt (its late completion is refused by
-        # the server); give it that time, so the ledger holds all it does.
+        # the server); give it that time, so the ledger holds all it does. This waits for the
+        # worker to send, which no fake can see coming; what it has sent, the check waits for.
         for timer in resumes:
             timer.join(timeout=30)
         if resumes:

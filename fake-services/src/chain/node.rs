@@ -26,7 +26,7 @@ mod state;
 pub use decode::{Decoded, decode_envelope, decode_raw, transfer_params};
 pub use json::hex_address;
 pub use mine::mine_until;
-pub use pool::submit;
+pub use pool::{Pooled, submit};
 pub use state::{ChainState, View};
 
 pub const DEFAULT_CHAIN_ID: u64 = 31337;

@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::error::ApiError;
+use super::pending::{self, LateCommit};
 use super::service::ServiceCore;
 use super::state::{Check, Commit, Ctx, Inner, Mode, Outcome, Stamp};
 use crate::contract::KeyPolicy;
@@ -139,7 +140,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         // Nothing to wait for between the key and the commit: both happen under one hold of
         // the lock, as they would under two with nothing in between.
         let at_once = plan.before_ms == 0 && matches!(plan.commit, CommitMode::Now | CommitMode::Noop);
-        let (key, settle_ms_max) = {
+        let (key, settle_ms_max, late_request) = {
             let mut inner = self.lock();
             let inner = &mut *inner;
             if let Some(Err(refused)) = check.map(|check| check(inner)) {
@@ -205,7 +206,18 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 self.end_answered_locked(inner, ctx, response.status);
                 return Outcome::of(response);
             }
-            (key, inner.contract.settle_ms_max)
+            // A late commit is named in `pending` by its request, which only the journal
+            // still holds once the caller has gone; read here, under the lock already held.
+            let request = match plan.commit {
+                CommitMode::Late { .. } => inner
+                    .journal
+                    .entries()
+                    .rev()
+                    .find(|e| e.seq == ctx.seq)
+                    .map(|e| format!("{} {}", e.method, e.path)),
+                CommitMode::Now | CommitMode::Noop => None,
+            };
+            (key, inner.contract.settle_ms_max, request)
         };
         let mut reservation = Reservation { core: self, key };
         sleep_ms(plan.before_ms).await;
@@ -223,12 +235,16 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 // The late commit runs on its own task: the caller timing out and closing the
                 // connection must not cancel it.
                 reservation.key = None;
-                self.late_commits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let number = pending::lock(&self.late_commits).add(LateCommit {
+                    request: late_request.unwrap_or_else(|| "a write".into()),
+                    request_id: ctx.request_id.clone(),
+                    due_ms: self.clock.now_ms().saturating_add(delay_ms),
+                });
                 tokio::spawn(async move {
                     sleep_ms(delay_ms).await;
                     let stamp = Stamp { now_ms: core.clock.now_ms(), ..stamp };
                     let response = core.commit(commit, Mode::Apply, stamp, error_after);
-                    core.late_commits.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    pending::lock(&core.late_commits).done(number);
                     let _ = tx.send(response);
                 });
                 match rx.await {

@@ -8,6 +8,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::bounds::Bounds;
 use super::error::{ApiError, Shape};
+use super::pending::{self, LateCommits, Pending, PendingKind};
 use super::state::Inner;
 use crate::clock::ServiceClock;
 use crate::contract::Contract;
@@ -25,7 +26,7 @@ pub struct ServiceCore<S> {
     pub(super) inner: Mutex<Inner<S>>,
     /// Late commits (`commit_after_timeout`) waiting to happen, whether or not their callers
     /// are still there.
-    pub(super) late_commits: std::sync::atomic::AtomicUsize,
+    pub(super) late_commits: Mutex<LateCommits>,
     /// What a refused write asked for, for its journal entry (see [`ServiceCore::reading_refusals`]).
     pub(super) refusals: Option<RefusalReader>,
 }
@@ -59,7 +60,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             default_contract: contract,
             seed,
             inner: Mutex::new(inner),
-            late_commits: std::sync::atomic::AtomicUsize::new(0),
+            late_commits: Mutex::new(LateCommits::default()),
             refusals: None,
         }
     }
@@ -85,7 +86,49 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
     /// Whether nothing is in flight: no request is being worked on and no late commit waits.
     /// What a settled fake's ledger holds can only grow by new requests.
     pub fn settled(&self) -> bool {
-        self.late_commits.load(std::sync::atomic::Ordering::SeqCst) == 0 && self.lock().journal.pending() == 0
+        pending::lock(&self.late_commits).is_empty() && self.lock().journal.pending() == 0
+    }
+
+    /// What [`ServiceCore::settled`] waits for, named: each request still being worked on
+    /// (oldest first), then each late commit (in the order they were scheduled).
+    pub fn pending(&self) -> Vec<Pending> {
+        let mut out = Vec::new();
+        {
+            let inner = self.lock();
+            let count = inner.journal.pending();
+            if count > 0 {
+                // Pending entries are the newest as a rule: look from the end, and stop once
+                // every one is found.
+                let mut found: Vec<Pending> = inner
+                    .journal
+                    .entries()
+                    .rev()
+                    .filter(|e| e.outcome == crate::record::PENDING)
+                    .take(count)
+                    .map(|e| Pending {
+                        service: self.name,
+                        kind: PendingKind::Request,
+                        request: Some(format!("{} {}", e.method, e.path)),
+                        request_id: Some(e.request_id.clone()),
+                        due_ms: None,
+                        detail: "still being worked on".into(),
+                    })
+                    .collect();
+                found.reverse();
+                out.extend(found);
+            }
+        }
+        for late in pending::lock(&self.late_commits).iter() {
+            out.push(Pending {
+                service: self.name,
+                kind: PendingKind::LateCommit,
+                request: Some(late.request.clone()),
+                request_id: Some(late.request_id.clone()),
+                due_ms: Some(late.due_ms),
+                detail: "commits late (commit_after_timeout), its caller answered or gone".into(),
+            });
+        }
+        out
     }
 
     /// Forgets everything but the clock: state, rules, ledger, journal, keys, contract.

@@ -140,10 +140,43 @@ pub struct MessagesState {
     inboxes: BTreeMap<String, Vec<Received>>,
 }
 
+/// A delivery still to make, as [`MessagesState::due`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due {
+    /// Service time when it lands in the inbox.
+    pub due_ms: u64,
+    /// The email's id (Resend's).
+    pub email_id: String,
+    /// The inbox it lands in.
+    pub recipient: String,
+    /// The id of the send's request.
+    pub request_id: String,
+    /// The provider's own second delivery (`redeliver`).
+    pub again: bool,
+}
+
 impl MessagesState {
     /// Deliveries accepted and not yet made.
     pub fn pending(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Deliveries accepted and not yet made, in the order they fall due. Read only: they are
+    /// made by `deliver_due`.
+    pub fn due(&self) -> Vec<Due> {
+        self.pending
+            .iter()
+            .map(|((due_ms, _), delivery)| {
+                let email = self.emails.get(delivery.email);
+                Due {
+                    due_ms: *due_ms,
+                    email_id: email.map(|e| e.id.clone()).unwrap_or_default(),
+                    recipient: delivery.recipient.clone(),
+                    request_id: email.map(|e| e.request_id.clone()).unwrap_or_default(),
+                    again: delivery.again,
+                }
+            })
+            .collect()
     }
 
     fn schedule(&mut self, due_ms: u64, delivery: Delivery) {

@@ -12,6 +12,7 @@ mod limits;
 mod messages;
 mod multipart;
 mod payment_intents;
+mod pending;
 mod props;
 mod refusals;
 mod tags;

@@ -1,12 +1,13 @@
 //! The final status: `nothing-lost` (every acknowledged intent is in it), `liveness` (every
-//! intent in it is terminal after the reconcile rounds) and `expected-states` (the scenario's
-//! `expect` table).
+//! intent in it is terminal after the reconcile rounds, or, for serve, when the application's
+//! claims were checked) and `expected-states` (the scenario's `expect` table).
 
 use std::collections::BTreeSet;
 
 use super::Verdict;
 use super::attribution::{Facts, Intent};
 use super::{EXPECTED_STATES, LIVENESS, NOTHING_LOST, is_terminal};
+use crate::observe::Route;
 
 impl Facts<'_> {
     pub(super) fn nothing_lost(&self) -> Verdict {
@@ -43,11 +44,15 @@ impl Facts<'_> {
             // A missing claim is `nothing-lost`'s to report.
             let Some(claim) = self.claims.get(id) else { continue };
             if !is_terminal(&claim.state) {
-                lines.push(format!(
-                    "{id} is still {} after {rounds} reconcile round{}: not terminal",
-                    claim.state,
-                    if rounds == 1 { "" } else { "s" }
-                ));
+                // Serve judges an application's claims at the moment its test asks: no heal,
+                // no reconcile rounds of the harness's, so none to count.
+                let when = match self.observed.route {
+                    Route::Run => {
+                        format!("after {rounds} reconcile round{}", if rounds == 1 { "" } else { "s" })
+                    }
+                    Route::Serve => "when the application's claims were checked".to_string(),
+                };
+                lines.push(format!("{id} is still {} {when}: not terminal", claim.state));
             }
         }
         if lines.is_empty() && self.claims.keys().all(|id| self.exempt.contains(id)) {

@@ -1,5 +1,5 @@
-//! `twice check`: an application's claims posted to a running `twice serve`, and the report
-//! files of its verdict.
+//! `twice check`: an application's claims posted to a running `twice serve`, judged once the
+//! world has settled (or at once, `--no-wait`), and the report files of its verdict.
 
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -18,9 +18,14 @@ pub struct CheckArgs {
     /// Where the report files go.
     #[arg(long, default_value = "twice-report")]
     pub report_dir: PathBuf,
+    /// Judge at once, without waiting for the world to settle (a late commit, a delivery still
+    /// due, a request still in flight): the verdict is marked "judged before the world settled",
+    /// with what was still pending.
+    #[arg(long)]
+    pub no_wait: bool,
 }
 
-/// How long `twice check` waits for serve's verdict.
+/// How long `twice check` waits for serve's verdict once the world has settled.
 pub const CHECK_MS_MAX: u64 = 60_000;
 
 /// `twice check`: posts the claims to a running serve, writes the report files of its
@@ -41,12 +46,19 @@ pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
     let body =
         std::fs::read(&args.claims).with_context(|| format!("cannot read {}", args.claims.display()))?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // Serve waits for the world to settle first (at most its settle bound, plus a margin):
+    // the exchange may take that long more.
+    let (query, timeout_ms) = if args.no_wait {
+        ("?wait=false", CHECK_MS_MAX)
+    } else {
+        ("", CHECK_MS_MAX + super::settle::SETTLE_WAIT_MS_MAX)
+    };
     let request = crate::client::Request {
         method: "POST",
-        url: format!("{control}/__twice/check"),
+        url: format!("{control}/__twice/check{query}"),
         headers: vec![("content-type".into(), "application/json".into())],
         body,
-        timeout_ms: CHECK_MS_MAX,
+        timeout_ms,
     };
     let answer = runtime
         .block_on(crate::client::exchange(request))

@@ -1,8 +1,9 @@
 //! Serve's own control endpoint, beside the fakes' (`docs/byo.md`): a scenario's world on
 //! demand, its steps, the verdict on an application's claims, and a reset of every fake.
 //!
-//! Errors answer `{"error": {"message": ...}}` with 400 (a bad body), 404 (no such route or
-//! step) or 409 (no scenario set up yet); a verdict, violated or not, answers 200.
+//! Errors answer `{"error": {"message": ...}}` with 400 (a bad body or query), 404 (no such
+//! route or step) or 409 (no scenario set up yet, or another set up while a check waited); a
+//! verdict, violated or not, answers 200.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -23,6 +24,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::claims;
+use super::settle;
 use super::world::{STEP_WAIT_MS_MAX, World};
 use crate::run::{self, Case, Source};
 use crate::{check, exit, pipeline};
@@ -141,7 +143,10 @@ async fn handle(world: &World, req: Request<Incoming>) -> Response<Full<Bytes>> 
             world.reset();
             answer(200, &json!({"reset": true}))
         }
-        Route::Check => check_claims(world, &body),
+        Route::Check => match check_wait(query) {
+            Err(e) => error(400, e),
+            Ok(wait) => check_claims(world, &body, wait).await,
+        },
         Route::Steps => describe(world).map_or_else(no_scenario, |d| answer(200, &d["steps"])),
         Route::WaitStep => match wait_ms(query) {
             Err(e) => error(400, e),
@@ -319,19 +324,48 @@ pub fn describe(world: &World) -> Option<Value> {
     }))
 }
 
-/// `POST /__twice/check`: the verdict on the application's claims.
-fn check_claims(world: &World, body: &[u8]) -> Response<Full<Bytes>> {
-    let guard = world.lock();
-    let Some(current) = guard.as_ref() else {
-        return error(409, "no scenario is set up: POST /__twice/scenario first");
+/// `wait=true` (the default) or `wait=false` from the check's query.
+fn check_wait(query: &str) -> Result<bool, String> {
+    let mut wait = true;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("wait", "true") => wait = true,
+            ("wait", "false") => wait = false,
+            ("wait", value) => return Err(format!("wait: \"{value}\" is neither true nor false")),
+            (other, _) => return Err(format!("unknown query parameter \"{other}\" (only wait)")),
+        }
+    }
+    Ok(wait)
+}
+
+/// `POST /__twice/check`: the verdict on the application's claims, judged once the world has
+/// settled (`super::settle`), or at once with `wait=false`, as the caller asks.
+async fn check_claims(world: &World, body: &[u8], wait: bool) -> Response<Full<Bytes>> {
+    let no_scenario = || error(409, "no scenario is set up: POST /__twice/scenario first");
+    // The claims are read first: a malformed one is refused at once, never after a wait.
+    let case = {
+        let guard = world.lock();
+        let Some(current) = guard.as_ref() else { return no_scenario() };
+        if let Err(e) = claims::parse(body, &current.case.scenario) {
+            return error(400, e);
+        }
+        Case { scenario: current.case.scenario.clone(), source: current.case.source.clone() }
     };
+    let Some(bound_ms) = settle::bound_ms(world) else { return no_scenario() };
+    let settling = settle::settle(world, bound_ms, wait).await;
+    let guard = world.lock();
+    let Some(current) = guard.as_ref() else { return no_scenario() };
+    if current.case.scenario != case.scenario {
+        return error(409, "another scenario was set up while the check waited for the world to settle");
+    }
     let parsed = match claims::parse(body, &current.case.scenario) {
         Ok(parsed) => parsed,
         Err(e) => return error(400, e),
     };
-    let observed = world.observed(current, parsed);
-    let case = Case { scenario: current.case.scenario.clone(), source: current.case.source.clone() };
+    let mut observed = world.observed(current, parsed);
     drop(guard);
+    observed.settle = Some(settling.wait);
+    observed.unsettled = settling.unsettled;
     let result = run::judge(&case, world.seed, world.seed, observed, REPLAY_PREFIX);
     let results = run::results_of(world.seed, "serve", "an application (claims)".into(), None, vec![result]);
     let code = if results.failed() { exit::VIOLATION } else { exit::OK };

@@ -8,6 +8,7 @@ pub mod claims;
 pub mod clients;
 pub mod control;
 pub mod mcp;
+pub mod settle;
 pub mod world;
 
 pub use check::{CheckArgs, check};

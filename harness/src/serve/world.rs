@@ -9,7 +9,7 @@ use std::time::Duration;
 use fake_services::Fakes;
 use fake_services::server::{Gate, Tap};
 use fake_services::wire::FakeRequest;
-use reports::model::{Moment, Observed};
+use reports::model::{Moment, Observed, Pending, Route};
 use scenarios::{EventAction, Point};
 use serde::Serialize;
 use tokio::sync::{Notify, oneshot};
@@ -17,6 +17,10 @@ use tokio::sync::{Notify, oneshot};
 use crate::points::RequestPoints;
 use crate::run::Case;
 use crate::setup;
+
+/// What a request held at a step's point is called among the things pending
+/// (`reports::model::Pending::what`).
+pub const HELD_AT_STEP: &str = "held-at-step";
 
 /// The longest a test may make serve wait for a step (`GET /__twice/steps/N?wait_ms=`):
 /// a long poll, asked again if it ends before the step is reached.
@@ -79,11 +83,40 @@ pub struct Current {
     pub steps: Vec<Step>,
     points: RequestPoints,
     /// Gates holding requests that reached a point, each with the test's steps it waits for.
-    gates: Vec<(Vec<usize>, oneshot::Sender<()>)>,
+    gates: Vec<Held>,
     /// Service time when the scenario was set up: the first moment of the run.
     pub set_at_ms: u64,
     /// What serve did, for the report's timeline.
     pub moments: Vec<Moment>,
+}
+
+/// A request held at a step's point until the test says the step is done.
+struct Held {
+    /// The test's steps it waits for.
+    waits: Vec<usize>,
+    gate: oneshot::Sender<()>,
+    service: &'static str,
+    /// `METHOD path`.
+    request: String,
+}
+
+/// A request serve holds at a step's point because the test has not said the step is done:
+/// the world cannot settle until it does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldAtStep {
+    pub service: &'static str,
+    /// `METHOD path`.
+    pub request: String,
+    /// The steps it waits for, each by its number and action, and how to let it go.
+    pub detail: String,
+}
+
+impl HeldAtStep {
+    /// One line for the verdict: the request, the step by its number and action, and how to
+    /// release it.
+    pub fn line(&self) -> String {
+        format!("{} at {} is held unanswered at {}", self.request, self.service, self.detail)
+    }
 }
 
 /// Serve's state, shared by the control endpoint and the tap on every fake.
@@ -227,10 +260,10 @@ impl World {
         let steps = &current.steps;
         let (open, held): (Vec<_>, Vec<_>) = std::mem::take(&mut current.gates)
             .into_iter()
-            .partition(|(waits, _)| waits.iter().all(|i| steps[*i].progress == Progress::Done));
+            .partition(|held| held.waits.iter().all(|i| steps[*i].progress == Progress::Done));
         current.gates = held;
-        for (_, gate) in open {
-            let _ = gate.send(());
+        for held in open {
+            let _ = held.gate.send(());
         }
         drop(guard);
         self.moved.notify_waiters();
@@ -263,22 +296,62 @@ impl World {
         }
     }
 
-    /// What the run observed, for the checker: `claims` as the application made them, and
-    /// the ledgers and journals of every service the scenario announces.
+    /// The requests held at a step's point for a step of the test's not done yet, oldest
+    /// first. A gate whose request the server already let go (after the longest hold) is none.
+    pub fn held_at_steps(current: &Current) -> Vec<HeldAtStep> {
+        current
+            .gates
+            .iter()
+            .filter(|held| !held.gate.is_closed())
+            .map(|held| {
+                let steps: Vec<String> = held
+                    .waits
+                    .iter()
+                    .filter_map(|i| current.steps.get(*i))
+                    .filter(|step| step.progress != Progress::Done)
+                    .map(|step| {
+                        format!(
+                            "step {} ({}), which the test never said it performed: perform it, then \
+                             POST /__twice/steps/{}/done lets the request go on",
+                            step.index, step.action, step.index
+                        )
+                    })
+                    .collect();
+                HeldAtStep {
+                    service: held.service,
+                    request: held.request.clone(),
+                    detail: steps.join("; and at "),
+                }
+            })
+            .collect()
+    }
+
+    /// What the run observed, for the checker: `claims` as the application made them, what
+    /// could still change a ledger (each fake's pending work, and the requests held at steps),
+    /// when the ledgers were read, and the ledgers and journals of every service the scenario
+    /// announces. What is pending is read before the ledgers, so that nothing it leaves out
+    /// lands after them unseen.
     pub fn observed(&self, current: &Current, parsed: crate::serve::claims::Parsed) -> Observed {
+        let mut pending = crate::world::World::pending(&self.fakes);
+        pending.extend(Self::held_at_steps(current).into_iter().map(|held| Pending {
+            service: held.service.to_string(),
+            what: HELD_AT_STEP.into(),
+            request: Some(held.request),
+            request_id: None,
+            due_ms: None,
+            detail: held.detail,
+        }));
         let mut observed = Observed {
             acknowledged: parsed.acknowledged,
             unacknowledged: parsed.unacknowledged,
             claims: parsed.claims,
             timeline: current.moments.clone(),
+            route: Route::Serve,
+            pending,
+            ledgers_read_at_ms: Some(self.now_ms()),
             ..Observed::default()
         };
-        for fake in
-            self.fakes.all().into_iter().filter(|f| setup::announced(&current.case.scenario, f.name()))
-        {
-            observed.ledgers.insert(fake.name().to_string(), fake.ledger());
-            observed.journals.insert(fake.name().to_string(), fake.journal());
-        }
+        crate::world::World::read_ledgers(&self.fakes, &current.case.scenario, &mut observed);
         observed
     }
 }
@@ -324,7 +397,12 @@ impl Tap for StepTap {
             None
         } else {
             let (open, held) = oneshot::channel();
-            current.gates.push((waits, open));
+            current.gates.push(Held {
+                waits,
+                gate: open,
+                service,
+                request: format!("{} {}", request.method, request.path),
+            });
             Some(held)
         };
         drop(guard);

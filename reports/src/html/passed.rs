@@ -67,6 +67,9 @@ fn row(r: &ScenarioResult, summary: &Summary, id: &str) -> Markup {
                 @if !r.hazards.is_empty() {
                     " " span.badge.small.hazard title=(hazard_titles(&r.hazards)) { "⚠ " (count(r.hazards.len(), "hazard")) }
                 }
+                @if r.observed.judged_unsettled() {
+                    " " span.badge.small.unsettled title=(r.observed.unsettled_lines().join("; ")) { "judged before the world settled" }
+                }
             }
             td.v {
                 span.v-held { "✔ " (held) }

@@ -195,6 +195,34 @@ pub(super) fn intents(r: &ScenarioResult, marks: &Marks<'_>) -> Markup {
                 @for id in &observed.unsupported_steps { code { (id) } " " }
             }
         }
+        (settlement(observed))
+    }
+}
+
+/// When the ledgers were read, and, when the verdicts were judged before the world settled,
+/// what was still pending then.
+fn settlement(observed: &Observed) -> Markup {
+    let lines = observed.unsettled_lines();
+    html! {
+        @if let Some((headline, pending)) = lines.split_first() {
+            div.unsettled {
+                p { strong { (headline) } }
+                ul { @for line in pending { li { code { (line) } } } }
+            }
+        }
+        @if let Some(at_ms) = observed.ledgers_read_at_ms {
+            p.read-at {
+                "ledgers and journals read at service time " (at_ms) " ms"
+                @if observed.route == Route::Serve { ", when the application's claims were checked" }
+                @if let Some(settle) = observed.settle {
+                    @if settle.waited {
+                        " (after waiting " (settle.waited_ms) " ms for the world to settle, of at most " (settle.bound_ms) " ms)"
+                    } @else {
+                        " (without waiting for the world to settle, as asked)"
+                    }
+                }
+            }
+        }
     }
 }
 

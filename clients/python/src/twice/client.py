@@ -20,6 +20,7 @@ from typing import Any, Optional, Union
 from twice.model import Claim, Scenario, Step, Verdict
 
 __all__ = [
+    "CHECK_SETTLE_WAIT_S_MAX",
     "REQUEST_TIMEOUT_S_DEFAULT",
     "STEP_WAIT_S_DEFAULT",
     "Twice",
@@ -38,6 +39,10 @@ STEP_WAIT_S_DEFAULT = 30.0
 _STEP_POLL_MS_MAX = 60_000
 #: Extra time a long poll's socket gets beyond what serve was asked to wait.
 _POLL_SLACK_S = 5.0
+#: The longest serve's check waits for the world to settle before it judges (its
+#: `SETTLE_WAIT_MS_MAX`: the longest settle bound a scenario may announce, plus a margin); a
+#: check's request may take that long beyond the client's own timeout.
+CHECK_SETTLE_WAIT_S_MAX = 1_201.0
 
 JSON = Any
 
@@ -212,8 +217,20 @@ class Twice:
 
     # -- Verdict --------------------------------------------------------------------------
 
-    def check(self, claims: Iterable[ClaimLike], *, raise_on_violation: bool = True) -> Verdict:
+    def check(
+        self, claims: Iterable[ClaimLike], *, raise_on_violation: bool = True, wait: bool = True
+    ) -> Verdict:
         """Judges what the application claims against the fakes' ledgers and journals.
+
+        Serve judges once the world has settled, as `twice run` does: it first waits until no
+        fake has anything left that could change a ledger by itself (a request still being
+        worked on, a late commit, a delivery still due, a transaction a block will take), at
+        most the scenario's settle bound plus a margin, and `verdict.ledgers_read_at_ms` says
+        when it read them. A request held at a step the test never said it performed cannot
+        settle without the test: the verdict is then a single `world-unsettled`, violated,
+        naming the step and how to release it. `wait=False` judges at once; a verdict judged
+        with something still pending says so (`verdict.settled` is false, `verdict.pending`
+        lists what, and the summary says "judged before the world settled").
 
         Returns the verdict when every invariant held. When one was violated, raises
         `TwiceViolation` (an `AssertionError`, so a test fails) whose message is the verdict's
@@ -222,7 +239,11 @@ class Twice:
         """
         __tracebackhide__ = True  # pytest shows the test's line, not this one
         body = {"claims": [claim_json(c) for c in claims]}
-        verdict = Verdict.from_json(self._request("POST", f"{self.control}/__twice/check", body))
+        if wait:
+            url, timeout_s = f"{self.control}/__twice/check", self.timeout_s + CHECK_SETTLE_WAIT_S_MAX
+        else:
+            url, timeout_s = f"{self.control}/__twice/check?wait=false", self.timeout_s
+        verdict = Verdict.from_json(self._request("POST", url, body, timeout_s=timeout_s))
         if raise_on_violation and not verdict.held:
             raise TwiceViolation(verdict)
         return verdict

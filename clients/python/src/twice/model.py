@@ -222,6 +222,30 @@ class Verdict:
         """The invariants violated, in the checker's order."""
         return [line.invariant for line in self.lines if line.status == "violated"]
 
+    @property
+    def observed(self) -> dict[str, Any]:
+        """What serve observed of the scenario's world (`results.json`'s `observed`)."""
+        scenarios = self.results.get("results") or [{}]
+        return dict(scenarios[0].get("observed") or {})
+
+    @property
+    def ledgers_read_at_ms(self) -> Optional[int]:
+        """Service time (ms since the Unix epoch) when serve read the ledgers it judged."""
+        at = self.observed.get("ledgers_read_at_ms")
+        return None if at is None else int(at)
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        """What could still change a ledger when serve read them (`service`, `what`:
+        `request`, `late-commit`, `delivery`, `pooled-tx`, `queued-tx` or `held-at-step`,
+        `request`, `request_id`, `due_ms`, `detail`); empty when the world had settled."""
+        return [dict(p) for p in self.observed.get("pending") or []]
+
+    @property
+    def settled(self) -> bool:
+        """Whether the world had settled when serve read the ledgers: nothing pending."""
+        return not self.pending
+
     def line(self, invariant: str) -> VerdictLine:
         """The verdict on one invariant (`no-duplicate-effect`, `honest-terminal-states`,
         ...); a `KeyError` naming those there are otherwise."""

@@ -28,7 +28,49 @@ const MIN_TIP_WEI: u128 = 1;
 
 const WEI_PER_ETHER: f64 = 1e18;
 
+/// A transaction waiting in the pool, as [`ChainState::pooled`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pooled {
+    /// Its hash, `0x` and 64 hex digits.
+    pub hash: String,
+    /// Its sender, `0x` and 40 hex digits.
+    pub from: String,
+    pub nonce: u64,
+    /// The id of the request that broadcast it.
+    pub request_id: String,
+    /// Service time when a block takes it; `None` while no block can (geth's "queued": the
+    /// nonce before it was never sent, or its sender cannot pay, or its fee cap is below the
+    /// base fee), until its sender sends something more.
+    pub due_ms: Option<u64>,
+}
+
 impl ChainState {
+    /// Every transaction in the pool, by sender and nonce, with when a block takes it (see
+    /// [`Pooled::due_ms`]). Read only: blocks are mined by [`super::mine_until`].
+    pub fn pooled(&self) -> Vec<Pooled> {
+        let last_ms = self.blocks.last().map_or(0, |b| b.at_ms);
+        let due: std::collections::BTreeMap<B256, u64> = self
+            .executable_runs()
+            .into_iter()
+            .flatten()
+            .map(|(hash, ready_ms)| (hash, ready_ms.saturating_add(self.block_time_ms).max(last_ms)))
+            .collect();
+        let mut out = Vec::with_capacity(self.pool_len);
+        for (sender, by_nonce) in &self.pool {
+            for (nonce, hash) in by_nonce {
+                let Some(tx) = self.txs.get(hash) else { continue };
+                out.push(Pooled {
+                    hash: super::json::hex_hash(hash),
+                    from: super::json::hex_address(sender),
+                    nonce: *nonce,
+                    request_id: tx.request_id.clone(),
+                    due_ms: due.get(hash).copied(),
+                });
+            }
+        }
+        out
+    }
+
     /// The next nonce of `address` counting the pool's pending transactions (and, for an
     /// older view, those pooled by then and mined since).
     pub(super) fn pending_nonce(&self, address: &Address, view: View) -> u64 {
