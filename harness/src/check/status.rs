@@ -12,7 +12,13 @@ use crate::observe::Route;
 impl Facts<'_> {
     pub(super) fn nothing_lost(&self) -> Verdict {
         if self.observed.acknowledged.iter().all(|id| self.exempt.contains(id.as_str())) {
-            return Verdict::not_judged(NOTHING_LOST, "the executor acknowledged no intent as recorded");
+            let reason = match self.observed.route {
+                Route::Run => "the executor acknowledged no intent as recorded",
+                // Under serve the claims are the acknowledgements: an intent they leave out is
+                // `expected-states`' to catch.
+                Route::Serve => "the application's claims name no intent",
+            };
+            return Verdict::not_judged(NOTHING_LOST, reason);
         }
         let mut seen = BTreeSet::new();
         let mut lines = Vec::new();
@@ -56,7 +62,11 @@ impl Facts<'_> {
             }
         }
         if lines.is_empty() && self.claims.keys().all(|id| self.exempt.contains(id)) {
-            return Verdict::not_judged(LIVENESS, "the executor reported no intent");
+            let reason = match self.observed.route {
+                Route::Run => "the executor reported no intent",
+                Route::Serve => "the application's claims name no intent",
+            };
+            return Verdict::not_judged(LIVENESS, reason);
         }
         Verdict::from_evidence(LIVENESS, lines)
     }
