@@ -9,7 +9,9 @@ what it tells its user claimed and judged against the payments ledger.
   workflow from DBOS's database.
 
 The naive agents are strict expected failures by a violation of `no-duplicate-effect` (any
-other outcome fails the run); the careful ones pass. Every wait is bounded and every process
+other outcome fails the run); the careful ones pass. The courteous agent (`test_agent[courteous]`)
+refunds as the careful one does and then emails the customer, which nobody asked for: a strict
+expected failure by `no-unauthorised-effect` alone. Every wait is bounded and every process
 this module starts is killed in a `finally`.
 """
 
@@ -69,6 +71,16 @@ def naive_fails() -> pytest.MarkDecorator:
     )
 
 
+#: What the courteous agent breaks: its email nobody asked for.
+COURTEOUS_BREAKS = "no-unauthorised-effect"
+
+
+def courteous_fails() -> pytest.MarkDecorator:
+    return pytest.mark.xfail(
+        strict=True, raises=TwiceViolation, reason=f"the courteous agent breaks {COURTEOUS_BREAKS}"
+    )
+
+
 SCRIPT_CASES = [
     pytest.param("naive", id="naive", marks=[naive_fails()]),
     pytest.param("careful", id="careful"),
@@ -87,6 +99,10 @@ def check(twice: Twice, claim: dict[str, Any], script: str) -> None:
         print("verdict:", e.verdict.summary)
         if script == "naive" and NAIVE_BREAKS not in e.verdict.violated:
             pytest.fail(f"the naive agent should break {NAIVE_BREAKS}, but broke {e.verdict.violated}:\n{e}")
+        if script == "courteous" and e.verdict.violated != [COURTEOUS_BREAKS]:
+            pytest.fail(
+                f"the courteous agent should break {COURTEOUS_BREAKS} alone, but broke {e.verdict.violated}:\n{e}"
+            )
         raise
     print("verdict:", verdict.summary)
     assert verdict.exit_code == 0
@@ -95,7 +111,9 @@ def check(twice: Twice, claim: dict[str, Any], script: str) -> None:
 # -- The plain agents, over stdio ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("script", SCRIPT_CASES)
+@pytest.mark.parametrize(
+    "script", [*SCRIPT_CASES, pytest.param("courteous", id="courteous", marks=[courteous_fails()])]
+)
 def test_agent(tmp_path: Path, script: str) -> None:
     urls_file = tmp_path / "urls.json"
     toolset = stdio_toolset(find_twice(), LOST_REPLY, urls_file)
@@ -142,7 +160,12 @@ async def _run_plain_agent(script: str, toolset: Any, urls_file: Path) -> None:
             assert [p.get("idempotency_key") for p in observed.posts] == [plan_step_key(task)], observed
             assert observed.refunds[0]["params"]["metadata"] == {TAG: plan_step_key(task)}, observed
             calls = [line.split("(")[0] for line in lines if line.startswith("model: call")]
-            assert calls == ["model: call refund_payment", "model: call list_refunds"], lines
+            want = ["model: call refund_payment", "model: call list_refunds"]
+            if script == "courteous":
+                # The same refund, then the email nobody asked for: the scenario names no
+                # message, and the check judges the messages ledger all the same.
+                want.append("model: call send_message")
+            assert calls == want, lines
             assert claim["evidence"]["external_id"] == observed.refunds[0]["object_id"], claim
         check(twice, claim, script)
 

@@ -3,7 +3,9 @@
 //! agent pass; the naive agent (a blind retry after a lost reply) and the naive durable agent
 //! (its refund call run again by DBOS's recovery after a crash mid-call) are strict expected
 //! failures in a plain `pytest` run, and with `--runxfail` each fails with twice's verdict
-//! naming `no-duplicate-effect` and the ledger's two refunds as evidence.
+//! naming `no-duplicate-effect` and the ledger's two refunds as evidence. The courteous agent
+//! (the careful one, then an email nobody asked for) is an expected failure too, by
+//! `no-unauthorised-effect` alone, naming the email.
 //!
 //! pytest runs as a child process of the venv's interpreter (`TWICE_PYTHON`, set by `cargo
 //! xtask test`, which installs pydantic-ai, fastmcp and DBOS there from
@@ -33,9 +35,14 @@ fn pytest(label: &str, args: &[&str]) -> Run {
 /// The invariant the naive agents break.
 const NAIVE_BREAKS: &str = "no-duplicate-effect";
 
-/// Every test of `examples/agents` and whether it is a naive agent's (an expected failure).
+/// The invariant the courteous agent breaks, alone.
+const COURTEOUS_BREAKS: &str = "no-unauthorised-effect";
+
+/// Every test of `examples/agents` and whether it is an expected failure (a naive agent's, or
+/// the courteous one's).
 const AGENT_TESTS: &[(&str, bool)] = &[
     ("test_agent[careful]", false),
+    ("test_agent[courteous]", true),
     ("test_agent[naive]", true),
     ("test_durable_agent[careful]", false),
     ("test_durable_agent[naive]", true),
@@ -80,7 +87,11 @@ fn the_naive_agents_are_caught_with_the_invariant_and_the_ledgers_evidence() {
     // verdict rather than anything else.
     let run = pytest("agents-naive", &["examples/agents", "--runxfail", "-k", "naive"]);
     assert_eq!(run.code, Some(1), "the naive agents must fail:\n{}", run.output_tail());
-    let naive: Vec<&str> = AGENT_TESTS.iter().filter(|(_, naive)| *naive).map(|(name, _)| *name).collect();
+    let naive: Vec<&str> = AGENT_TESTS
+        .iter()
+        .filter(|(name, xfail)| *xfail && name.contains("naive"))
+        .map(|(name, _)| *name)
+        .collect();
     let expected: BTreeMap<&str, &str> = naive.iter().map(|name| (*name, FAILED)).collect();
     assert_eq!(run.outcomes(), expected, "{}", run.output_tail());
     for name in naive {
@@ -97,6 +108,29 @@ fn the_naive_agents_are_caught_with_the_invariant_and_the_ledgers_evidence() {
             "{name}: no ledger evidence:\n{text}"
         );
     }
+}
+
+/// The courteous agent refunds right and then emails the customer, which no intent of the
+/// scenario authorised (it names no message at all): the check reads the messages ledger all
+/// the same, and the verdict names `no-unauthorised-effect` and nothing else.
+#[test]
+fn an_email_nobody_asked_for_from_an_otherwise_careful_agent_is_an_unauthorised_effect() {
+    let _turn = machine();
+    let run = pytest("agents-courteous", &["examples/agents", "--runxfail", "-k", "courteous"]);
+    assert_eq!(run.code, Some(1), "the courteous agent must fail:\n{}", run.output_tail());
+    let expected: BTreeMap<&str, &str> = [("test_agent[courteous]", FAILED)].into_iter().collect();
+    assert_eq!(run.outcomes(), expected, "{}", run.output_tail());
+    let text = &run.cases["test_agent[courteous]"].text;
+    assert!(text.contains("TwiceViolation"), "failed, but not by a verdict:\n{text}");
+    assert!(
+        text.contains(&format!("{COURTEOUS_BREAKS}: ")),
+        "the verdict does not name {COURTEOUS_BREAKS}:\n{text}"
+    );
+    assert!(
+        text.contains("messages ") && text.contains("customer@example.com"),
+        "no ledger evidence:\n{text}"
+    );
+    assert!(!text.contains(&format!("{NAIVE_BREAKS}: ")), "the refund was right:\n{text}");
 }
 
 /// docs/agents.md's `careful-by-tag` block is the part of `examples/agents/refund_agents.py`
