@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use super::assert_lists_the_tools;
 use super::wire::{
-    ANSWER_WAIT, Answer, EXIT_WAIT, Proc, READY_WAIT, Serve, fresh, get_json, http, mcp_headers,
-    parse_answer, path, read_urls, requests, send_request, split_url, sse_reply, twice_mcp, twice_mcp_with,
+    ANSWER_WAIT, Answer, EXIT_WAIT, Proc, READY_WAIT, Serve, fresh, get_json, http, mcp_headers, path,
+    read_answer, read_urls, requests, send_request, split_url, sse_reply, twice_mcp, twice_mcp_with,
     wait_for_request,
 };
 
@@ -416,7 +416,7 @@ fn a_message_past_one_mib_is_refused_on_both_transports_and_an_http_client_still
     let mut headers = both.headers.clone();
     headers.push(("Expect", "100-continue".into()));
     headers.push(("Content-Length", (64 * 1024 * 1024).to_string()));
-    let answer = read_answer(raw_request(&both, &headers, b""));
+    let answer = read_answer(raw_request(&both, &headers, b""), "a raw request");
     assert_refused(&refusal_body(&answer, 413), &Value::Null, -32600, "Expect: 100-continue");
     both.assert_still_serving(9);
     both.stop();
@@ -463,7 +463,7 @@ fn a_second_request_under_an_id_in_flight_is_refused_and_the_first_still_answere
     assert_eq!(answer.status, 200, "{}", answer.text());
     let refused = sse_reply(&answer, 7);
     assert_refused(&refused, &json!(7), -32600, "id 7 again over HTTP");
-    let first = sse_reply(&read_answer(held), 7);
+    let first = sse_reply(&read_answer(held, "the held call"), 7);
     assert_eq!(first["result"]["isError"], true, "{first}");
     let again = sse_reply(&both.over_http(list(7).as_bytes()), 7);
     assert_eq!(again["result"]["structuredContent"]["data"].as_array().map(Vec::len), Some(2), "{again}");
@@ -500,7 +500,7 @@ fn post_large(both: &Both, bytes: usize, chunked: bool) -> Answer {
     if chunked {
         stream.write_all(b"0\r\n\r\n").unwrap_or_else(|e| panic!("the last chunk was not taken: {e}"));
     }
-    read_answer(stream)
+    read_answer(stream, "a raw request")
 }
 
 /// A POST's head (and `body`) in the HTTP session, with `headers` as given and no length of
@@ -520,22 +520,4 @@ fn raw_request(both: &Both, headers: &[(&str, String)], body: &[u8]) -> TcpStrea
         .and_then(|()| stream.write_all(body))
         .expect("the request can be written");
     stream
-}
-
-/// The answer on `stream`, read to the connection's end within [`ANSWER_WAIT`].
-fn read_answer(mut stream: TcpStream) -> Answer {
-    let started = Instant::now();
-    let mut raw = Vec::new();
-    let mut buffer = [0u8; 16 * 1024];
-    loop {
-        match stream.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => raw.extend_from_slice(&buffer[..n]),
-            Err(e) => {
-                panic!("the answer broke off after {:?} with {} bytes: {e}", started.elapsed(), raw.len())
-            }
-        }
-        assert!(started.elapsed() < ANSWER_WAIT, "no end of the answer within {ANSWER_WAIT:?}");
-    }
-    parse_answer(&raw).unwrap_or_else(|| panic!("no HTTP answer: {}", String::from_utf8_lossy(&raw)))
 }

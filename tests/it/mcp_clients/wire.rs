@@ -321,7 +321,12 @@ pub(super) fn send_request(
 
 /// One exchange, read to the end of the connection within [`ANSWER_WAIT`].
 pub(super) fn http(base: &str, method: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> Answer {
-    let mut stream = send_request(base, method, path, headers, body);
+    read_answer(send_request(base, method, path, headers, body), &format!("{method} {base}{path}"))
+}
+
+/// The answer on `stream` (the exchange `what`), read to the connection's end within
+/// [`ANSWER_WAIT`].
+pub(super) fn read_answer(mut stream: TcpStream, what: &str) -> Answer {
     let started = Instant::now();
     let mut raw = Vec::new();
     let mut buffer = [0u8; 16 * 1024];
@@ -329,14 +334,11 @@ pub(super) fn http(base: &str, method: &str, path: &str, headers: &[(&str, Strin
         match stream.read(&mut buffer) {
             Ok(0) => break,
             Ok(n) => raw.extend_from_slice(&buffer[..n]),
-            Err(e) => {
-                panic!("{method} {base}{path}: {e} after {:?}, with {} bytes", started.elapsed(), raw.len())
-            }
+            Err(e) => panic!("{what}: {e} after {:?}, with {} bytes", started.elapsed(), raw.len()),
         }
-        assert!(started.elapsed() < ANSWER_WAIT, "{method} {base}{path}: no end within {ANSWER_WAIT:?}");
+        assert!(started.elapsed() < ANSWER_WAIT, "{what}: no end within {ANSWER_WAIT:?}");
     }
-    parse_answer(&raw)
-        .unwrap_or_else(|| panic!("{method} {base}{path}: no HTTP answer: {}", String::from_utf8_lossy(&raw)))
+    parse_answer(&raw).unwrap_or_else(|| panic!("{what}: no HTTP answer: {}", String::from_utf8_lossy(&raw)))
 }
 
 pub(super) fn parse_answer(raw: &[u8]) -> Option<Answer> {
