@@ -48,6 +48,43 @@ fn the_typescript_executor_passes_the_whole_catalog_live() {
     crate::examples::passes_the_whole_catalog("TypeScript", "typescript-executor", node_executor(&[]));
 }
 
+/// The case a careful executor must not be blamed for: the workspace's 422 comes while the
+/// worker is stopped past its request timeout. This executor's client reports the timeout (its
+/// runs have shown it every time so far), looks the workspace up, finds nothing, and sends the
+/// create again under the same key, which lands:
+/// `refusal-respected` is not judged, with the stop as the reason, and nothing is a hazard.
+/// An executor that reads the answer after the stop instead escalates the create, and the
+/// verdict holds: the scenario passes either way.
+#[test]
+fn a_refusal_answered_while_it_is_stopped_is_not_held_against_the_typescript_executor() {
+    let _turn = crate::examples::machine();
+    let dir = crate::examples::work_dir("typescript-executor", "unread-refusal");
+    let driver = harness::Driver::Live(node_executor(&[]));
+    let result = harness::run::run_case(
+        &crate::examples::catalog_case("refusal_answered_while_paused"),
+        &harness::run::RunContext::new(crate::examples::SEED, &driver, &dir, "twice run"),
+    );
+    crate::examples::clean(&dir);
+    let described = crate::examples::describe(&result);
+    assert_eq!(result.outcome, reports::model::Outcome::Passed, "{described}");
+    assert!(result.hazards.is_empty(), "{described}");
+    let verdict = result.verdicts.iter().find(|v| v.invariant == REFUSAL_RESPECTED).expect("a verdict");
+    let workspace =
+        result.intent_briefs().into_iter().find(|i| i.id == "ws-umbrella").expect("the workspace");
+    match verdict.status {
+        reports::model::Status::NotJudged => {
+            let reason = verdict.reason.as_deref().unwrap_or_default();
+            assert!(reason.contains("w1 was stopped from") && reason.contains("not yet read"), "{reason}");
+            assert_eq!(
+                (workspace.state.as_deref(), workspace.effects),
+                (Some("confirmed"), 1),
+                "{described}"
+            );
+        }
+        _ => assert_eq!(workspace.state.as_deref(), Some("escalated"), "read after the stop: {described}"),
+    }
+}
+
 /// Each classic bug of the TypeScript executor (`--bug NAME`, one `if (bugs.BUG === ...)`
 /// each), the catalog scenario that catches it, and the invariant that scenario must report
 /// broken. The same table is in `examples/executors/typescript/README.md`.

@@ -165,8 +165,8 @@ impl<'a> Facts<'a> {
                 && send.at_ms >= s.from_ms
         })?;
         Some(format!(
-            "{worker} was stopped from {} ms to {} ms, past its request timeout of {timeout_ms} ms, when the answer came \
-             (at {} ms)",
+            "{worker} was stopped from {} ms to {} ms, past its request timeout of {timeout_ms} ms, with the answer the \
+             service gave at {} ms not yet read",
             stop.from_ms.saturating_sub(self.start_ms),
             stop.until_ms.saturating_sub(self.start_ms),
             answered_ms.saturating_sub(self.start_ms)

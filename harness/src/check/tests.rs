@@ -121,7 +121,7 @@ fn what_a_run_cannot_show_is_not_judged_with_a_reason() {
             "a refusal answered while the worker was stopped past its timeout is not held against it",
             REFUSAL_RESPECTED,
             "w1 was refused by workspaces with 422 (request req_r, at 100 ms), but w1 was stopped from 120 ms to 3120 ms, \
-             past its request timeout of 2000 ms, when the answer came (at 110 ms)",
+             past its request timeout of 2000 ms, with the answer the service gave at 110 ms not yet read",
         ),
         (
             "a refusal whose connection closed first was never read",
