@@ -1,44 +1,15 @@
 //! Project automation, run as `cargo xtask <command>` (an alias in `.cargo/config.toml`).
+//! `cargo xtask help` lists every command; `cargo xtask <command> --help` shows one.
 //!
-//! - `cargo xtask test [ARGS...]`: prepares the Python venv that the SDK tests use, then runs
-//!   `cargo test --workspace ARGS...` with `TWICE_PYTHON` pointing into it.
-//! - `cargo xtask bench`: builds the release `twice-executor` (which `harness/run` drives) and
-//!   prepares the Python venv (which `harness/python` drives, through `TWICE_PYTHON`), runs
-//!   every benchmark in [`BENCHES`](bench::BENCHES) and rewrites `docs/benchmarks.md` from what they report.
-//! - `cargo xtask bench --counts`: only the counted costs (`counts.rs`: instructions under
-//!   Callgrind, fsyncs under strace), their targets judged; rewrites their section.
-//! - `cargo xtask bench --compare BASE`: the same counts for another commit beside this
-//!   checkout's (`compare.rs`), printed as a table.
-//! - `cargo xtask bench --from-log FILE`: rewrites the same documents from the `BENCH` lines of
-//!   a saved run's output, without measuring again.
-//!
-//!
-//! - `cargo xtask accuracy`: the accuracy grid (`tests/it/accuracy.rs`) with
-//!   `UPDATE_ACCURACY=1`, which rewrites `docs/accuracy.md`.
-//! - `cargo xtask soak [--kills N] [--seed S] [--workers W]`: the release `twice-executor` under
-//!   random SIGKILLs and SIGSTOP/SIGCONT pairs (`tests/it/soak.rs`, an ignored test), its
-//!   figures written into `docs/reliability.md`. Not part of CI.
-//! - `cargo xtask flake N [ARGS...]`: the suite built once and run N times; every test that
-//!   failed at least once, with its output.
-//! - `cargo xtask engines [--short] [--only ENGINE]... [-- PYTEST_ARGS...]`: the real engines
-//!   of `examples/engines/` (Celery with Redis, DBOS, LangGraph, Restate, Temporal), each app
-//!   through twice; a full run rewrites each engine's `findings.json` and the table of
-//!   `docs/engines.md` (`engines.rs`). `.ci/run` runs `--short`.
-//! - `cargo xtask fuzz-api [--examples N] [--seed S] [--release]`: schemathesis against the
-//!   control APIs of a real `twice serve`, driven by `docs/openapi/` (`fuzz_api.rs`). Not part
-//!   of CI.
-//! - `cargo xtask package [--target TRIPLE] [--bin-dir DIR] [--out DIR]`: the release
-//!   binaries as a Python wheel and npm packages (`package.rs`, docs/release.md).
-//! - `cargo xtask fuzz-parsers [--seconds S] [--cmin] [TARGET...]`: the `cargo fuzz` targets of
-//!   `fuzz/` (the parsers), each for S seconds, with their figures. Not part of CI.
-//!
-//! One module per concern: `test.rs` (the `test` command), `soak.rs` (the `soak` command and
-//! its section of `docs/reliability.md`), `flake.rs` (the `flake` command and its reading of
-//! libtest's output), `venv.rs` (the Python venv both
-//! commands prepare), `bench.rs` (the benchmark targets and the `bench` command that runs
-//! them), `records.rs` (the `BENCH` lines they print), `headlines.rs` (the headline sentences
-//! and README.md's block), `machine.rs` (what the figures were measured on) and `render.rs`
-//! (`docs/benchmarks.md`). This file parses the command line and dispatches.
+//! One module per command or concern: `test.rs` (`test`: the venv, then the suite), `venv.rs`
+//! (the Python venv the tests and benchmarks use), `node.rs` (Node and the kits' npm installs),
+//! `flake.rs` (`flake`), `soak.rs` (`soak` and its section of `docs/reliability.md`),
+//! `engines.rs` (`engines` and `docs/engines.md`), `package.rs` (`package`), `fuzz_http.rs`,
+//! `fuzz_api.rs` and `fuzz_parsers.rs` (the three fuzzers); for `bench`: `bench.rs` (the
+//! command), `benches.rs` (the timed targets), `counts.rs` (instructions and fsyncs),
+//! `compare.rs` (`--compare`), `records.rs` (the `BENCH` lines), `headlines.rs` (the headline
+//! sentences and README.md's block), `machine.rs` (what the figures were measured on) and
+//! `render.rs` (`docs/benchmarks.md`). This file parses the command line and dispatches.
 
 mod bench;
 mod benches;
@@ -68,23 +39,39 @@ use anyhow::Result;
 use bench::bench;
 use test::test;
 
-const USAGE: &str = "\
-usage: cargo xtask <command>
+/// Each command's name and its lines of the usage text.
+const COMMANDS: [(&str, &str); 11] = [
+    ("test", TEST),
+    ("soak", SOAK),
+    ("flake", FLAKE),
+    ("accuracy", ACCURACY),
+    ("bench", BENCH),
+    ("engines", engines::USAGE),
+    ("package", package::USAGE),
+    ("fuzz-http", fuzz_http::USAGE),
+    ("fuzz-api", fuzz_api::USAGE),
+    ("fuzz-parsers", fuzz_parsers::USAGE),
+    ("help", HELP),
+];
 
-commands:
+const TEST: &str = "\
   test [ARGS...]  prepare the Python venv for the SDK tests (target/twice-venv, from
                   tests/requirements.txt), then run `cargo test --workspace ARGS...`
-                  with TWICE_PYTHON set to its interpreter
+                  with TWICE_PYTHON set to its interpreter";
+const SOAK: &str = "\
   soak [--kills N] [--seed S] [--workers W]
                   the release executor under N random SIGKILLs (default 10,000) and
                   SIGSTOP/SIGCONT pairs, W workers on one state directory, faults armed;
-                  then the checker; writes the figures into docs/reliability.md
+                  then the checker; writes the figures into docs/reliability.md";
+const FLAKE: &str = "\
   flake N [ARGS...]
                   build the suite once, run it N times (cargo test --no-fail-fast ARGS...),
-                  report every test that failed at least once; logs in target/flake/
+                  report every test that failed at least once; logs in target/flake/";
+const ACCURACY: &str = "\
   accuracy        run the accuracy grid (tests/it/accuracy.rs: every mutant over a grid
                   of executor timings, every honest executor over the catalog and
-                  generated cases) and rewrite docs/accuracy.md
+                  generated cases) and rewrite docs/accuracy.md";
+const BENCH: &str = "\
   bench           run the benchmarks and rewrite docs/benchmarks.md
   bench --counts  count instructions (Callgrind) and fsyncs (strace) per unit of work, judge
                   the targets, and rewrite only their section of docs/benchmarks.md
@@ -95,12 +82,58 @@ commands:
                   section of docs/benchmarks.md, its figures and the headlines
   bench --from-log FILE
                   rewrite docs/benchmarks.md from the output of a run saved in FILE
-                  (on this machine), without measuring again
-  help            print this message";
+                  (on this machine), without measuring again";
+const HELP: &str = "\
+  help [COMMAND]  print this message, or one command's lines of it (also COMMAND --help)";
+
+/// The whole usage text: every command's lines.
+fn usage() -> String {
+    let lines: Vec<String> = COMMANDS.iter().map(|(_, text)| indented(text)).collect();
+    format!("usage: cargo xtask <command>\n\ncommands:\n{}", lines.join("\n"))
+}
+
+/// One command's usage, for `help COMMAND` and `COMMAND --help`.
+fn command_usage(name: &str) -> Option<String> {
+    COMMANDS
+        .iter()
+        .find(|(command, _)| *command == name)
+        .map(|(_, text)| format!("usage: cargo xtask\n{}", indented(text)))
+}
+
+/// A command's lines with its first line indented as the rest are (a `\` line continuation in
+/// a string literal drops the first line's leading spaces).
+fn indented(text: &str) -> String {
+    format!("  {}", text.trim_start())
+}
 
 fn main() {
     let args: Vec<String> = env::args().skip(1).collect();
-    let code = match args.first().map(String::as_str) {
+    let code = match help_asked(&args) {
+        Some(text) => {
+            println!("{text}");
+            0
+        }
+        None => dispatch(&args),
+    };
+    std::process::exit(code);
+}
+
+/// The text to print when the command line asks for help: `help`, `help COMMAND`, `--help`,
+/// or `COMMAND --help` / `COMMAND -h` as the command's first argument (after it, `test` and
+/// `flake` pass their arguments on to cargo test).
+fn help_asked(args: &[String]) -> Option<String> {
+    let is_help = |a: &String| a == "--help" || a == "-h";
+    match args {
+        [first, ..] if first == "help" || is_help(first) => {
+            Some(args.get(1).and_then(|c| command_usage(c)).unwrap_or_else(usage))
+        }
+        [command, second, ..] if is_help(second) => command_usage(command),
+        _ => None,
+    }
+}
+
+fn dispatch(args: &[String]) -> i32 {
+    match args.first().map(String::as_str) {
         Some("test") => run(|| test(&args[1..])),
         Some("soak") => run(|| soak::soak(&args[1..])),
         Some("flake") => run(|| flake::flake(&args[1..])),
@@ -117,17 +150,6 @@ fn main() {
         Some("fuzz-http") => run(|| fuzz_http::fuzz_http(&args[1..])),
         Some("fuzz-api") => run(|| fuzz_api::fuzz_api(&args[1..])),
         Some("fuzz-parsers") => run(|| fuzz_parsers::fuzz_parsers(&args[1..])),
-        Some("help" | "-h" | "--help") => {
-            println!(
-                "{USAGE}\n{}\n{}\n{}\n{}\n{}",
-                engines::USAGE,
-                package::USAGE,
-                fuzz_http::USAGE,
-                fuzz_api::USAGE,
-                fuzz_parsers::USAGE
-            );
-            0
-        }
         Some("bench") => usage_error(&format!(
             "`bench` takes --counts, --compare BASE, --only ID or --from-log FILE, got `{}`",
             args[1..].join(" ")
@@ -137,8 +159,7 @@ fn main() {
         }
         Some(other) => usage_error(&format!("unknown command `{other}`")),
         None => usage_error("no command given"),
-    };
-    std::process::exit(code);
+    }
 }
 
 /// `cargo xtask accuracy`: the accuracy test with `UPDATE_ACCURACY=1`, which rewrites
@@ -156,7 +177,7 @@ fn accuracy() -> Result<i32> {
 }
 
 fn usage_error(message: &str) -> i32 {
-    eprintln!("xtask: {message}\n\n{USAGE}");
+    eprintln!("xtask: {message}\n\n{}", usage());
     2
 }
 
@@ -204,4 +225,34 @@ fn output_of(program: &str, args: &[&str]) -> Option<String> {
     }
     let text = String::from_utf8_lossy(&output.stdout);
     text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn every_command_answers_help_with_its_own_lines() {
+        for (name, _) in COMMANDS {
+            for flag in ["--help", "-h"] {
+                let text = help_asked(&args(&[name, flag])).expect("a command answers --help");
+                assert!(text.contains(&format!("  {name}")), "{name} {flag}: {text}");
+            }
+            let text = help_asked(&args(&["help", name])).expect("help COMMAND answers");
+            assert!(text.contains(&format!("  {name}")), "help {name}: {text}");
+        }
+        let whole = help_asked(&args(&["help"])).expect("help answers");
+        assert!(COMMANDS.iter().all(|(name, _)| whole.contains(&format!("\n  {name}"))), "{whole}");
+    }
+
+    #[test]
+    fn arguments_after_the_first_go_to_the_command() {
+        // `cargo xtask test -- --help` passes --help on to the test binaries.
+        assert_eq!(help_asked(&args(&["test", "--", "--help"])), None);
+        assert_eq!(help_asked(&args(&["test", "-p", "twice"])), None);
+    }
 }
