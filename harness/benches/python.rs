@@ -33,7 +33,8 @@ use harness::check;
 use harness::live::ExecutorCommand;
 use harness::live::timing::{self, RunTiming};
 use harness::pipeline::{LIVE_JOBS_DEFAULT, LIVE_SHRINK_BUDGET_S, SHRINK_RUNS_MAX};
-use harness::run::{self, Case, Driver, Outcome, RunContext, Source};
+use harness::run::{self, Case, Driver, RunContext};
+use results::{Outcome, Source};
 use serde_json::Value;
 
 /// The name of this benchmark in `BENCH` records.

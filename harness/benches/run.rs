@@ -51,8 +51,9 @@ use std::time::{Duration, Instant};
 
 use common::{Live, Quiet, Result, SEED, THREADS, WorkDir, catalog, live_figures, load_average, summary};
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Progress, RunContext, Source};
+use harness::run::{self, Case, Driver, Progress, RunContext};
 use harness::sim::{self, Reference};
+use results::Source;
 use serde_json::Value;
 
 /// The name of this benchmark in `BENCH` records.
@@ -118,7 +119,7 @@ fn timed_run(
     work: &Path,
     threads: usize,
     progress: &dyn Progress,
-) -> (Duration, run::RunResults) {
+) -> (Duration, results::RunResults) {
     let started = Instant::now();
     let results = run::run_cases(cases, &RunContext::new(SEED, driver, work, "twice run"), threads, progress);
     let wall = started.elapsed();
@@ -126,7 +127,7 @@ fn timed_run(
 }
 
 /// Names of the cases that did not pass, with their outcome.
-fn failures(results: &run::RunResults) -> Vec<String> {
+fn failures(results: &results::RunResults) -> Vec<String> {
     common::failures(&results.results)
 }
 
@@ -185,14 +186,14 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
 
     // Simulated time: deterministic, so measured once, with the observations checked against
     // the rounds'.
-    let reference: run::RunResults = serde_json::from_str(first.as_deref().unwrap_or("{}"))?;
+    let reference: results::RunResults = serde_json::from_str(first.as_deref().unwrap_or("{}"))?;
     let mut virtual_s = Vec::with_capacity(cases.len());
     for (case, result) in cases.iter().zip(&reference.results) {
         let seed = run::case_seed(SEED, &case.source, &case.scenario.name);
         let (observed, elapsed) = sim::run_blocking_timed(&case.scenario, seed, &Reference, work)?;
         // A passed result keeps only its observation's digest (`ScenarioResult::compact`).
         let same = match &result.summary {
-            Some(summary) => reports::model::observed_digest(&observed) == summary.observed_digest,
+            Some(summary) => results::observed_digest(&observed) == summary.observed_digest,
             None => observed == result.observed,
         };
         if !same {

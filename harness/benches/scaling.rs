@@ -40,8 +40,9 @@ use std::time::Instant;
 
 use common::{Quiet, Result, SEED, THREADS, WorkDir, summary};
 use fake_services::{ContractPatch, FaultRule, FaultSpec};
-use harness::run::{self, Case, Driver, Outcome, RunContext, Source};
+use harness::run::{self, Case, Driver, RunContext};
 use harness::sim::{self, Reference};
+use results::{Outcome, Source};
 use scenarios::{IntentSpec, LimitOverrides, Scenario, ServiceFault};
 use serde_json::{Value, json};
 
@@ -176,7 +177,7 @@ fn scaled(n: usize) -> Scenario {
     }
 }
 
-fn run_one(scenario: &Scenario, work: &Path) -> run::ScenarioResult {
+fn run_one(scenario: &Scenario, work: &Path) -> results::ScenarioResult {
     let case = Case { scenario: scenario.clone(), source: Source::Catalog };
     run::run_case(&case, &RunContext::new(SEED, &Driver::Sim(&Reference), work, ""))
 }

@@ -117,7 +117,7 @@
 //! # The timeline's state moments
 //!
 //! The [`LINEAGE`] check reads when a predecessor was resolved from the timeline: a
-//! [`crate::observe::Moment`] with kind [`STATE_MOMENT`] (`"state"`), the worker as lane, and
+//! [`results::Moment`] with kind [`STATE_MOMENT`] (`"state"`), the worker as lane, and
 //! as detail `ID -> STATE`, written by [`state_detail`]. [`parse_state_detail`] is tolerant:
 //! space around the arrow is optional, `→` works as well as `->`, the id is everything before
 //! the last arrow, the state is the first word after it (a note may follow, e.g.
@@ -128,9 +128,8 @@ use std::collections::BTreeMap;
 use scenarios::Scenario;
 use vocabulary::State;
 
-use crate::observe::{EffectRef, Observed};
-
-pub use reports::model::{Hazard, Status, Verdict};
+use results::{EffectRef, Observed};
+use results::{Hazard, Verdict};
 
 // One module per group of invariants, each adding its checks to the `Facts` that
 // `attribution` builds; this file holds the names and the public entry points.

@@ -35,9 +35,9 @@ use scenarios::{EventAction, IntentSpec, PhaseName, Point, Scenario};
 use tokio::sync::oneshot;
 use vocabulary::WORKFLOWS_FEATURE;
 
-use crate::observe::{Claim, Moment, Observed};
 use crate::setup::{self, RECONCILE_ROUNDS_MAX};
 pub use crate::world::{Timeline, World};
+use results::{Claim, Moment, Observed};
 use vocabulary::protocol::Limits;
 
 /// A state change an executor reports, for the timeline.

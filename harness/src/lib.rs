@@ -33,7 +33,7 @@
 //! - [`world`]: a scenario's world on the fakes, prepared once for every caller, and what a
 //!   heal and a clock jump do; [`setup`]: the constants and steps it is made of; [`points`]:
 //!   request points.
-//! - [`check`]: the invariants, judged from [`observe::Observed`] alone.
+//! - [`check`]: the invariants, judged from [`results::Observed`] alone.
 //! - [`workdir`]: scratch directories gone on every path, an interrupt included;
 //!   [`interrupt`]: whether one has come, and the hold that keeps the run from acting on it.
 
@@ -45,7 +45,6 @@ pub mod engine;
 pub mod exit;
 pub mod interrupt;
 pub mod live;
-pub mod observe;
 pub mod pipeline;
 pub mod points;
 pub mod process;
@@ -58,4 +57,4 @@ pub mod workdir;
 pub mod world;
 
 pub use pipeline::{Executor, Ran, RunPlan, Selection, execute, report};
-pub use run::{Case, Driver, RunResults, ScenarioResult};
+pub use run::{Case, Driver};

@@ -19,12 +19,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::process::ExecutorCommand;
-use crate::run::{
-    self, Case, CaseSpec, Driver, Progress, RunContext, RunResults, ScenarioResult, Shard, Source,
-};
+use crate::run::{self, Case, CaseSpec, Driver, Progress, RunContext};
 use crate::shrink::{self, ShrinkLimits, ShrinkProgress};
 use crate::sim::Reference;
 use crate::workdir::WorkDir;
+use results::{RunResults, ScenarioResult, Shard, Source};
 
 /// Generated cases in a sim run unless `--cases` says otherwise.
 pub const SIM_CASES_DEFAULT: u64 = 1_000;
@@ -306,7 +305,7 @@ fn shrink_failures(
         // run would.
         // The name made safe all the same: a shrunk case keeps its name, and names reach
         // here from outside (a scenario file, a generator).
-        let name = reports::names::file_name_part(&smallest.name);
+        let name = results::names::file_name_part(&smallest.name);
         let path = failures_dir.join(format!("{:04}-{name}.toml", result.position));
         let header = format!(
             "A minimal scenario that made the executor break an invariant (shrunk from generated case {index},\nseed {}; {}). Replay it with:\n  {} --scenario {} --seed {}",

@@ -14,12 +14,11 @@ use scenarios::Scenario;
 
 use crate::check;
 use crate::live::{self, ExecutorCommand};
-use crate::observe::Observed;
 use crate::sim::{self, SimFactory};
-
-pub use reports::model::{
-    FaultApplied, INTENT_MOMENTS, IntentBrief, IntentResult, Outcome, RESULTS_SCHEMA, RunResults,
-    SHRINK_BUDGET, SHRINK_MINIMAL, SHRINK_RUNS, ScenarioResult, Shard, Shrink, Source, Summary, Totals,
+use results::Observed;
+use results::{
+    FaultApplied, INTENT_MOMENTS, IntentResult, Outcome, RESULTS_SCHEMA, RunResults, ScenarioResult, Shard,
+    Source, Totals,
 };
 
 /// How scenarios are executed.
@@ -276,7 +275,7 @@ pub fn log_finished(result: &ScenarioResult, duration: std::time::Duration) {
     }
     let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
     let (name, outcome, seed) = (result.name.as_str(), result.outcome.as_str(), result.seed);
-    let violated = result.verdicts.iter().filter(|v| v.status == reports::model::Status::Violated).count();
+    let violated = result.verdicts.iter().filter(|v| v.status == results::Status::Violated).count();
     let hazards = result.hazards.len();
     match &result.source {
         Source::Catalog => tracing::info!(
@@ -378,7 +377,7 @@ pub fn judge(
 fn intent_results(
     scenario: &Scenario,
     observed: &Observed,
-    mut effects: BTreeMap<String, Vec<reports::model::EffectRef>>,
+    mut effects: BTreeMap<String, Vec<results::EffectRef>>,
 ) -> Vec<IntentResult> {
     let claims: BTreeMap<&str, _> = observed.claims.iter().map(|c| (c.id.as_str(), c)).collect();
     let mut seen = std::collections::BTreeSet::new();
@@ -513,7 +512,7 @@ pub fn summary(run: &RunResults) -> String {
             }
         }
     }
-    let mut kinds: Vec<(&str, usize, &reports::model::Hazard)> = Vec::new();
+    let mut kinds: Vec<(&str, usize, &results::Hazard)> = Vec::new();
     for r in &run.results {
         let mut here = std::collections::BTreeSet::new();
         for h in &r.hazards {

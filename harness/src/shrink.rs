@@ -9,10 +9,8 @@ use std::time::Instant;
 use scenarios::Scenario;
 use scenarios::generate::ShrinkStop;
 
-use crate::run::{
-    Case, Outcome, RunContext, SHRINK_BUDGET, SHRINK_MINIMAL, SHRINK_RUNS, ScenarioResult, Shrink, Source,
-    run_case,
-};
+use crate::run::{Case, RunContext, run_case};
+use results::{Outcome, SHRINK_BUDGET, SHRINK_MINIMAL, SHRINK_RUNS, ScenarioResult, Shrink, Source};
 
 /// How far shrinking may go: candidate runs per failure, and (live) a deadline for all of it.
 #[derive(Debug, Clone, Copy)]

@@ -17,8 +17,8 @@ use scenarios::{EventAction, Scenario};
 use vocabulary::Contract;
 use vocabulary::protocol::{Limits, Service};
 
-use crate::observe::{Moment, Pending};
 use crate::setup::{self, SetupError};
+use results::{Moment, Pending};
 
 /// The run's timeline, shared by the engine and its backend (whose workers report state
 /// changes as they happen).
@@ -125,7 +125,7 @@ impl<'a> World<'a> {
     /// Reads into `observed` the ledgers and journals of the services `scenario` announces,
     /// and of any other service an effect reached: every effect is judged, whoever was told of
     /// its service (an email an agent sent where the scenario used no email).
-    pub fn read_ledgers(fakes: &Fakes, scenario: &Scenario, observed: &mut reports::model::Observed) {
+    pub fn read_ledgers(fakes: &Fakes, scenario: &Scenario, observed: &mut results::Observed) {
         for fake in fakes.all() {
             let ledger = fake.ledger();
             if setup::announced(scenario, fake.name()) || !ledger.is_empty() {

@@ -29,7 +29,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::ReportError;
-use crate::model::{Outcome, RunResults, ScenarioResult, Source};
+use results::{Outcome, RunResults, ScenarioResult, Source};
 
 /// The file that describes a baseline directory.
 pub const BASELINE_FILE: &str = "baseline.json";
@@ -116,10 +116,10 @@ pub fn traces_text(run: &RunResults) -> String {
     run.results.iter().map(|r| Trace::of(r).to_text()).collect::<Vec<_>>().join("\n")
 }
 
-/// A file name for a scenario's trace: `crate::names::file_name_part`, so that a results
+/// A file name for a scenario's trace: `results::names::file_name_part`, so that a results
 /// file's names (which anyone may write) cannot reach outside the baseline directory.
 fn file_name(scenario: &str) -> String {
-    format!("{}.json", crate::names::file_name_part(scenario))
+    format!("{}.json", results::names::file_name_part(scenario))
 }
 
 /// A saved baseline.
@@ -359,7 +359,7 @@ fn differences(before: &Trace, now: &Trace, compare_attempts: bool) -> Vec<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{EffectRef, Hazard, IntentResult, Observed, RESULTS_SCHEMA, Totals, Verdict};
+    use results::{EffectRef, Hazard, IntentResult, Observed, RESULTS_SCHEMA, Totals, Verdict};
 
     /// A scenario with one refund intent in `state` after `attempts` sends, with `effects`
     /// effects, and `verdicts` from the checker.

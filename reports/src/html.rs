@@ -47,7 +47,7 @@ use passed::*;
 use scenario::*;
 use timeline::*;
 
-use crate::model::{
+use results::{
     Claim, Hazard, IntentResult, Moment, Observed, Outcome, Route, RunResults, ScenarioResult, Source,
     Status, Summary,
 };

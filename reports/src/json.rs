@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ReportError;
-use crate::model::{Outcome, RESULTS_SCHEMA, RunResults, ScenarioResult, Shard, Totals, Verdict};
+use results::{Outcome, RESULTS_SCHEMA, RunResults, ScenarioResult, Shard, Totals, Verdict};
 
 /// The file's text: compact JSON with a final newline, fields in declaration order and maps
 /// sorted, so the same run gives the same bytes. A passed case's verdicts go into the run's

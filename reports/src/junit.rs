@@ -17,7 +17,7 @@ use std::fmt::Write;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite, XmlString};
 
 use crate::ReportError;
-use crate::model::{RunResults, ScenarioResult, Status, Verdict};
+use results::{RunResults, ScenarioResult, Status, Verdict};
 
 /// The report's name in the XML.
 pub const REPORT_NAME: &str = "twice";

@@ -1,6 +1,6 @@
 //! Reports of a run: `results.json`, a Markdown summary, JUnit XML, a self-contained HTML
 //! timeline, regression baselines and the merge of sharded runs. Everything here reads
-//! [`model::RunResults`] and never runs anything, so every file can be rebuilt from
+//! [`results::RunResults`] and never runs anything, so every file can be rebuilt from
 //! `results.json` alone (`twice report merge` does exactly that).
 
 pub mod baseline;
@@ -8,14 +8,12 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod merge;
-pub mod model;
-pub mod names;
 pub mod schema;
 pub mod summary;
 
 use std::path::{Path, PathBuf};
 
-use model::RunResults;
+use results::RunResults;
 
 /// The files of a report directory.
 pub const RESULTS_FILE: &str = "results.json";

@@ -4,7 +4,7 @@
 //! results, and every file rendered from them, equal the unsharded run's.
 
 use crate::ReportError;
-use crate::model::{RunResults, Shard, Totals};
+use results::{RunResults, Shard, Totals};
 
 /// Joins shard results; refuses shards of different runs and overlapping shards.
 pub fn merge(shards: Vec<RunResults>) -> Result<RunResults, ReportError> {

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::model::{Hazard, Outcome, RunResults, ScenarioResult};
+use results::{Hazard, Outcome, RunResults, ScenarioResult};
 
 /// Rows of the failure table; the rest are counted and left to `report.html`.
 pub const FAILURE_ROWS_MAX: usize = 50;

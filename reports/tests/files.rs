@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use reports::baseline::{self, Baseline, BaselineMeta};
-use reports::model::*;
+use results::*;
 
 const SCRIPT: &str = "<script>alert(1)</script>";
 

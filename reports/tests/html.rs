@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
 use reports::html::{FAILURES_OPEN_MAX, SCRIPT, TIMELINES_PASSING_MAX, csp, render};
-use reports::model::{
+use results::{
     Claim, EffectRef, FaultApplied, Hazard, IntentResult, Moment, Observed, Outcome, RESULTS_SCHEMA,
     RunResults, SHRINK_RUNS, ScenarioResult, Shard, Shrink, Source, Totals, Verdict,
 };

@@ -59,8 +59,9 @@ use std::time::Instant;
 
 use fake_services::{Contract, FaultRule, FaultSpec};
 use harness::check;
-use harness::run::{self, Case, Driver, Outcome, RunContext, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, RunContext};
 use harness::sim::{Reference, SimFactory};
+use results::{Outcome, ScenarioResult, Source};
 use scenarios::generate::REQUEST_TIMEOUT_MS;
 use scenarios::{Scenario, ServiceFault};
 use serde_json::{Value, json};

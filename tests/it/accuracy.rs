@@ -24,8 +24,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use harness::check;
-use harness::run::{self, Case, Driver, Outcome, RunContext, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, RunContext};
 use harness::sim::{Reference, SimExecutor, SimFactory, WorkerSetup};
+use results::{Outcome, ScenarioResult, Source};
 use scenarios::Scenario;
 
 use crate::mutant_naive::{Choices, Naive, Style, Timing};

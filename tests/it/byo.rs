@@ -53,7 +53,7 @@ impl App {
 }
 
 /// What serve's verdict and `twice run`'s say, invariant by invariant.
-fn statuses(verdicts: &[reports::model::Verdict]) -> BTreeMap<String, String> {
+fn statuses(verdicts: &[results::Verdict]) -> BTreeMap<String, String> {
     verdicts.iter().map(|v| (v.invariant.clone(), format!("{:?}", v.status))).collect()
 }
 
@@ -200,7 +200,7 @@ fn post_check_and_twice_run_give_the_same_verdicts_for_the_same_world_and_claims
         );
         let by_run = statuses(&ran.verdicts);
         let served = runtime.block_on(through_serve(bug, &dir.join("serve-state")));
-        let results: reports::model::RunResults = serde_json::from_value(served["results"].clone()).unwrap();
+        let results: results::RunResults = serde_json::from_value(served["results"].clone()).unwrap();
         let by_serve = statuses(&results.results[0].verdicts);
         println!("{bug:?}\n  twice run: {by_run:?}\n  serve:     {by_serve:?}\n{}", served["summary"]);
         assert_eq!(by_serve, by_run, "the same verdicts, invariant by invariant ({bug:?})");

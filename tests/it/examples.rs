@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use harness::check;
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Progress, RunContext};
+use results::{Outcome, ScenarioResult, Source};
 
 /// The run seed of every case here (`twice run`'s default).
 pub(super) const SEED: u64 = 1;
@@ -137,7 +138,7 @@ pub(super) fn bug_table(
                     );
                     let caught = if *hazard {
                         let strict = run::results(SEED, &driver, None, vec![result.clone()]);
-                        let strict = run::RunResults { strict: true, ..strict };
+                        let strict = results::RunResults { strict: true, ..strict };
                         result.outcome == Outcome::Passed
                             && result.hazards.iter().any(|h| h.kind == *expected)
                             && strict.failed()

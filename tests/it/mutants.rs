@@ -21,8 +21,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use harness::check;
-use harness::run::{self, Case, Driver, Outcome, RunContext, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, RunContext};
 use harness::sim::{Reference, SimFactory};
+use results::{Outcome, ScenarioResult, Source};
 use scenarios::Scenario;
 
 use crate::mutant_naive::{Choices, Naive, Style};
@@ -386,7 +387,7 @@ fn steps_are_unsupported_by_an_executor_without_workflows() {
     assert!(result.observed.unacknowledged["save-approved"].contains("workflows"));
     let workflow =
         result.verdicts.iter().find(|v| v.invariant == check::WORKFLOW).expect("a workflow verdict");
-    assert_eq!(workflow.status, check::Status::NotJudged, "{workflow:?}");
+    assert_eq!(workflow.status, results::Status::NotJudged, "{workflow:?}");
     // Exempt from every check, its expected state included: what it never received is not
     // held against it, and the draft it comes after is judged as usual.
     assert_eq!(result.outcome, Outcome::Passed, "{:?}", result.verdicts);

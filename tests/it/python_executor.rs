@@ -18,7 +18,8 @@ use harness::check::{
     LINEAGE, NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST, REFUSAL_RESPECTED, WORKFLOW,
 };
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Outcome, RunContext, Source};
+use harness::run::{self, Case, Driver, RunContext};
+use results::{Outcome, Source};
 
 pub(super) use crate::examples::machine;
 use crate::examples::{BugRow, JOBS, Quiet, SEED, bug_table, catalog_cases, clean, describe};
@@ -333,7 +334,7 @@ fn live_shrinking_stops_at_its_budget_and_says_how_far_it_got() {
     let results = reports::json::read(&dir.join("budget")).expect("results.json reads back");
     let failed = &results.results[0];
     let shrink = failed.shrink.as_ref().unwrap_or_else(|| panic!("no shrink report: {}", describe(failed)));
-    assert_eq!(shrink.stopped, run::SHRINK_BUDGET, "{shrink:?}");
+    assert_eq!(shrink.stopped, results::SHRINK_BUDGET, "{shrink:?}");
     assert!(shrink.steps_after <= shrink.steps_before, "{shrink:?}");
     let minimal = failed.shrunk.as_deref().expect("the smallest failing scenario found so far is written");
     assert!(dir.join(minimal).is_file(), "{minimal}");

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, RunResults, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Progress, RunContext};
+use results::{Outcome, RunResults, ScenarioResult, Source};
 
 use crate::mutant_naive::{Bug, Naive, Style};
 
@@ -36,7 +37,7 @@ fn cases() -> Vec<Case> {
     cases
 }
 
-fn run(cases: &[Case], positions: &[u64], shard: Option<run::Shard>) -> RunResults {
+fn run(cases: &[Case], positions: &[u64], shard: Option<results::Shard>) -> RunResults {
     let factory = Naive::with(Style::LookupFirst, Bug::NaiveRetry);
     let driver = Driver::Sim(&factory);
     let dir = work_dir("sim");
@@ -85,7 +86,7 @@ fn a_run_with_failures_writes_all_four_files_and_merged_shards_match_it() {
     // The same cases in two shards, merged: the same four files, byte for byte.
     let mut shards = Vec::new();
     for index in 1..=2 {
-        let shard = run::Shard { index, count: 2 };
+        let shard = results::Shard { index, count: 2 };
         let positions: Vec<u64> = all.iter().copied().filter(|p| shard.takes(*p as usize)).collect();
         let slice: Vec<Case> = positions.iter().map(|p| cases[*p as usize].clone()).collect();
         shards.push(run(&slice, &positions, Some(shard)));

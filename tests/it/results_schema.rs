@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Progress, RunContext};
+use results::{Outcome, ScenarioResult, Source};
 use serde_json::{Value, json};
 
 use crate::executor_process::bin;
@@ -56,7 +57,7 @@ fn results_of_a_twice_run_validate() {
         String::from_utf8_lossy(&output.stderr)
     );
     let results = read_results(&dir);
-    assert_eq!(results["schema"], json!(reports::model::RESULTS_SCHEMA));
+    assert_eq!(results["schema"], json!(results::RESULTS_SCHEMA));
     assert!(
         results["verdict_sets"].as_array().is_some_and(|s| !s.is_empty()),
         "passed cases share verdict sets"

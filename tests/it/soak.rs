@@ -747,7 +747,7 @@ async fn soak() {
         .iter()
         .map(|i| json!({"id": i["id"], "state": i["state"], "attempts": i["attempts"], "evidence": i["evidence"]}))
         .collect();
-    let observed: harness::observe::Observed = serde_json::from_value(json!({
+    let observed: results::Observed = serde_json::from_value(json!({
         "acknowledged": acknowledged,
         "claims": claims,
         "reconcile_rounds": rounds,

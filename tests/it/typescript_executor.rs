@@ -66,13 +66,13 @@ fn a_refusal_answered_while_it_is_stopped_is_not_held_against_the_typescript_exe
     );
     crate::examples::clean(&dir);
     let described = crate::examples::describe(&result);
-    assert_eq!(result.outcome, reports::model::Outcome::Passed, "{described}");
+    assert_eq!(result.outcome, results::Outcome::Passed, "{described}");
     assert!(result.hazards.is_empty(), "{described}");
     let verdict = result.verdicts.iter().find(|v| v.invariant == REFUSAL_RESPECTED).expect("a verdict");
     let workspace =
         result.intent_briefs().into_iter().find(|i| i.id == "ws-umbrella").expect("the workspace");
     match verdict.status {
-        reports::model::Status::NotJudged => {
+        results::Status::NotJudged => {
             let reason = verdict.reason.as_deref().unwrap_or_default();
             assert!(reason.contains("w1 was stopped from") && reason.contains("not yet read"), "{reason}");
             assert_eq!(

@@ -11,7 +11,8 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Progress, RunContext};
+use results::{Outcome, ScenarioResult, Source};
 use serde_json::Value;
 
 pub use bench_support::{WorkDir, load_average, record, summary};

@@ -11,7 +11,7 @@ use serde_json::Value;
 use vocabulary::{ActionSpec, Contract, Effect, JournalEntry, State};
 
 use super::{STATE_MOMENT, parse_state_detail};
-use crate::observe::{Claim, Observed};
+use results::{Claim, Observed};
 
 /// The contract the scenario announces for `action`'s service: its default with the
 /// scenario's changes.

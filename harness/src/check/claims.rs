@@ -6,9 +6,9 @@
 use serde_json::Value;
 use vocabulary::State;
 
-use super::Verdict;
 use super::attribution::Facts;
 use super::{ESCALATION_EVIDENCE, HONEST_TERMINAL_STATES, UNKNOWN_IS_NOT_A_LIE};
+use results::Verdict;
 
 impl Facts<'_> {
     pub(super) fn honest_terminal_states(&self) -> Verdict {

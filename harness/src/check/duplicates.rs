@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use super::NO_DUPLICATE_EFFECT;
-use super::Verdict;
 use super::attribution::{Facts, Found};
+use results::Verdict;
 
 /// Why the ledger invariants have nothing to judge.
 pub(super) const NO_LEDGER_REASON: &str = "no intent's action has a ledger the checker reads";

@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use vocabulary::{ACTIONS, Guard, KeyPolicy};
 
-use super::Hazard;
 use super::attribution::{Facts, Intent, claim_lists_key, contract_for};
 use super::{
     HAZARD_EARLY_REPLACEMENT, HAZARD_KEY_PAST_RETENTION, HAZARD_NEW_KEY_AFTER_UNREAD_REFUSAL,
     HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, exploited_by,
 };
+use results::Hazard;
 
 impl Facts<'_> {
     pub(super) fn hazards(&self) -> Vec<Hazard> {

@@ -1,9 +1,9 @@
 //! `lineage`: a replacement never takes effect while its predecessor is unresolved (per the
 //! timeline's state moments), nor after its predecessor took effect.
 
-use super::Verdict;
 use super::attribution::{Facts, StateMoment};
 use super::{LINEAGE, is_terminal};
+use results::Verdict;
 
 impl<'a> Facts<'a> {
     /// The last state `id` reached at or before `at_ms`, per the timeline; `None` when it has

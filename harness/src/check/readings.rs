@@ -13,9 +13,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Verdict;
 use super::attribution::Facts;
-use crate::observe::EffectRef;
+use results::EffectRef;
+use results::Verdict;
 
 /// The most readings of one business key listed; past it, one is kept and every verdict that
 /// breaks is not judged instead.

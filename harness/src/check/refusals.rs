@@ -30,8 +30,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use vocabulary::{JournalEntry, needs_decision};
 
+use super::REFUSAL_RESPECTED;
 use super::attribution::{Facts, claim_lists_key, param_diff};
-use super::{REFUSAL_RESPECTED, Verdict};
+use results::Verdict;
 
 /// A later send of a refused intent that took effect, from the life the refusal answered.
 pub(super) struct SendAfterRefusal<'a> {

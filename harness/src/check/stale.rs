@@ -5,8 +5,8 @@
 use vocabulary::{ACTIONS, ActionSpec, Guard};
 
 use super::NO_STALE_WRITE;
-use super::Verdict;
 use super::attribution::{Facts, Found, contract_for};
+use results::Verdict;
 
 impl Facts<'_> {
     /// The actions whose writes this scenario's contracts guard, with the guard.

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use super::Verdict;
 use super::attribution::{Facts, Intent};
 use super::{EXPECTED_STATES, LIVENESS, NOTHING_LOST, is_terminal};
-use crate::observe::Route;
+use results::Route;
+use results::Verdict;
 
 impl Facts<'_> {
     pub(super) fn nothing_lost(&self) -> Verdict {

@@ -5,7 +5,8 @@ use vocabulary::Contract;
 
 use super::attribution::param_diff;
 use super::*;
-use crate::observe::Moment;
+use results::Moment;
+use results::{Status, Verdict};
 
 mod cases;
 

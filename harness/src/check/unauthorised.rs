@@ -7,8 +7,9 @@
 //! message. An effect carrying the business key of an intent whose action the executor does
 //! not support is nobody's to judge.
 
+use super::NO_UNAUTHORISED_EFFECT;
 use super::attribution::{Facts, Found, param_diff};
-use super::{NO_UNAUTHORISED_EFFECT, Verdict};
+use results::Verdict;
 
 impl Facts<'_> {
     pub(super) fn no_unauthorised_effect(&self) -> Verdict {

@@ -18,9 +18,9 @@
 
 use vocabulary::ParamRef;
 
-use super::Verdict;
 use super::WORKFLOW;
 use super::attribution::{Facts, Found, Intent};
+use results::Verdict;
 
 impl Facts<'_> {
     pub(super) fn workflow(&self) -> Verdict {

@@ -15,7 +15,8 @@ pub use progress::Reporter;
 use crate::conformance::{self, CheckPlan};
 use crate::exit;
 use crate::pipeline::{self, Executor, RunPlan, SEED_DEFAULT, Selection};
-use crate::run::{self, RunResults, ScenarioResult, Shard};
+use crate::run;
+use results::{RunResults, ScenarioResult, Shard};
 
 /// What every command that runs scenarios takes.
 #[derive(Debug, clap::Args)]

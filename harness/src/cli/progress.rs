@@ -7,8 +7,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use crate::run::{Outcome, Progress, ScenarioResult};
+use crate::run::Progress;
 use crate::shrink::ShrinkProgress;
+use results::{Outcome, ScenarioResult};
 
 /// Plain lines in CI and pipes, a bar on a terminal, nothing under `-q`.
 pub struct Reporter {
@@ -117,7 +118,7 @@ impl ShrinkProgress for Reporter {
         self.say(format!("  {name}: {steps} steps after {runs} runs{left}"));
     }
 
-    fn finished(&self, name: &str, shrink: &crate::run::Shrink) {
+    fn finished(&self, name: &str, shrink: &results::Shrink) {
         let left = self.time_left();
         self.say(format!("  {name}: {}{left}", shrink.line()));
     }

@@ -37,10 +37,11 @@ use crate::exit;
 use crate::live;
 use crate::pipeline::{self, Executor, RunPlan, Selection};
 use crate::process::{self, Ending, ExecutorCommand, Frame, Out, Process, WriteError, describe, excerpt};
-use crate::run::{self, Case, Outcome, Progress, ScenarioResult, Source};
+use crate::run::{self, Case, Progress};
 use crate::setup;
 use crate::shrink::QuietShrink;
 use crate::world::World;
+use results::{Outcome, ScenarioResult, Source};
 
 /// `init_ok` must come this soon after `init` (docs/protocol.md §9).
 pub const INIT_MS_MAX: u64 = live::INIT_MS_MAX;
@@ -400,7 +401,7 @@ mod tests {
             "outcome": if violated.is_empty() { "passed" } else { "violated" },
             "verdicts": violated.iter().map(|v| json!({"invariant": v, "held": false, "evidence": ["x"]})).collect::<Vec<_>>(),
             "claims": [], "intents": [], "effects": {}, "faults_applied": [], "events": [], "replay": "",
-            "observed": crate::observe::Observed::default(),
+            "observed": results::Observed::default(),
         }))
         .unwrap();
         r.observed.unsupported = unsupported.iter().map(|a| a.to_string()).collect();
@@ -434,7 +435,7 @@ mod tests {
 
         // A skipped safeguard that nothing exploited shows beside the verdict, never as one.
         let mut hazardous = result("a", &[], &[]);
-        hazardous.hazards = vec![reports::model::Hazard {
+        hazardous.hazards = vec![results::Hazard {
             kind: "no-fencing-token".into(),
             service: "workspaces".into(),
             intent: None,

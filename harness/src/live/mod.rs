@@ -59,12 +59,12 @@ use vocabulary::WORKFLOWS_FEATURE;
 pub use crate::engine::BACKGROUND_ROUND_MS;
 pub use crate::engine::RunError;
 use crate::engine::{self, Backend, CallError, Reached, Reply, Request, Roster, Step, Timeline, Wait, World};
-use crate::observe::{Claim, Observed};
 use crate::points::RequestPoints;
 pub use crate::process::command::{CommandLineError, ExecutorCommand, LocateError, REFERENCE_BINARY};
 use crate::process::lock;
 pub use crate::process::{EXIT_MS_MAX, LINE_BYTES_MAX, STDERR_FLUSH_MS_MAX, STDERR_TAIL_BYTES, WRITE_MS_MAX};
 use crate::setup;
+use results::{Claim, Observed};
 
 /// A worker has this long to answer `init`.
 pub const INIT_MS_MAX: u64 = 10_000;
@@ -562,7 +562,7 @@ async fn run_recorded(
 /// The directory of one run: a child of `work_dir`, whatever the scenario's name holds (it
 /// comes from a file: `../`, NUL, 10,000 bytes).
 fn run_dir(work_dir: &Path, name: &str, seed: u64, n: u64) -> PathBuf {
-    work_dir.join(format!("{}-{seed}-{n}", reports::names::file_name_part(name)))
+    work_dir.join(format!("{}-{seed}-{n}", results::names::file_name_part(name)))
 }
 
 /// Runs one scenario on a fresh current-thread runtime, in a fresh directory of its own under

@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use super::TIMELINE_MOMENTS_MAX;
 use crate::engine::{Life, Timeline};
-use crate::observe::Moment;
 use crate::process::{self, EXIT_MS_MAX, Ending, ExecutorCommand, Frame, Out, Process, excerpt, lock};
+use results::Moment;
 
 /// A request waiting for its reply.
 pub(super) struct Pending {

@@ -69,7 +69,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
         let message = value["error"]["message"].as_str().unwrap_or("no message");
         anyhow::bail!("{}: {message}", args.claims.display());
     }
-    let results: reports::model::RunResults = serde_json::from_value(value["results"].clone())
+    let results: results::RunResults = serde_json::from_value(value["results"].clone())
         .context("twice serve's verdict is not in this version's results shape")?;
     crate::pipeline::report(&results, &args.report_dir)?;
     print!("{}", crate::run::summary(&results));

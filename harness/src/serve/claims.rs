@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use reports::model::Claim;
+use results::Claim;
 use scenarios::Scenario;
 use serde::Deserialize;
 use serde_json::Value;

@@ -26,8 +26,9 @@ use tokio::task::JoinHandle;
 use super::claims;
 use super::settle;
 use super::world::{STEP_WAIT_MS_MAX, World};
-use crate::run::{self, Case, Source};
+use crate::run::{self, Case};
 use crate::{check, exit, pipeline};
+use results::Source;
 
 /// The largest body the endpoint reads: a scenario file or the claims of a large test.
 pub const CONTROL_BODY_BYTES_MAX: usize = 8 * 1024 * 1024;

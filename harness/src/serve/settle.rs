@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use reports::model::SettleWait;
+use results::SettleWait;
 
 use super::world::World;
 use crate::setup;

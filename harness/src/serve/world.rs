@@ -9,7 +9,7 @@ use std::time::Duration;
 use fake_services::Fakes;
 use fake_services::server::{Gate, Tap};
 use fake_services::wire::FakeRequest;
-use reports::model::{Moment, Observed, Pending, Route};
+use results::{Moment, Observed, Pending, Route};
 use scenarios::{EventAction, Point};
 use serde::Serialize;
 use tokio::sync::{Notify, oneshot};
@@ -19,7 +19,7 @@ use crate::run::Case;
 use crate::setup;
 
 /// What a request held at a step's point is called among the things pending
-/// (`reports::model::Pending::what`).
+/// (`results::Pending::what`).
 pub const HELD_AT_STEP: &str = "held-at-step";
 
 /// The longest a test may make serve wait for a step (`GET /__twice/steps/N?wait_ms=`):

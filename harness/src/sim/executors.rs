@@ -11,7 +11,7 @@ use executor::world::Transport;
 use scenarios::IntentSpec;
 
 use crate::engine::StateChange;
-use crate::observe::Claim;
+use results::Claim;
 
 /// A boxed future, so that executors can be trait objects.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -38,9 +38,9 @@ use crate::engine::{
     self, Backend, CallError, Life, Reached, Reply, Request, Roster, Step, Timeline, Wait, World,
 };
 pub use crate::engine::{BACKGROUND_ROUND_MS, StateChange};
-use crate::observe::{Moment, Observed};
 use crate::setup::{self, EPOCH_MS};
 pub use executors::{BoxFuture, Reference, Refusal, SimExecutor, SimFactory, WorkerSetup};
+use results::{Moment, Observed};
 pub use transport::SimTransport;
 use transport::{Points, sim_url};
 
@@ -408,7 +408,7 @@ pub fn case_dir(work_dir: &Path, scenario: &Scenario, seed: u64) -> PathBuf {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     match tmpfs() {
         Some(root) => root.join(format!("twice-sim-{}-{n}", std::process::id())),
-        None => work_dir.join(format!("{}-{seed}-{n}", reports::names::file_name_part(&scenario.name))),
+        None => work_dir.join(format!("{}-{seed}-{n}", results::names::file_name_part(&scenario.name))),
     }
 }
 

@@ -1,8 +1,9 @@
 //! The whole catalog against the reference executor, in both drivers: the same scenario files
 //! pass in process on virtual time and through the stdio protocol with real processes.
 
-use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Progress, RunContext};
 use harness::sim::Reference;
+use results::{Outcome, ScenarioResult, Source};
 
 struct Quiet;
 

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use harness::live::{self, ExecutorCommand};
-use harness::observe::Observed;
+use results::Observed;
 use scenarios::Scenario;
 
 /// The longest one live run may take in these tests before the test fails instead of hanging.
@@ -480,7 +480,7 @@ fn catalog_cases(names: &[&str]) -> Vec<harness::run::Case> {
         .iter()
         .map(|name| harness::run::Case {
             scenario: scenarios::catalog::find(name).expect("in the catalog").expect("valid"),
-            source: harness::run::Source::Catalog,
+            source: results::Source::Catalog,
         })
         .collect()
 }

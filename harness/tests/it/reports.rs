@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use harness::run::{self, Case, Driver, Outcome, Progress, RunContext, RunResults, ScenarioResult, Source};
+use harness::run::{self, Case, Driver, Progress, RunContext};
 use harness::sim::{Reference, SimExecutor, SimFactory, WorkerSetup};
 use reports::baseline;
+use results::{Outcome, RunResults, ScenarioResult, Source};
 
 /// The committed baseline of the reference executor: the catalog and generated cases
 /// `0..BASELINE_CASES` of seed 1, in sim (written by `twice run --cases 100 --baseline

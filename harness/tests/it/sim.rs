@@ -1,7 +1,8 @@
 //! The sim driver with the reference executor.
 
-use harness::run::{self, Case, Driver, Outcome, RunContext, Source};
+use harness::run::{self, Case, Driver, RunContext};
 use harness::sim::{self, Reference};
+use results::{Outcome, Source};
 use scenarios::Scenario;
 
 fn scenario(text: &str) -> Scenario {
@@ -77,7 +78,7 @@ struct Quiet;
 
 impl harness::run::Progress for Quiet {
     fn started(&self, _: usize) {}
-    fn finished(&self, _: &harness::run::ScenarioResult) {}
+    fn finished(&self, _: &results::ScenarioResult) {}
     fn done(&self) {}
 }
 

@@ -137,7 +137,7 @@ pub(super) fn business_key(effect: &Effect) -> Option<(&'static str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{EffectRef, IntentResult, Observed, Outcome, Source};
+    use results::{EffectRef, IntentResult, Observed, Outcome, Source};
 
     fn delivered(seq: u64, object: &str, by_provider: bool) -> Effect {
         let mut params = serde_json::json!({"to": "ada@example.com", "subject": "Hi", "body": "Hello"});

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use executor::model::Precondition;
 use executor::signing::SignedTransfer;
 use executor::{Action, Evidence};
-use harness::observe::Claim;
+use results::Claim;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

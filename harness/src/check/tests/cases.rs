@@ -50,7 +50,7 @@ use serde_json::{Value, json};
 use vocabulary::{ContractPatch, Effect, JournalEntry};
 
 use crate::check::{STATE_MOMENT, state_detail};
-use crate::observe::{Claim, Moment, Observed};
+use results::{Claim, Moment, Observed};
 
 /// One checker case.
 pub(super) struct Case {

@@ -1,6 +1,14 @@
-//! What a run produced, as `results.json` holds it (schema [`RESULTS_SCHEMA`], documented in
-//! `docs/reports.md`). The harness fills these in; every renderer of this crate reads them and
-//! nothing else, so a report can always be rebuilt from `results.json` alone.
+//! The run's model: what a run produced, as `results.json` holds it (schema
+//! [`RESULTS_SCHEMA`], documented in `docs/reports.md`). What a case observed ([`Observed`]:
+//! the intents, the executor's claims, the ledgers' effects, the moments of the timeline), the
+//! verdicts judged from it ([`Verdict`], [`Hazard`]) and the run that holds them
+//! ([`RunResults`]). The runner and `twice serve` fill these in, the checker reads what was
+//! observed and writes verdicts, and every report renders them and nothing else, so a report
+//! can always be rebuilt from `results.json` alone. [`names`] makes file names from the names
+//! these carry.
+
+pub mod names;
+mod schema;
 
 use std::collections::BTreeMap;
 
@@ -612,7 +620,7 @@ impl Summary {
 }
 
 /// One intent of a passed case, written as an array `[id, state, attempts, effects]`.
-// Its schema is written by hand (`crate::schema`): the derive would describe the row tuple
+// Its schema is written by hand (`schema.rs`): the derive would describe the row tuple
 // without saying which item is which.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "IntentBriefRow", into = "IntentBriefRow")]
