@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The shell steps of the twice GitHub Action (action.yml at the repository's root). Every step
 # of the action that runs a command calls this script, and the test suite runs it as it is
-# (harness/tests/it/action.rs), so the action cannot drift from the command line.
+# (twice/tests/it/action.rs), so the action cannot drift from the command line.
 #
 #   twice-action.sh cache-key   where the binaries live, and the cache key of this source tree
 #   twice-action.sh install     reuse the binaries found there, or `cargo install` them
@@ -78,7 +78,7 @@ cmd_install() {
         printf 'twice-action: installing twice from %s into %s\n' "$(source_dir)" "$root" >&2
         # Word-split on purpose: extra flags such as `--debug` or `--jobs 2`.
         # shellcheck disable=SC2086
-        cargo install --locked --path "$(source_dir)/harness" --root "$root" ${TWICE_INPUT_INSTALL_FLAGS:-} >&2 ||
+        cargo install --locked --path "$(source_dir)/twice" --root "$root" ${TWICE_INPUT_INSTALL_FLAGS:-} >&2 ||
             fail "cargo install failed (see the log above)"
     fi
     if [[ -n "${GITHUB_PATH:-}" ]]; then

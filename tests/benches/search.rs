@@ -58,10 +58,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use fake_services::{Contract, FaultRule, FaultSpec};
-use harness::check;
-use harness::run::{self, Case, Driver, RunContext};
-use harness::sim::{Reference, SimFactory};
 use results::{Outcome, ScenarioResult, Source};
+use runner::run::{self, Case, Driver, RunContext};
+use runner::sim::{Reference, SimFactory};
 use scenarios::generate::REQUEST_TIMEOUT_MS;
 use scenarios::{Scenario, ServiceFault};
 use serde_json::{Value, json};
@@ -469,7 +468,8 @@ fn search(factory: &dyn SimFactory, seed: u64, side: Side, dir: &Path) -> Result
             Outcome::Violated => {
                 found.cases = Some(index + 1);
                 found.no_fault = result.faults_applied.is_empty();
-                found.invariants = check::violations(&result.verdicts).map(|v| v.invariant.clone()).collect();
+                found.invariants =
+                    checker::violations(&result.verdicts).map(|v| v.invariant.clone()).collect();
                 break;
             }
         }
@@ -566,7 +566,7 @@ fn fairness_check(dir: &Path) -> Result<(String, u64)> {
             out.2 += hit;
             if result.outcome != Outcome::Passed {
                 let broken: Vec<&str> =
-                    check::violations(&result.verdicts).map(|v| v.invariant.as_str()).collect();
+                    checker::violations(&result.verdicts).map(|v| v.invariant.as_str()).collect();
                 out.0.push(format!(
                     "{} at p = {}: case {index} of seed {seed} {:?} {broken:?} {}",
                     executors[e].0,

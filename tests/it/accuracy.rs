@@ -23,10 +23,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use harness::check;
-use harness::run::{self, Case, Driver, RunContext};
-use harness::sim::{Reference, SimExecutor, SimFactory, WorkerSetup};
 use results::{Outcome, ScenarioResult, Source};
+use runner::run::{self, Case, Driver, RunContext};
+use runner::sim::{Reference, SimExecutor, SimFactory, WorkerSetup};
 use scenarios::Scenario;
 
 use crate::mutant_naive::{Choices, Naive, Style, Timing};
@@ -267,7 +266,7 @@ fn spread<T: Send, R: Send>(jobs: Vec<T>, each: impl Fn(T) -> R + Sync) -> Vec<R
 }
 
 fn violated(result: &ScenarioResult) -> Vec<String> {
-    check::violations(&result.verdicts).map(|v| v.invariant.clone()).collect()
+    checker::violations(&result.verdicts).map(|v| v.invariant.clone()).collect()
 }
 
 /// One mutant against one scenario: the grid points where it was caught with the named

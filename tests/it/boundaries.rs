@@ -100,3 +100,43 @@ fn a_forbidden_dependency_or_a_crate_left_out_of_the_table_is_caught() {
     );
     assert!(found.iter().any(|p| p.starts_with("newcomer is not in the table")), "{found:?}");
 }
+
+/// Crates the checker must never reach, directly or through a dependency: it judges what a
+/// run observed (ledgers, journals, claims, the timeline) and so needs no executor, no fake,
+/// no process, no HTTP and no database. A verdict then cannot depend on how a run was driven.
+/// (tokio's timer comes with the vocabulary's clock type, and libc with proptest's randomness
+/// through the scenarios: neither runs anything in the checker.)
+const CHECKER_NEVER: [&str; 8] =
+    ["executor", "fake-services", "runner", "serve", "conformance", "hyper", "reqwest", "rusqlite"];
+
+/// Every package the named one depends on, through normal dependencies, at any depth.
+fn reaches(name: &str) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["tree", "-p", name, "-e", "normal", "--prefix", "none", "--format", "{p}", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(out.status.success(), "cargo tree: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|package| *package != name)
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_checker_reads_ledgers_and_journals_never_an_executor_or_a_process() {
+    let reached = reaches("checker");
+    assert!(reached.contains("results") && reached.contains("scenarios"), "{reached:?}");
+    let forbidden: Vec<&str> = CHECKER_NEVER.iter().copied().filter(|c| reached.contains(*c)).collect();
+    assert!(forbidden.is_empty(), "the checker reaches {forbidden:?}");
+    // The same question of a crate that does reach them, so the test cannot pass by reading
+    // nothing.
+    let runner = reaches("runner");
+    assert!(
+        ["executor", "fake-services", "hyper", "rusqlite"].iter().all(|c| runner.contains(*c)),
+        "{runner:?}"
+    );
+}

@@ -11,9 +11,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use executor::world::{HttpRequest, HttpTransport, Transport};
-use harness::run::{self, Driver, RunContext};
-use harness::serve::{self, ServeArgs};
+use runner::run::{self, Driver, RunContext};
 use serde_json::{Value, json};
+use serve::{self, ServeArgs};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::python_executor::{machine, python_executor, work_dir};
@@ -57,7 +57,7 @@ fn statuses(verdicts: &[results::Verdict]) -> BTreeMap<String, String> {
     verdicts.iter().map(|v| (v.invariant.clone(), format!("{:?}", v.status))).collect()
 }
 
-/// Until no fake has anything in flight for `harness::live::SETTLED_MS`, at most `bound_ms`:
+/// Until no fake has anything in flight for `runner::live::SETTLED_MS`, at most `bound_ms`:
 /// the live driver's settle wait.
 async fn settle(fakes: &fake_services::Fakes, bound_ms: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(bound_ms);
@@ -67,7 +67,7 @@ async fn settle(fakes: &fake_services::Fakes, bound_ms: u64) {
         match (fakes.all().iter().all(fake_services::Fake::settled), quiet_since) {
             (false, _) => quiet_since = None,
             (true, None) => quiet_since = Some(now),
-            (true, Some(since)) if now - since >= Duration::from_millis(harness::live::SETTLED_MS) => return,
+            (true, Some(since)) if now - since >= Duration::from_millis(runner::live::SETTLED_MS) => return,
             (true, Some(_)) => {}
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -120,16 +120,16 @@ async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
         .map(|(name, contract)| (name.clone(), json!({"url": world["urls"][name], "contract": contract})))
         .collect();
     let init = json!({"type": "init", "protocol": "twice/1", "worker_id": "w1", "state_dir": state_dir,
-        "services": services, "secrets": harness::setup::secrets(), "limits": world["limits"]});
+        "services": services, "secrets": runner::setup::secrets(), "limits": world["limits"]});
     assert_eq!(app.ask(init).await["type"], "init_ok");
     for intent in world["intents"].as_array().unwrap() {
         assert_eq!(app.ask(json!({"type": "propose", "intent": intent})).await["type"], "propose_ok");
     }
     app.ask(json!({"type": "drain", "timeout_ms": 20_000})).await;
-    // As `twice run` does after the work (`harness::engine`): every fault off, the world
+    // As `twice run` does after the work (`runner::engine`): every fault off, the world
     // settled, then rounds of reconcile and drain until nothing is unresolved, a pause of a
     // request timeout and a settle bound between rounds.
-    harness::setup::heal(&served.world.fakes);
+    runner::setup::heal(&served.world.fakes);
     let contracts: BTreeMap<String, fake_services::Contract> =
         serde_json::from_value(world["contracts"].clone()).unwrap();
     let settle_ms = contracts.values().map(|c| c.settle_ms_max).max().unwrap_or(0);
@@ -137,7 +137,7 @@ async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
     let round_pause_ms = world["limits"]["request_timeout_ms"].as_u64().unwrap()
         + settle_ms
         + executor::engine::SAFETY_MARGIN_MS;
-    for _ in 0..harness::setup::RECONCILE_ROUNDS_MAX {
+    for _ in 0..runner::setup::RECONCILE_ROUNDS_MAX {
         app.ask(json!({"type": "reconcile"})).await;
         app.ask(json!({"type": "drain", "timeout_ms": 20_000})).await;
         let status = app.ask(json!({"type": "status"})).await;
@@ -186,12 +186,12 @@ async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
 #[test]
 fn post_check_and_twice_run_give_the_same_verdicts_for_the_same_world_and_claims() {
     let _turn = machine();
-    let case = harness::pipeline::load(SCENARIO).unwrap();
+    let case = runner::pipeline::load(SCENARIO).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     for (bug, broken) in [
         (&[][..], None),
-        (&["--bug", "timeout-as-failure"][..], Some(harness::check::HONEST_TERMINAL_STATES)),
-        (&["--bug", "key-per-attempt"][..], Some(harness::check::NO_DUPLICATE_EFFECT)),
+        (&["--bug", "timeout-as-failure"][..], Some(checker::HONEST_TERMINAL_STATES)),
+        (&["--bug", "key-per-attempt"][..], Some(checker::NO_DUPLICATE_EFFECT)),
     ] {
         let dir = work_dir(&format!("byo-{}", bug.last().unwrap_or(&"correct")));
         let ran = run::run_case(

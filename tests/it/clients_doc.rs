@@ -54,7 +54,7 @@ impl Lang {
 
 /// Every snippet the doc must have, and no other: its id, its language, the fake it calls,
 /// and whether serve runs with `--strict-keys`. The eight SDKs of `twice serve --help`'s
-/// table (`harness/src/serve/clients.rs`), the two strict-key ones, and plain HTTP for the
+/// table (`serve/src/clients.rs`), the two strict-key ones, and plain HTTP for the
 /// fake without an SDK.
 const SNIPPETS: [(&str, Lang, &str, bool); 12] = [
     ("stripe-python", Lang::Python, "payments", false),

@@ -8,15 +8,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use harness::check;
-use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, Progress, RunContext};
 use results::{Outcome, ScenarioResult, Source};
+use runner::live::ExecutorCommand;
+use runner::run::{self, Case, Driver, Progress, RunContext};
 
 /// The run seed of every case here (`twice run`'s default).
 pub(super) const SEED: u64 = 1;
 /// Cases run at the same time, as `twice run` runs live scenarios by default.
-pub(super) const JOBS: usize = harness::pipeline::LIVE_JOBS_DEFAULT;
+pub(super) const JOBS: usize = runner::pipeline::LIVE_JOBS_DEFAULT;
 
 /// Live runs of the example executors take turns: each already runs [`JOBS`] cases at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
@@ -63,7 +62,7 @@ pub(super) fn catalog_cases() -> Vec<Case> {
 /// What went wrong in a result, for a failure message: the outcome, the executor error and
 /// every broken invariant with its first line of evidence.
 pub(super) fn describe(result: &ScenarioResult) -> String {
-    let broken: Vec<String> = check::violations(&result.verdicts)
+    let broken: Vec<String> = checker::violations(&result.verdicts)
         .map(|v| format!("{}: {}", v.invariant, v.evidence.first().map(String::as_str).unwrap_or("")))
         .collect();
     let error = result.observed.executor_error.as_deref().unwrap_or("");
@@ -144,7 +143,7 @@ pub(super) fn bug_table(
                             && strict.failed()
                     } else {
                         result.outcome == Outcome::Violated
-                            && check::violations(&result.verdicts).any(|v| v.invariant == *expected)
+                            && checker::violations(&result.verdicts).any(|v| v.invariant == *expected)
                     };
                     if !caught {
                         let kinds: Vec<&str> = result.hazards.iter().map(|h| h.kind.as_str()).collect();

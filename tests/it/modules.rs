@@ -1,5 +1,5 @@
 //! The boundaries ARCHITECTURE.md states inside the crates, checked against their source (the
-//! crate-level table is `boundaries.rs`'s): which modules of the harness may use which, no
+//! crate-level table is `boundaries.rs`'s): which modules of the runner may use the executor, no
 //! file-level import loop in any crate's product code, and no product file over
 //! [`FILE_LINES_MAX`] lines.
 //!
@@ -15,14 +15,18 @@ const FILE_LINES_MAX: usize = 900;
 
 /// The crates whose `src/` is product code (xtask is the project's own tooling, and is held
 /// to the same rules).
-const CRATES: [&str; 9] = [
+const CRATES: [&str; 13] = [
     "vocabulary",
     "scenarios",
     "fake-services",
     "executor",
     "results",
     "reports",
-    "harness",
+    "checker",
+    "runner",
+    "serve",
+    "conformance",
+    "twice",
     "bench-support",
     "xtask",
 ];
@@ -356,31 +360,20 @@ fn is_binary(name: &str) -> bool {
     name.ends_with("/src/main.rs") || name.contains("/src/bin/")
 }
 
-/// Every crossing of the harness's module rules in `sources`.
-fn harness_problems(sources: &[Source]) -> Vec<String> {
+/// Every crossing of the runner's module rule in `sources`: the reference executor is used
+/// in process by the sim backend alone (the live backend runs it as any other program, through
+/// its binary). The crate-level rules (the checker knows no driver, nothing uses the command
+/// line) are `boundaries.rs`'s.
+fn runner_problems(sources: &[Source]) -> Vec<String> {
     let mut problems = Vec::new();
     for source in sources.iter().filter(|s| !is_binary(&s.name)) {
         let under = |m: &str| source.module.first().is_some_and(|first| first == m);
         for path in &source.paths {
-            let shown = path.join("::");
             if path[0] == "executor" && !under("sim") {
                 problems.push(format!(
-                    "{}: uses {shown}; the harness uses the executor crate only in its sim backend and its binaries",
-                    source.name
-                ));
-            }
-            let Some(target) = resolve(&source.module, path) else { continue };
-            let into = |m: &str| target.first().is_some_and(|first| first == m);
-            if into("cli") && !under("cli") {
-                problems.push(format!(
-                    "{}: uses {shown}; nothing outside cli/ calls back up into the CLI",
-                    source.name
-                ));
-            }
-            if under("check") && (into("engine") || into("sim") || into("live")) {
-                problems.push(format!(
-                    "{}: uses {shown}; the checker judges what was observed and knows no driver",
-                    source.name
+                    "{}: uses {}; the runner uses the executor crate only in its sim backend",
+                    source.name,
+                    path.join("::")
                 ));
             }
         }
@@ -481,8 +474,8 @@ fn import_loops(sources: &[Source]) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn the_harness_keeps_its_module_boundaries() {
-    let problems = harness_problems(&crate_sources("harness"));
+fn the_runner_keeps_its_module_boundaries() {
+    let problems = runner_problems(&crate_sources("runner"));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
@@ -516,19 +509,15 @@ fn sources(files: &[(&str, &str)]) -> Vec<Source> {
 
 #[test]
 fn each_kind_of_crossing_is_found_however_it_is_spelt() {
-    let found = harness_problems(&sources(&[
-        ("conformance/mod.rs", "fn f() { if crate::cli::logs::plain_progress() {} }"),
-        ("check/claims.rs", "use super::super::{engine::World, observe};"),
-        ("check.rs", "use crate::{live, run::Case};"),
-        ("live/mod.rs", "use executor::protocol::code;"),
+    let found = runner_problems(&sources(&[
+        ("live.rs", "use executor::protocol::code;"),
         ("setup.rs", "fn f() -> executor::Limits { Default::default() }"),
+        ("engine.rs", "use {executor::World, std::fmt};"),
     ]));
     let expected = [
-        "x/src/conformance/mod.rs: uses crate::cli::logs::plain_progress",
-        "x/src/check/claims.rs: uses super::super::engine::World",
-        "x/src/check.rs: uses crate::live",
-        "x/src/live/mod.rs: uses executor::protocol::code",
+        "x/src/live.rs: uses executor::protocol::code",
         "x/src/setup.rs: uses executor::Limits",
+        "x/src/engine.rs: uses executor::World",
     ];
     for want in expected {
         assert!(found.iter().any(|p| p.starts_with(want)), "{want} not found in {found:#?}");
@@ -538,13 +527,13 @@ fn each_kind_of_crossing_is_found_however_it_is_spelt() {
 
 #[test]
 fn comments_strings_and_allowed_places_are_no_crossing() {
-    let found = harness_problems(&sources(&[
-        ("engine.rs", "// crate::cli::logs\n/// executor::Limits\nconst T: &str = \"twice::executor\";"),
-        ("cli/mod.rs", "use crate::cli::logs; use crate::engine;"),
-        ("sim/mod.rs", "use executor::log::IntentLog;"),
+    let found = runner_problems(&sources(&[
+        ("engine.rs", "/// executor::Limits\nconst T: &str = \"twice::executor\";"),
+        ("sim.rs", "use executor::log::IntentLog;"),
+        ("sim/executors.rs", "use executor::World;"),
         ("bin/twice-executor.rs", "use executor::World;"),
-        ("process/mod.rs", "let s = r#\"crate::cli\"#; let c = '\"'; fn f<'a>(x: &'a str) {}"),
-        ("run.rs", "fn f() {}\n#[cfg(test)]\nmod tests { use crate::cli::logs; }\n#[cfg(test)]\nmod more;"),
+        ("process.rs", "let s = r#\"executor::World\"#; let c = '\"'; fn f<'a>(x: &'a str) {}"),
+        ("run.rs", "fn f() {}\n#[cfg(test)]\nmod tests { use executor::World; }\n#[cfg(test)]\nmod more;"),
         ("run/more.rs", "use executor::World;"),
     ]));
     assert!(found.is_empty(), "{found:#?}");

@@ -42,8 +42,8 @@ use std::sync::{Arc, Mutex};
 
 use executor::Config;
 use executor::world::{TokioClock, Transport};
-use harness::sim::{BoxFuture, Refusal, SimExecutor, SimFactory, StateChange, WorkerSetup};
 use results::Claim;
+use runner::sim::{BoxFuture, Refusal, SimExecutor, SimFactory, StateChange, WorkerSetup};
 use scenarios::IntentSpec;
 
 use store::{Rec, Store};

@@ -6,20 +6,18 @@
 //! mutants against generated cases and a protocol-unaware baseline. Both include this file,
 //! so neither keeps its own copy.
 
-use harness::check;
-
 use crate::mutant_naive::{Bug, Naive, Style};
 
-pub const NO_DUPLICATE: &str = check::NO_DUPLICATE_EFFECT;
-pub const NO_UNAUTHORISED: &str = check::NO_UNAUTHORISED_EFFECT;
-pub const HONEST: &str = check::HONEST_TERMINAL_STATES;
-pub const NOTHING_LOST: &str = check::NOTHING_LOST;
-pub const LINEAGE: &str = check::LINEAGE;
-pub const NO_STALE_WRITE: &str = check::NO_STALE_WRITE;
-pub const LIVENESS: &str = check::LIVENESS;
-pub const WORKFLOW: &str = check::WORKFLOW;
-pub const REFUSAL_RESPECTED: &str = check::REFUSAL_RESPECTED;
-pub const EXPECTED_STATES: &str = check::EXPECTED_STATES;
+pub const NO_DUPLICATE: &str = checker::NO_DUPLICATE_EFFECT;
+pub const NO_UNAUTHORISED: &str = checker::NO_UNAUTHORISED_EFFECT;
+pub const HONEST: &str = checker::HONEST_TERMINAL_STATES;
+pub const NOTHING_LOST: &str = checker::NOTHING_LOST;
+pub const LINEAGE: &str = checker::LINEAGE;
+pub const NO_STALE_WRITE: &str = checker::NO_STALE_WRITE;
+pub const LIVENESS: &str = checker::LIVENESS;
+pub const WORKFLOW: &str = checker::WORKFLOW;
+pub const REFUSAL_RESPECTED: &str = checker::REFUSAL_RESPECTED;
+pub const EXPECTED_STATES: &str = checker::EXPECTED_STATES;
 
 /// One broken executor and what must catch it.
 // The benchmark reads only some of the fields.

@@ -20,10 +20,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use harness::check;
-use harness::run::{self, Case, Driver, RunContext};
-use harness::sim::{Reference, SimFactory};
 use results::{Outcome, ScenarioResult, Source};
+use runner::run::{self, Case, Driver, RunContext};
+use runner::sim::{Reference, SimFactory};
 use scenarios::Scenario;
 
 use crate::mutant_naive::{Choices, Naive, Style};
@@ -36,7 +35,7 @@ const GENERATOR_SEED: u64 = 20;
 /// Generated cases searched, at most, per mutant.
 const GENERATED_CASES: u64 = 2_000;
 /// Candidate runs a shrink may spend: what `twice run` spends.
-const SHRINK_RUNS_MAX: usize = harness::pipeline::SHRINK_RUNS_MAX;
+const SHRINK_RUNS_MAX: usize = runner::pipeline::SHRINK_RUNS_MAX;
 /// Generated cases each correct executor must pass, per seed of [`CORRECT_SEEDS`]: past the
 /// first case of the largest size ([`scenarios::generate::size_for`]).
 const CORRECT_CASES: u64 = 1_000;
@@ -75,7 +74,7 @@ fn run_catalog(name: &str, driver: &Driver<'_>, dir: &Path) -> ScenarioResult {
 }
 
 fn violated(result: &ScenarioResult) -> Vec<&str> {
-    check::violations(&result.verdicts).map(|v| v.invariant.as_str()).collect()
+    checker::violations(&result.verdicts).map(|v| v.invariant.as_str()).collect()
 }
 
 /// Why `result` does not show `invariant` violated, if it does not.
@@ -83,7 +82,7 @@ fn missing(result: &ScenarioResult, invariant: &str) -> Option<String> {
     if violated(result).contains(&invariant) {
         return None;
     }
-    let details: Vec<String> = check::violations(&result.verdicts)
+    let details: Vec<String> = checker::violations(&result.verdicts)
         .map(|v| format!("{}: {}", v.invariant, v.evidence.join(" / ")))
         .collect();
     Some(format!(
@@ -141,12 +140,12 @@ fn the_generator_finds_and_shrinks_every_mutant() {
             )];
         };
         let mut problems: Vec<String> = missing(&found, invariant).into_iter().collect();
-        let limits = harness::shrink::ShrinkLimits { runs_max: SHRINK_RUNS_MAX, deadline: None };
-        let shrunk = match harness::shrink::shrink_case(
+        let limits = runner::shrink::ShrinkLimits { runs_max: SHRINK_RUNS_MAX, deadline: None };
+        let shrunk = match runner::shrink::shrink_case(
             &RunContext::new(GENERATOR_SEED, &driver, &dir, ""),
             index,
             limits,
-            &harness::shrink::QuietShrink,
+            &runner::shrink::QuietShrink,
         ) {
             Ok((s, _)) => s,
             Err(e) => return vec![format!("case {index} does not shrink: {e}")],
@@ -281,8 +280,8 @@ fn the_failure_modes_doc_matches_the_mutant_table() {
         .flat_map(|s| [Some(s.name.clone()), s.failure_mode.clone()])
         .flatten()
         .chain(MUTANTS.iter().map(|m| m.name.to_string()))
-        .chain(check::INVARIANTS.iter().map(|i| i.to_string()))
-        .chain([check::EXPECTED_STATES.to_string()])
+        .chain(checker::INVARIANTS.iter().map(|i| i.to_string()))
+        .chain([checker::EXPECTED_STATES.to_string()])
         .collect();
     for row in &rows {
         for cell in row {
@@ -386,7 +385,7 @@ fn steps_are_unsupported_by_an_executor_without_workflows() {
     assert!(step.unsupported && step.effects.is_empty(), "{step:?}");
     assert!(result.observed.unacknowledged["save-approved"].contains("workflows"));
     let workflow =
-        result.verdicts.iter().find(|v| v.invariant == check::WORKFLOW).expect("a workflow verdict");
+        result.verdicts.iter().find(|v| v.invariant == checker::WORKFLOW).expect("a workflow verdict");
     assert_eq!(workflow.status, results::Status::NotJudged, "{workflow:?}");
     // Exempt from every check, its expected state included: what it never received is not
     // held against it, and the draft it comes after is judged as usual.
@@ -442,11 +441,11 @@ fn a_skipped_safeguard_is_a_hazard_and_a_faked_one_a_violation() {
     clean("safeguards");
     assert_eq!(skipped.outcome, Outcome::Passed, "{:?}", violated(&skipped));
     assert!(
-        skipped.hazards.iter().any(|h| h.kind == check::HAZARD_NO_FENCING_TOKEN),
+        skipped.hazards.iter().any(|h| h.kind == checker::HAZARD_NO_FENCING_TOKEN),
         "{:?}",
         skipped.hazards
     );
     assert_eq!(faked.outcome, Outcome::Violated);
-    assert!(violated(&faked).contains(&check::NO_STALE_WRITE), "{:?}", violated(&faked));
-    assert!(!faked.hazards.iter().any(|h| h.kind == check::HAZARD_NO_FENCING_TOKEN), "{:?}", faked.hazards);
+    assert!(violated(&faked).contains(&checker::NO_STALE_WRITE), "{:?}", violated(&faked));
+    assert!(!faked.hazards.iter().any(|h| h.kind == checker::HAZARD_NO_FENCING_TOKEN), "{:?}", faked.hazards);
 }

@@ -13,13 +13,13 @@
 
 use std::path::{Path, PathBuf};
 
-use harness::check::{
+use checker::{
     self, HAZARD_KEY_PAST_RETENTION, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES,
     LINEAGE, NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST, REFUSAL_RESPECTED, WORKFLOW,
 };
-use harness::live::ExecutorCommand;
-use harness::run::{self, Case, Driver, RunContext};
 use results::{Outcome, Source};
+use runner::live::ExecutorCommand;
+use runner::run::{self, Case, Driver, RunContext};
 
 pub(super) use crate::examples::machine;
 use crate::examples::{BugRow, JOBS, Quiet, SEED, bug_table, catalog_cases, clean, describe};
@@ -120,7 +120,7 @@ fn the_single_worker_variant_fails_only_where_a_second_worker_did_harm() {
             .events
             .iter()
             .any(|e| matches!(e.action, scenarios::EventAction::StartWorker { .. }));
-        let doubled = check::violations(&result.verdicts)
+        let doubled = checker::violations(&result.verdicts)
             .any(|v| v.invariant == NO_DUPLICATE_EFFECT || v.invariant == NO_STALE_WRITE);
         let generated = matches!(case.source, Source::Generated { .. });
         if !(generated && takeover && doubled && result.outcome == Outcome::Violated) {

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use harness::run::{self, Case, Driver, Progress, RunContext};
 use results::{Outcome, RunResults, ScenarioResult, Source};
+use runner::run::{self, Case, Driver, Progress, RunContext};
 
 use crate::mutant_naive::{Bug, Naive, Style};
 

@@ -16,8 +16,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use harness::run::{self, Case, Driver, RunContext};
 use results::{Outcome, RunResults, ScenarioResult, Source, Totals};
+use runner::run::{self, Case, Driver, RunContext};
 use scraper::{Html, Selector};
 
 use crate::mutant_naive::{Bug, Naive, Style};

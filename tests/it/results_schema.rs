@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use harness::run::{self, Case, Driver, Progress, RunContext};
 use results::{Outcome, ScenarioResult, Source};
+use runner::run::{self, Case, Driver, Progress, RunContext};
 use serde_json::{Value, json};
 
 use crate::executor_process::bin;

@@ -1,7 +1,7 @@
 //! The soak (`cargo xtask soak`; ignored by `cargo test`): the real `twice-executor` binary
 //! under thousands of SIGKILLs and SIGSTOP/SIGCONT pairs, several worker processes on one
 //! state directory, every action of the action table, faults armed in the fakes; then a final
-//! reconciliation and the project's own checker (`harness::check`) on the whole run.
+//! reconciliation and the project's own checker (`checker`) on the whole run.
 //!
 //! Knobs (environment, set by `cargo xtask soak`): `TWICE_SOAK_KILLS` (10,000), `TWICE_SOAK_SEED`,
 //! `TWICE_SOAK_WORKERS` (4), `TWICE_SOAK_REPORT` (a path: the figures as JSON). The seed fixes
@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fake_services::{Bounds, FakeRequest, Fakes, Gate, Listener, Server, Tap, TokioClock};
-use harness::setup;
+use runner::setup;
 use scenarios::Scenario;
 use serde_json::{Value, json};
 
@@ -767,7 +767,7 @@ async fn soak() {
         observed.journals.insert(service.to_string(), journal);
     }
     let check_started = Instant::now();
-    let verdicts = harness::check::check(&scenario(&intents), &observed);
+    let verdicts = checker::check(&scenario(&intents), &observed);
     let check_s = check_started.elapsed().as_secs_f64();
 
     let mut states = BTreeMap::<String, usize>::new();
@@ -848,7 +848,7 @@ async fn soak() {
     if let Some(path) = &knobs.report {
         std::fs::write(path, &text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     }
-    let violated: Vec<_> = harness::check::violations(&verdicts).collect();
+    let violated: Vec<_> = checker::violations(&verdicts).collect();
     assert!(violated.is_empty(), "violated: {violated:#?}");
     assert!(journals_full.is_empty(), "journals that filled up and refused requests: {journals_full:?}");
     // An escalation whose reason the evidence and the journals cannot give is a claim a person

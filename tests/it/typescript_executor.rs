@@ -11,11 +11,11 @@
 
 use std::path::PathBuf;
 
-use harness::check::{
+use checker::{
     HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES, LINEAGE, NO_DUPLICATE_EFFECT,
     NOTHING_LOST, REFUSAL_RESPECTED,
 };
-use harness::live::ExecutorCommand;
+use runner::live::ExecutorCommand;
 
 use crate::examples::{BugRow, bug_table};
 
@@ -59,10 +59,10 @@ fn the_typescript_executor_passes_the_whole_catalog_live() {
 fn a_refusal_answered_while_it_is_stopped_is_not_held_against_the_typescript_executor() {
     let _turn = crate::examples::machine();
     let dir = crate::examples::work_dir("typescript-executor", "unread-refusal");
-    let driver = harness::Driver::Live(node_executor(&[]));
-    let result = harness::run::run_case(
+    let driver = runner::Driver::Live(node_executor(&[]));
+    let result = runner::run::run_case(
         &crate::examples::catalog_case("refusal_answered_while_paused"),
-        &harness::run::RunContext::new(crate::examples::SEED, &driver, &dir, "twice run"),
+        &runner::run::RunContext::new(crate::examples::SEED, &driver, &dir, "twice run"),
     );
     crate::examples::clean(&dir);
     let described = crate::examples::describe(&result);

@@ -35,10 +35,10 @@ pub(crate) fn bench() -> Result<i32> {
     let readme = fs::read_to_string(&readme_path)
         .with_context(|| format!("could not read {}", readme_path.display()))?;
     with_headlines(&readme, "")?;
-    // harness/python runs the Python executor on the SDK venv, which `test` prepares too.
+    // twice/python runs the Python executor on the SDK venv, which `test` prepares too.
     let python = prepare_venv(&root)?;
     println!("xtask: TWICE_PYTHON={}", python.display());
-    // harness/run drives the reference executor's binary for its live figures: build it from
+    // twice/run drives the reference executor's binary for its live figures: build it from
     // the current sources, in the profile benchmarks are built with.
     println!("xtask: building twice-executor (cargo build --release -p twice --bin twice-executor)");
     let built = cargo()

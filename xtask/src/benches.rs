@@ -8,7 +8,7 @@ pub(crate) const COUNTS: &str = "xtask/counts";
 
 /// A benchmark target that `cargo xtask bench` runs, in this order.
 pub(crate) struct Bench {
-    /// The folder of the package, as the benchmark's records name it (`harness/python`).
+    /// The folder of the package, as the benchmark's records name it (`twice/python`).
     pub(crate) package: &'static str,
     pub(crate) target: &'static str,
     /// One paragraph under the section heading: what is measured.
@@ -21,10 +21,9 @@ impl Bench {
         format!("{}/{}", self.package, self.target)
     }
 
-    /// The cargo package that holds the target: the `harness/` folder's package is `twice`
-    /// (so that `cargo install` brings the command), whose records still say `harness/`.
+    /// The cargo package that holds the target: each package is named as its folder.
     pub(crate) fn cargo_package(&self) -> &'static str {
-        if self.package == "harness" { "twice" } else { self.package }
+        self.package
     }
 }
 
@@ -62,7 +61,7 @@ pub(crate) const BENCHES: &[Bench] = &[
                 same run. Target: within 2x of the raw commit rate.",
     },
     Bench {
-        package: "harness",
+        package: "twice",
         target: "run",
         about: "How fast `twice run` goes. Sim: generated cases per second against the reference executor \
                 in process (`run::run_cases`, each case on its own paused tokio runtime with the fakes and a \
@@ -75,7 +74,7 @@ pub(crate) const BENCHES: &[Bench] = &[
                 the live catalog in under 60 s; the reports in under 10% of the sim time.",
     },
     Bench {
-        package: "harness",
+        package: "twice",
         target: "scaling",
         about: "How the sim's cost grows. With intents per scenario: one scenario of 1, 10, 100 and 1,000 \
                 refunds (a tenth of the sends lose their reply after committing, so the share reconciled is \
@@ -86,7 +85,7 @@ pub(crate) const BENCHES: &[Bench] = &[
                 complexity is stated as the exponent b in cost ~ size^b.",
     },
     Bench {
-        package: "harness",
+        package: "twice",
         target: "serve",
         about: "`twice serve` as a test suite meets it: the release binary from spawn to ready (its URLs \
                 file written, every fake and the control endpoint listening), and on a running serve one \
@@ -106,7 +105,7 @@ pub(crate) const BENCHES: &[Bench] = &[
                 run in sim, against the same executors, checked by the same checker.",
     },
     Bench {
-        package: "harness",
+        package: "twice",
         target: "python",
         about: "Live runs against the Python executor of `examples/executors/python` (the conformance \
                 kit's example: stripe-python, requests, boto3 and web3.py against the fakes, a SQLite intent \

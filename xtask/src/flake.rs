@@ -419,7 +419,7 @@ test run::tests::b ... ok
 failures:
 
 ---- run::tests::slow stdout ----
-thread 'run::tests::slow' panicked at harness/src/run.rs:10:5:
+thread 'run::tests::slow' panicked at runner/src/run.rs:10:5:
 test ... ok inside the output is output
 ---- not a section header
 
@@ -464,7 +464,7 @@ test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
         assert_eq!(names, ["harness run::tests::slow", "it executor_crash::random", "it sdk_files::put"]);
         assert_eq!(
             run.failures[0].output,
-            "thread 'run::tests::slow' panicked at harness/src/run.rs:10:5:\n\
+            "thread 'run::tests::slow' panicked at runner/src/run.rs:10:5:\n\
              test ... ok inside the output is output\n---- not a section header"
         );
         assert_eq!(run.failures[1].output, "LOST: w1.i3");

@@ -113,32 +113,32 @@ const HEADLINES: &[Headline] = &[
         target: None,
     },
     Headline {
-        bench: "harness/run",
+        bench: "twice/run",
         name: "sim over live, same catalog, same executor",
         sentence: "The catalog runs {} as fast in sim as live: same scenarios, same seed, the reference executor \
                    in process against its release binary.",
         target: None,
     },
     Headline {
-        bench: "harness/run",
+        bench: "twice/run",
         name: "sim, generated cases, 2 threads",
         sentence: "Sim runs and checks generated cases against the reference executor at {} on 2 cores.",
         target: None,
     },
     Headline {
-        bench: "harness/run",
+        bench: "twice/run",
         name: "sim, generated cases, 1 thread",
         sentence: "On one core, sim runs and checks {}.",
         target: None,
     },
     Headline {
-        bench: "harness/run",
+        bench: "twice/run",
         name: "simulated over wall time, 2 threads",
         sentence: "Simulated time runs {} faster than the wall clock.",
         target: Some(Target { at_most: false, limit: 1_000.0, text: "1,000x" }),
     },
     Headline {
-        bench: "harness/python",
+        bench: "twice/python",
         name: "live, catalog + 20 generated (* scenarios), Python executor, 8 jobs",
         sentence: "The catalog and 20 generated cases run live against the Python example executor (a \
                    process per worker, the real SDKs) in {}, 8 scenarios at a time on 2 cores, as `twice run \
@@ -146,7 +146,7 @@ const HEADLINES: &[Headline] = &[
         target: Some(Target { at_most: true, limit: 30.0, text: "at most 30 s" }),
     },
     Headline {
-        bench: "harness/python",
+        bench: "twice/python",
         name: "live, a buggy executor: catalog + 30 generated, shrinking included",
         sentence: "A live run whose executor has a bug that a dozen generated cases expose ends in {}, every \
                    failure shrunk (or marked as stopped by the 60 s budget) side by side.",
@@ -167,25 +167,25 @@ const HEADLINES: &[Headline] = &[
         target: None,
     },
     Headline {
-        bench: "harness/scaling",
+        bench: "twice/scaling",
         name: "time exponent over intents per scenario, 10 to 1000",
         sentence: "Sim time grows as intents^b with b = {} from 10 to 1,000 intents in one scenario.",
         target: None,
     },
     Headline {
-        bench: "harness/scaling",
+        bench: "twice/scaling",
         name: "run of 10000 generated cases, peak memory above an idle process",
         sentence: "A run of 10,000 generated cases peaks at {} of memory above an idle process.",
         target: Some(Target { at_most: true, limit: 64.0, text: "under 64 MB" }),
     },
     Headline {
-        bench: "harness/run",
+        bench: "twice/run",
         name: "results.json of a passing default run",
         sentence: "A passing default run (the catalog and 1,000 generated cases) writes {} of `results.json`.",
         target: Some(Target { at_most: true, limit: 1_000.0, text: "under 1 MB" }),
     },
     Headline {
-        bench: "harness/run",
+        bench: "twice/run",
         name: "report.html of a passing default run",
         sentence: "Its `report.html` is {}.",
         target: Some(Target { at_most: true, limit: 1_000.0, text: "under 1 MB" }),

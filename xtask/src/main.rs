@@ -78,7 +78,7 @@ const BENCH: &str = "\
   bench --compare BASE
                   the same counts for commit BASE (a worktree under target/compare/) and
                   for this checkout, side by side; writes nothing
-  bench --only ID run one timed benchmark again (say harness/python) and rewrite only its
+  bench --only ID run one timed benchmark again (say twice/python) and rewrite only its
                   section of docs/benchmarks.md, its figures and the headlines
   bench --from-log FILE
                   rewrite docs/benchmarks.md from the output of a run saved in FILE

@@ -265,7 +265,7 @@ pub(crate) fn render(f: &Value, command: &str, env: &Env) -> String {
         }
     }
     line(&mut out, String::new());
-    line(&mut out, "The checker's verdicts on the whole run (`harness::check`):".into());
+    line(&mut out, "The checker's verdicts on the whole run (`checker`):".into());
     line(&mut out, String::new());
     line(&mut out, "| invariant | verdict | evidence |".into());
     line(&mut out, "|---|---|---|".into());

@@ -10,7 +10,7 @@ use std::time::Duration;
 use executor::model::ActionError;
 use executor::world::Clock;
 use executor::{Action, Limits, Service};
-use harness::sim::{Refusal, StateChange};
+use runner::sim::{Refusal, StateChange};
 use scenarios::IntentSpec;
 use serde_json::Value;
 
