@@ -13,29 +13,55 @@ use super::{
 };
 use results::Hazard;
 
+/// The hazards found so far, each once: a kind and the thing it is about (an intent, a key,
+/// an effect) are said once however many writes show it.
+#[derive(Default)]
+struct Found {
+    out: Vec<Hazard>,
+    seen: BTreeSet<(String, String)>,
+}
+
+impl Found {
+    fn push(&mut self, kind: &str, service: &str, intent: Option<&str>, detail: String, once: String) {
+        if self.seen.insert((kind.to_string(), once)) {
+            self.out.push(Hazard {
+                kind: kind.to_string(),
+                service: service.to_string(),
+                intent: intent.map(str::to_string),
+                detail,
+                exploited_by: exploited_by(kind).to_string(),
+                command: String::new(),
+            });
+        }
+    }
+}
+
 impl Facts<'_> {
     pub(super) fn hazards(&self) -> Vec<Hazard> {
-        let mut out: Vec<Hazard> = Vec::new();
-        let mut seen = BTreeSet::new();
-        let mut push = |kind: &str, service: &str, intent: Option<&str>, detail: String, once: String| {
-            if seen.insert((kind.to_string(), once)) {
-                out.push(Hazard {
-                    kind: kind.to_string(),
-                    service: service.to_string(),
-                    intent: intent.map(str::to_string),
-                    detail,
-                    exploited_by: exploited_by(kind).to_string(),
-                    command: String::new(),
-                });
-            }
-        };
+        let mut found = Found::default();
+        self.unguarded_writes(&mut found);
+        for (replacement, detail) in self.early_replacements() {
+            let service = self
+                .by_id
+                .get(replacement.as_str())
+                .and_then(|i| vocabulary::action(&self.intents[*i].spec.action))
+                .map_or("", |a| a.service);
+            found.push(HAZARD_EARLY_REPLACEMENT, service, Some(&replacement), detail, replacement.clone());
+        }
+        self.new_keys_after_unread_refusals(&mut found);
+        self.keys_past_retention(&mut found);
+        found.out
+    }
+
+    /// Writes made without the guard their service offers: a fencing token, a precondition.
+    fn unguarded_writes(&self, found: &mut Found) {
         for (action, guard) in self.guarded() {
             for effect in self.effects.iter().filter(|e| e.action.name == action.name) {
                 let owner = effect.owner.map(|o| self.intents[o].id());
                 let once = owner.map_or_else(|| effect.label(), str::to_string);
                 let params = &effect.effect.params;
                 if guard == Guard::Fencing && effect.effect.fencing_token.is_none() {
-                    push(
+                    found.push(
                         HAZARD_NO_FENCING_TOKEN,
                         action.service,
                         owner,
@@ -51,7 +77,7 @@ impl Facts<'_> {
                     && params.get("if_match").is_none_or(Value::is_null)
                     && params.get("if_none_match").and_then(Value::as_bool) != Some(true)
                 {
-                    push(
+                    found.push(
                         HAZARD_NO_PRECONDITION,
                         action.service,
                         owner,
@@ -67,24 +93,22 @@ impl Facts<'_> {
                 }
             }
         }
-        for (replacement, detail) in self.early_replacements() {
-            let service = self
-                .by_id
-                .get(replacement.as_str())
-                .and_then(|i| vocabulary::action(&self.intents[*i].spec.action))
-                .map_or("", |a| a.service);
-            push(HAZARD_EARLY_REPLACEMENT, service, Some(&replacement), detail, replacement.clone());
-        }
+    }
+
+    /// Sends under a new key (or none) after a refusal the worker could not read: had the
+    /// first send taken effect, the new one would have doubled it.
+    fn new_keys_after_unread_refusals(&self, found: &mut Found) {
         for s in
             self.sends_after_refusals().1.iter().filter(|s| s.unread.is_some() && !s.under_the_same_key())
         {
             let intent = self.intents[s.intent].id();
-            push(
+            found.push(
                 HAZARD_NEW_KEY_AFTER_UNREAD_REFUSAL,
                 s.service,
                 Some(intent),
                 format!(
-                    "{intent} was sent again ({} {}, request {}) under {} after a refusal its worker could not read                      (request {}): had the first send taken effect, this one would have doubled it",
+                    "{intent} was sent again ({} {}, request {}) under {} after a refusal its worker could not read \
+                     (request {}): had the first send taken effect, this one would have doubled it",
                     s.send.method,
                     s.send.path,
                     s.send.request_id,
@@ -97,28 +121,25 @@ impl Facts<'_> {
                 s.send.request_id.clone(),
             );
         }
+    }
+
+    /// Sends under a key older than the service keeps keys: the service no longer knows it,
+    /// so a repeat would take effect again.
+    fn keys_past_retention(&self, found: &mut Found) {
         for action in ACTIONS {
             let contract = contract_for(action, self.scenario);
             if contract.idempotency_keys != KeyPolicy::Honored {
                 continue;
             }
             let Some(journal) = self.observed.journals.get(action.service) else { continue };
-            // When a write under each key first took effect: only then is there something for a
-            // later send under the key to repeat, and only the key's retention stops it.
-            let mut effect_ms: BTreeMap<&str, u64> = BTreeMap::new();
-            for effect in self.observed.ledgers.get(action.service).into_iter().flatten() {
-                if let Some(key) = effect.idempotency_key.as_deref() {
-                    let first = effect_ms.entry(key).or_insert(effect.at_ms);
-                    *first = (*first).min(effect.at_ms);
-                }
-            }
+            let effect_ms = self.first_effect_ms_by_key(action.service);
             for entry in journal.iter().filter(|e| e.method == "POST") {
                 let Some(key) = entry.idempotency_key.as_deref() else { continue };
                 let Some(took_effect_ms) = effect_ms.get(key) else { continue };
                 let age_ms = entry.at_ms.saturating_sub(*took_effect_ms);
                 if age_ms > contract.key_retention_ms {
                     let owner = self.intents.iter().find(|i| claim_lists_key(i.claim, key)).map(Intent::id);
-                    push(
+                    found.push(
                         HAZARD_KEY_PAST_RETENTION,
                         action.service,
                         owner,
@@ -132,6 +153,19 @@ impl Facts<'_> {
                 }
             }
         }
-        out
+    }
+
+    /// When a write under each key first took effect at `service`: only then is there
+    /// something for a later send under the key to repeat, and only the key's retention stops
+    /// it.
+    fn first_effect_ms_by_key(&self, service: &str) -> BTreeMap<&str, u64> {
+        let mut effect_ms: BTreeMap<&str, u64> = BTreeMap::new();
+        for effect in self.observed.ledgers.get(service).into_iter().flatten() {
+            if let Some(key) = effect.idempotency_key.as_deref() {
+                let first = effect_ms.entry(key).or_insert(effect.at_ms);
+                *first = (*first).min(effect.at_ms);
+            }
+        }
+        effect_ms
     }
 }

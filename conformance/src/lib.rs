@@ -105,6 +105,22 @@ pub struct Catalog {
     pub hazard_kinds: Vec<HazardKind>,
 }
 
+impl Catalog {
+    /// The catalog before it ran (or when it cannot run: `skipped` says why).
+    fn not_run(skipped: Option<String>) -> Catalog {
+        Catalog {
+            ran: false,
+            skipped,
+            scenarios: 0,
+            passed: 0,
+            violated: 0,
+            executor_errors: 0,
+            hazards: 0,
+            hazard_kinds: Vec::new(),
+        }
+    }
+}
+
 /// A kind of hazard a catalog run showed.
 #[derive(Debug, Clone, Serialize)]
 pub struct HazardKind {
@@ -272,16 +288,8 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
     // Scenario names are checked before anything runs: a typo costs no protocol checks.
     pipeline::select(&plan.selection, plan.seed, true)?;
     let work = runner::workdir::WorkDir::create("twice-check-")?;
-    let work_dir = work.path().to_path_buf();
     progress.note(&format!("checking {} protocol rules against {command}", RULES.len()));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let protocol = runtime.block_on(check_protocol(&command, &work_dir.join("protocol"), plan.seed));
-    // The catalog's live runs make runtimes of their own, which cannot nest in this one.
-    drop(runtime);
-    let protocol = protocol?;
+    let protocol = checked_protocol(&command, &work.path().join("protocol"), plan.seed)?;
     let mut report = Conformance {
         schema: CONFORMANCE_SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION"),
@@ -290,60 +298,14 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
         init: protocol.init.clone(),
         rules: protocol.verdicts,
         strict: plan.strict,
-        catalog: Catalog {
-            ran: false,
-            skipped: None,
-            scenarios: 0,
-            passed: 0,
-            violated: 0,
-            executor_errors: 0,
-            hazards: 0,
-            hazard_kinds: Vec::new(),
-        },
+        catalog: Catalog::not_run(None),
         table: None,
     };
     print!("{}", report.rules_text());
-    let mut written = Vec::new();
+    let mut files = vec![CONFORMANCE_MD, CONFORMANCE_JSON];
     if protocol.init.works {
-        let run_plan = RunPlan {
-            executor: Executor::Command(plan.executor.clone()),
-            selection: plan.selection.clone(),
-            seed: plan.seed,
-            shard: None,
-            jobs: plan.jobs,
-            strict: plan.strict,
-            shrink_budget_s: None,
-            shrink: false,
-            report_dir: plan.report_dir.clone(),
-        };
-        let ran = pipeline::execute(&run_plan, progress, &QuietShrink)?;
-        let run = ran.results;
-        let t = &run.totals;
-        report.catalog = Catalog {
-            ran: true,
-            skipped: None,
-            scenarios: t.scenarios,
-            passed: t.passed,
-            violated: t.violated,
-            executor_errors: t.executor_errors,
-            hazards: t.hazards,
-            hazard_kinds: hazard_kinds(&run.results),
-        };
-        let cases = ran
-            .cases
-            .iter()
-            .map(|spec| spec.make().map(std::borrow::Cow::into_owned))
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(anyhow::Error::msg)?;
-        report.table = Some(table(&protocol.init, &cases, &run.results));
-        pipeline::report(&run, &plan.report_dir)?;
-        written.extend([
-            reports::RESULTS_FILE,
-            reports::SUMMARY_FILE,
-            reports::JUNIT_FILE,
-            reports::HTML_FILE,
-        ]);
-        print!("\n{}", run::summary(&run));
+        run_catalog(plan, progress, &mut report)?;
+        files.extend([reports::RESULTS_FILE, reports::SUMMARY_FILE, reports::JUNIT_FILE, reports::HTML_FILE]);
     } else {
         let why = "init does not work (see init-answered), so the live driver cannot run it";
         report.catalog.skipped = Some(why.into());
@@ -352,16 +314,8 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
     if let Some(table) = &report.table {
         println!("\nconformance (failure mode x action):\n\n{}", table.markdown());
     }
-    runner::interrupt::make_dir(&plan.report_dir)
-        .with_context(|| format!("cannot create {}", plan.report_dir.display()))?;
-    let md = plan.report_dir.join(CONFORMANCE_MD);
-    std::fs::write(&md, report.markdown()).with_context(|| format!("cannot write {}", md.display()))?;
-    let json_path = plan.report_dir.join(CONFORMANCE_JSON);
-    let json_text = serde_json::to_string(&report).context("cannot render conformance.json")?;
-    std::fs::write(&json_path, json_text).with_context(|| format!("cannot write {}", json_path.display()))?;
+    write_conformance(&report, &plan.report_dir)?;
     drop(work);
-    let mut files = vec![CONFORMANCE_MD, CONFORMANCE_JSON];
-    files.extend(written);
     println!(
         "report: {} ({}; {:.1} s)",
         plan.report_dir.display(),
@@ -369,6 +323,65 @@ pub fn check_executor(plan: &CheckPlan, progress: &dyn Progress) -> anyhow::Resu
         started.elapsed().as_secs_f64()
     );
     Ok(if report.failed() { exit::VIOLATION } else { exit::OK })
+}
+
+/// The protocol rules checked on a runtime of their own, gone before the catalog's live runs
+/// make theirs (runtimes cannot nest).
+fn checked_protocol(command: &ExecutorCommand, dir: &std::path::Path, seed: u64) -> anyhow::Result<Protocol> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(check_protocol(command, dir, seed))
+}
+
+/// The plan's scenarios in the live driver: the catalog's totals and the conformance table
+/// into `report`, the run's own report files written, its summary printed.
+fn run_catalog(plan: &CheckPlan, progress: &dyn Progress, report: &mut Conformance) -> anyhow::Result<()> {
+    let run_plan = RunPlan {
+        executor: Executor::Command(plan.executor.clone()),
+        selection: plan.selection.clone(),
+        seed: plan.seed,
+        shard: None,
+        jobs: plan.jobs,
+        strict: plan.strict,
+        shrink_budget_s: None,
+        shrink: false,
+        report_dir: plan.report_dir.clone(),
+    };
+    let ran = pipeline::execute(&run_plan, progress, &QuietShrink)?;
+    let run = ran.results;
+    let t = &run.totals;
+    report.catalog = Catalog {
+        ran: true,
+        skipped: None,
+        scenarios: t.scenarios,
+        passed: t.passed,
+        violated: t.violated,
+        executor_errors: t.executor_errors,
+        hazards: t.hazards,
+        hazard_kinds: hazard_kinds(&run.results),
+    };
+    let cases = ran
+        .cases
+        .iter()
+        .map(|spec| spec.make().map(std::borrow::Cow::into_owned))
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(anyhow::Error::msg)?;
+    report.table = Some(table(&report.init, &cases, &run.results));
+    pipeline::report(&run, &plan.report_dir)?;
+    print!("\n{}", run::summary(&run));
+    Ok(())
+}
+
+/// `conformance.md` and `conformance.json` into the report directory.
+fn write_conformance(report: &Conformance, dir: &std::path::Path) -> anyhow::Result<()> {
+    runner::interrupt::make_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let md = dir.join(CONFORMANCE_MD);
+    std::fs::write(&md, report.markdown()).with_context(|| format!("cannot write {}", md.display()))?;
+    let json_path = dir.join(CONFORMANCE_JSON);
+    let json_text = serde_json::to_string(report).context("cannot render conformance.json")?;
+    std::fs::write(&json_path, json_text).with_context(|| format!("cannot write {}", json_path.display()))
 }
 
 #[cfg(test)]

@@ -57,6 +57,10 @@ pub enum LogError {
     Sqlite { path: PathBuf, source: rusqlite::Error },
     #[error("intent log {path}: row {id} is unreadable: {problem}")]
     Corrupt { path: PathBuf, id: String, problem: String },
+    /// A write that would break an invariant of the log (leave a terminal state, move a lease
+    /// epoch back): refused, and nothing of its transaction written.
+    #[error("intent log {path}: {problem}; the write was refused")]
+    Transition { path: PathBuf, problem: String },
 }
 
 /// The result of recording an intent.

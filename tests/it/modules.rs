@@ -1,7 +1,7 @@
 //! The boundaries ARCHITECTURE.md states inside the crates, checked against their source (the
 //! crate-level table is `boundaries.rs`'s): which modules of the runner may use the executor, no
-//! file-level import loop in any crate's product code, and no product file over
-//! [`FILE_LINES_MAX`] lines.
+//! file-level import loop in any crate's product code, no product file over
+//! [`FILE_LINES_MAX`] lines and no product function over [`FUNCTION_LINES_MAX`].
 //!
 //! The source is read as text: comments and string literals are dropped, then every path
 //! (`crate::a::b`, `super::c`, the branches of a `use x::{y, z}` tree) is resolved against the
@@ -11,7 +11,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Longest a product source file may be: past it, a file holds more than one idea.
-const FILE_LINES_MAX: usize = 900;
+const FILE_LINES_MAX: usize = 600;
+
+/// Longest a product function may be, from its `fn` line to its closing brace: past it, a
+/// function does more than one thing, and its parts want names.
+const FUNCTION_LINES_MAX: usize = 100;
 
 /// The crates whose `src/` is product code (xtask is the project's own tooling, and is held
 /// to the same rules).
@@ -54,12 +58,14 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The source without comments, string literals and character literals (each replaced by a
-/// space, so that tokens on either side stay apart).
+/// space, so that tokens on either side stay apart, and by the line breaks it held, so that
+/// the code keeps its lines).
 fn code_of(source: &str) -> String {
     let chars: Vec<char> = source.chars().collect();
     let mut out = String::with_capacity(source.len());
     let mut i = 0;
     while i < chars.len() {
+        let start = i;
         let c = chars[i];
         let next = chars.get(i + 1).copied();
         if c == '/' && next == Some('/') {
@@ -82,7 +88,7 @@ fn code_of(source: &str) -> String {
                     i += 1;
                 }
             }
-            out.push(' ');
+            blank(&mut out, &chars[start..i.min(chars.len())]);
         } else if c == 'r' && (next == Some('"') || next == Some('#')) && !ident_char(out.chars().last()) {
             // A raw string: r"..." or r#"..."#.
             let mut j = i + 1;
@@ -107,28 +113,34 @@ fn code_of(source: &str) -> String {
                     Some(_) => j += 1,
                 }
             }
-            out.push(' ');
             i = j;
+            blank(&mut out, &chars[start..i.min(chars.len())]);
         } else if c == '"' {
             i += 1;
             while i < chars.len() && chars[i] != '"' {
                 i += if chars[i] == '\\' { 2 } else { 1 };
             }
             i += 1;
-            out.push(' ');
+            blank(&mut out, &chars[start..i.min(chars.len())]);
         } else if c == '\'' && is_char_literal(&chars, i) {
             i += 1;
             while i < chars.len() && chars[i] != '\'' {
                 i += if chars[i] == '\\' { 2 } else { 1 };
             }
             i += 1;
-            out.push(' ');
+            blank(&mut out, &chars[start..i.min(chars.len())]);
         } else {
             out.push(c);
             i += 1;
         }
     }
     out
+}
+
+/// What stands for a stripped comment or literal: a space, and each line break it held.
+fn blank(out: &mut String, stripped: &[char]) {
+    out.push(' ');
+    out.extend(stripped.iter().filter(|c| **c == '\n'));
 }
 
 /// `code` without its `#[cfg(test)] mod name { ... }` blocks (tests may use anything), and
@@ -498,6 +510,85 @@ fn no_product_file_is_over_the_line_limit() {
         .map(|s| format!("{}: {} lines", s.name, s.lines))
         .collect();
     assert!(long.is_empty(), "over {FILE_LINES_MAX} lines (split it by concept):\n{}", long.join("\n"));
+}
+
+/// Every function of `code` (comments, literals and test modules already gone, lines kept) as
+/// its name, the line its `fn` is on (from 1) and its length in lines. A declaration without
+/// a body (a trait's) is none; a function inside another is counted in both.
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let tokens: Vec<(usize, char)> = code.char_indices().collect();
+    let line_at = |byte: usize| code[..byte].matches('\n').count() + 1;
+    let mut found = Vec::new();
+    // Open bodies: the function's name and line, and the brace depth its body opened at.
+    let mut open: Vec<(String, usize, usize)> = Vec::new();
+    let mut pending: Option<(String, usize)> = None;
+    let mut depth = 0;
+    let mut i = 0;
+    while i < tokens.len() {
+        let (at, c) = tokens[i];
+        let starts_word = !ident_char(code[..at].chars().last());
+        if c == 'f'
+            && starts_word
+            && code[at..].starts_with("fn")
+            && !ident_char(code[at + 2..].chars().next())
+        {
+            let name: String =
+                code[at + 2..].trim_start().chars().take_while(|c| ident_char(Some(*c))).collect();
+            if !name.is_empty() {
+                pending = Some((name, line_at(at)));
+            }
+        } else if c == ';' && pending.is_some() && open.last().is_none_or(|o| o.2 < depth) {
+            pending = None;
+        } else if c == '{' {
+            depth += 1;
+            if let Some((name, line)) = pending.take() {
+                open.push((name, line, depth));
+            }
+        } else if c == '}' {
+            if open.last().is_some_and(|o| o.2 == depth) {
+                let (name, line, _) = open.pop().expect("an open body");
+                found.push((name, line, line_at(at) - line + 1));
+            }
+            depth -= 1;
+        }
+        i += 1;
+    }
+    found
+}
+
+#[test]
+fn no_product_function_is_over_the_line_limit() {
+    let mut long = Vec::new();
+    for krate in CRATES {
+        for source in crate_sources(krate) {
+            let path = workspace().join(&source.name);
+            let text = std::fs::read_to_string(&path).expect("a source file is readable");
+            let (code, _) = without_tests(&code_of(&text));
+            for (name, line, lines) in functions(&code) {
+                if lines > FUNCTION_LINES_MAX {
+                    long.push(format!("{}:{line}: fn {name}: {lines} lines", source.name));
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "over {FUNCTION_LINES_MAX} lines (split it into parts that each hold one concept):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn a_function_is_measured_from_its_fn_line_to_its_closing_brace() {
+    let text = "trait T { fn declared(&self); }\n\
+                fn outer() {\n    let s = \"{ not a brace\n}\";\n    fn inner() -> u8 {\n        1\n    }\n}\n\
+                impl X { pub(crate) async fn method<'a>(&'a self) -> impl Fn(u8) -> u8 { |x| x } }\n";
+    let found = functions(&without_tests(&code_of(text)).0);
+    assert_eq!(
+        found,
+        vec![("inner".to_string(), 5, 3), ("outer".to_string(), 2, 7), ("method".to_string(), 9, 1)],
+        "{found:?}"
+    );
 }
 
 /// Sources made from text, as if they were files of one crate.

@@ -46,25 +46,28 @@ pub(super) fn row_version(tx: &rusqlite::Connection, id: &str) -> rusqlite::Resu
         .map(|v| v.map(|v| v as u64))
 }
 
-/// The structural invariants of a state transition, checked in debug builds before a write
-/// that will apply: nothing leaves a terminal state, and a lease epoch (the fencing token)
-/// never goes back. (That the version goes up is checked after the write, on the row.)
-pub(super) fn check_transition(before: &Before, change: &Change<'_>) {
+/// The structural invariants of a state transition, checked before every write that will
+/// apply, in every build: nothing leaves a terminal state, and a lease epoch (the fencing
+/// token) never goes back. A breach is the reason the write is refused. (That the version
+/// goes up is checked after the write, on the row, in debug builds: the statement itself
+/// writes `version + 1`.)
+pub(super) fn check_transition(before: &Before, change: &Change<'_>) -> Result<(), String> {
     let new = change.new;
-    debug_assert!(
-        !before.state.is_some_and(State::is_terminal) || before.state == Some(new.state),
-        "intent {}: would leave the terminal state {} for {}",
-        new.id,
-        before.state.map_or("?", State::as_str),
-        new.state
-    );
-    debug_assert!(
-        new.lease_epoch >= before.lease_epoch,
-        "intent {}: lease epoch would go back from {} to {}",
-        new.id,
-        before.lease_epoch,
-        new.lease_epoch
-    );
+    if before.state.is_some_and(State::is_terminal) && before.state != Some(new.state) {
+        return Err(format!(
+            "intent {}: would leave the terminal state {} for {}",
+            new.id,
+            before.state.map_or("?", State::as_str),
+            new.state
+        ));
+    }
+    if new.lease_epoch < before.lease_epoch {
+        return Err(format!(
+            "intent {}: lease epoch would go back from {} to {}",
+            new.id, before.lease_epoch, new.lease_epoch
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -73,13 +76,10 @@ mod tests {
     use crate::log::{Change, Durability, IntentLog};
     use crate::model::{Evidence, Intent, State};
 
-    /// In debug builds, a write that would move a lease epoch back or take an intent out of a
-    /// terminal state panics before it is written, naming the intent and both values.
-    #[cfg(debug_assertions)]
+    /// In every build, a write that would move a lease epoch back or take an intent out of a
+    /// terminal state is refused before it is written, naming the intent and both values.
     #[test]
-    fn an_illegal_transition_fails_a_debug_assertion_and_is_not_written() {
-        use std::panic::{AssertUnwindSafe, catch_unwind};
-
+    fn an_illegal_transition_is_refused_and_not_written() {
         let dir = std::env::temp_dir().join(format!("twice-log-transitions-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -89,8 +89,7 @@ mod tests {
         log.record(&row).unwrap();
         let write = |log: &mut IntentLog, row: &Intent, new: &Intent| {
             let change = Change { new, expect_version: row.version, from_state: row.state, note: None };
-            catch_unwind(AssertUnwindSafe(|| log.update(&[change]).unwrap()[0]))
-                .map_err(|panic| panic.downcast_ref::<String>().cloned().unwrap_or_default())
+            log.update(&[change]).map(|applied| applied[0]).map_err(|e| e.to_string())
         };
         let mut leased = row.clone();
         leased.lease_epoch = 2;
@@ -99,8 +98,11 @@ mod tests {
 
         let mut older = row.clone();
         older.lease_epoch = 1;
-        let error = write(&mut log, &row, &older).expect_err("an epoch going back panics");
-        assert_eq!(error, "intent a: lease epoch would go back from 2 to 1");
+        let error = write(&mut log, &row, &older).expect_err("an epoch going back is refused");
+        assert!(
+            error.ends_with("intent a: lease epoch would go back from 2 to 1; the write was refused"),
+            "{error}"
+        );
         assert_eq!(log.get("a").unwrap().unwrap(), row, "the write was rolled back");
 
         let mut confirmed = row.clone();
@@ -109,8 +111,13 @@ mod tests {
         let row = log.get("a").unwrap().unwrap();
         let mut reopened = row.clone();
         reopened.state = State::Unknown;
-        let error = write(&mut log, &row, &reopened).expect_err("leaving a terminal state panics");
-        assert_eq!(error, "intent a: would leave the terminal state confirmed for unknown");
+        let error = write(&mut log, &row, &reopened).expect_err("leaving a terminal state is refused");
+        assert!(
+            error.ends_with(
+                "intent a: would leave the terminal state confirmed for unknown; the write was refused"
+            ),
+            "{error}"
+        );
         assert_eq!(log.get("a").unwrap().unwrap().state, State::Confirmed);
         let _ = std::fs::remove_dir_all(&dir);
     }

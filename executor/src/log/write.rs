@@ -116,14 +116,14 @@ impl IntentLog {
                 Claim::New => true,
                 Claim::None | Claim::Held => false,
             };
-            // Debug builds check the transition against the row as this transaction finds it;
-            // release builds (the benchmarked ones) do not read it.
-            let before =
-                if cfg!(debug_assertions) { row_before(&tx, &new.id).map_err(err.clone())? } else { None };
+            // Every build checks the transition against the row as this transaction finds it; a
+            // breach refuses the write, and dropping the transaction rolls back its other rows.
+            let before = row_before(&tx, &new.id).map_err(err.clone())?;
             if let Some(before) = &before
                 && before.version == change.expect_version
             {
-                check_transition(before, change);
+                check_transition(before, change)
+                    .map_err(|problem| LogError::Transition { path: self.path.clone(), problem })?;
             }
             let n = tx
                 .prepare_cached(
@@ -150,7 +150,8 @@ impl IntentLog {
                     ])
                 })
                 .map_err(err.clone())?;
-            if n == 1
+            if cfg!(debug_assertions)
+                && n == 1
                 && let Some(before) = &before
             {
                 let after = row_version(&tx, &new.id).map_err(err.clone())?;

@@ -52,225 +52,269 @@ pub async fn call(tool: &Tool, args: &Map<String, Value>, target: &Target<'_>) -
     let Some(base) = target.urls.get(tool.service) else {
         return Outcome::failed(format!("the {} API is not available here", tool.service));
     };
-    let text = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or_default().to_string();
-    let number = |name: &str| args.get(name).and_then(Value::as_u64);
-    let exchange = |method: &'static str, path: String, headers: Vec<(String, String)>, body: Vec<u8>| {
-        client::exchange(client::Request {
-            method,
-            url: format!("{base}{path}"),
-            headers,
-            body,
-            timeout_ms: target.timeout_ms,
-        })
-    };
-    let keyed = |mut headers: Vec<(String, String)>| {
-        if let Some(key) = args.get("idempotency_key").and_then(Value::as_str) {
-            headers.push(("idempotency-key".into(), key.to_string()));
-        }
-        headers
-    };
+    let call = Call { tool, args, base, timeout_ms: target.timeout_ms };
     match tool.name {
-        "refund_payment" => {
-            let mut pairs = vec![
-                ("payment_intent".to_string(), text("payment_intent")),
-                ("amount".into(), number("amount").unwrap_or(0).to_string()),
-            ];
-            // Stripe's bracketed form: `metadata[KEY]=VALUE`, as stripe-python sends `metadata=`.
-            pairs.extend(strings(args, "metadata").map(|(k, v)| (format!("metadata[{k}]"), v)));
-            let body = form(&pairs);
-            let headers = keyed(vec![bearer(PAYMENTS_API_KEY), form_type()]);
-            json_answer(tool, exchange("POST", "/v1/refunds".into(), headers, body).await)
-        }
-        "list_refunds" => {
-            let query = form(&[
-                ("payment_intent", text("payment_intent")),
-                ("limit", number("limit").unwrap_or(10).to_string()),
-            ]);
-            let path = format!("/v1/refunds?{}", String::from_utf8_lossy(&query));
-            json_answer(tool, exchange("GET", path, vec![bearer(PAYMENTS_API_KEY)], vec![]).await)
-        }
-        "create_workspace" => {
-            let mut body = json!({"external_id": text("external_id"), "name": text("name")});
-            if let Some(metadata) = args.get("metadata").filter(|m| m.is_object()) {
-                body["metadata"] = metadata.clone();
-            }
-            let body = body.to_string().into_bytes();
-            json_answer(tool, exchange("POST", "/v1/workspaces".into(), keyed(vec![json_type()]), body).await)
-        }
-        "find_workspace" => {
-            let external_id = text("external_id");
-            let query = form(&[("external_id", external_id.clone())]);
-            let path = format!("/v1/workspaces?{}", String::from_utf8_lossy(&query));
-            let listed = json_answer(tool, exchange("GET", path, vec![], vec![]).await);
-            found_in_list(listed, |w| w["external_id"] == external_id.as_str(), "workspace")
-        }
-        "put_file" => {
-            let mut headers = vec![("content-type".to_string(), "text/plain".to_string())];
-            if let Some(tag) = args.get("if_none_match").and_then(Value::as_str) {
-                headers.push(("if-none-match".into(), tag.to_string()));
-            }
-            if let Some(tag) = args.get("if_match").and_then(Value::as_str) {
-                headers.push(("if-match".into(), tag.to_string()));
-            }
-            // S3's user metadata, as boto3 sends `Metadata=`: one header per pair.
-            headers.extend(
-                strings(args, "metadata").map(|(k, v)| (format!("x-amz-meta-{}", k.to_ascii_lowercase()), v)),
-            );
-            let path = format!("/{}/{}", text("bucket"), text("key"));
-            match exchange("PUT", path, headers, text("body").into_bytes()).await {
-                Ok(answer) if (200..300).contains(&answer.status) => Outcome::ok(json!({
-                    "bucket": text("bucket"),
-                    "key": text("key"),
-                    "etag": answer.header("etag"),
-                    "version_id": answer.header("x-amz-version-id"),
-                })),
-                other => failure(tool, other),
-            }
-        }
-        "get_file" => {
-            let path = format!("/{}/{}", text("bucket"), text("key"));
-            match exchange("GET", path, vec![], vec![]).await {
-                Ok(answer) if (200..300).contains(&answer.status) => Outcome::ok(json!({
-                    "found": true,
-                    "body": String::from_utf8_lossy(&answer.body),
-                    "etag": answer.header("etag"),
-                    "metadata": user_metadata(&answer),
-                })),
-                Ok(answer)
-                    if answer.status == 404
-                        && xml_field(&answer.body, "Code").as_deref() == Some("NoSuchKey") =>
-                {
-                    Outcome::ok(json!({"found": false}))
-                }
-                other => failure(tool, other),
-            }
-        }
-        "transfer" => transfer(tool, args, &exchange).await,
-        "get_transaction_receipt" => {
-            match rpc(tool, &exchange, "eth_getTransactionReceipt", json!([text("hash")])).await {
-                Ok(Value::Null) => Outcome::ok(json!({"found": false})),
-                Ok(receipt) => Outcome::ok(json!({"found": true, "receipt": receipt})),
-                Err(failed) => failed,
-            }
-        }
-        "get_account" => {
-            let from = runner::setup::chain_account();
-            let nonce = match rpc(tool, &exchange, "eth_getTransactionCount", json!([from, "pending"])).await
-            {
-                Ok(nonce) => nonce,
-                Err(failed) => return failed,
-            };
-            match rpc(tool, &exchange, "eth_getBalance", json!([from, "latest"])).await {
-                Ok(balance) => Outcome::ok(json!({
-                    "address": from,
-                    "nonce": quantity(&nonce),
-                    "balance_wei": quantity(&balance).map(|b| b.to_string()),
-                })),
-                Err(failed) => failed,
-            }
-        }
-        "send_message" => {
-            let mut body = json!({
-                "from": SENDER,
-                "to": [text("to")],
-                "subject": text("subject"),
-                "text": text("body"),
-            });
-            for mark in ["headers", "tags"] {
-                if let Some(value) = args.get(mark).filter(|v| !v.is_null()) {
-                    body[mark] = value.clone();
-                }
-            }
-            let headers = keyed(vec![bearer(MESSAGES_API_KEY), json_type()]);
-            json_answer(
-                tool,
-                exchange("POST", "/emails".into(), headers, body.to_string().into_bytes()).await,
-            )
-        }
-        "list_mailbox" => {
-            let path =
-                format!("/mailboxes/{}/messages?limit={}", text("address"), number("limit").unwrap_or(100));
-            json_answer(tool, exchange("GET", path, vec![], vec![]).await)
-        }
+        "refund_payment" => call.refund_payment().await,
+        "list_refunds" => call.list_refunds().await,
+        "create_workspace" => call.create_workspace().await,
+        "find_workspace" => call.find_workspace().await,
+        "put_file" => call.put_file().await,
+        "get_file" => call.get_file().await,
+        "transfer" => call.transfer().await,
+        "get_transaction_receipt" => call.get_transaction_receipt().await,
+        "get_account" => call.get_account().await,
+        "send_message" => call.send_message().await,
+        "list_mailbox" => call.list_mailbox().await,
         other => Outcome::failed(format!("tool {other} has no call")),
     }
 }
 
-/// `transfer`: the chain id and the next nonce (unless given) read as a wallet reads them,
-/// the transfer signed with the scenario's account key, and one broadcast.
-async fn transfer<F, Fut>(tool: &Tool, args: &Map<String, Value>, exchange: &F) -> Outcome
-where
-    F: Fn(&'static str, String, Vec<(String, String)>, Vec<u8>) -> Fut,
-    Fut: std::future::Future<Output = Result<Answer, ClientError>>,
-{
-    let to = args.get("to").and_then(Value::as_str).unwrap_or_default();
-    let Some(value_wei) = args.get("value").and_then(Value::as_str).and_then(|v| v.parse::<u128>().ok())
-    else {
-        return Outcome::failed("value must be a decimal string of wei".into());
-    };
-    let from = runner::setup::chain_account();
-    let chain_id = match rpc(tool, exchange, "eth_chainId", json!([])).await.map(|v| quantity(&v)) {
-        Ok(Some(id)) => id as u64,
-        Ok(None) => return Outcome::failed("eth_chainId answered no quantity".into()),
-        Err(failed) => return failed,
-    };
-    let nonce = match args.get("nonce").and_then(Value::as_u64) {
-        Some(nonce) => nonce,
-        None => match rpc(tool, exchange, "eth_getTransactionCount", json!([from, "pending"]))
-            .await
-            .map(|v| quantity(&v))
-        {
-            Ok(Some(n)) => n as u64,
-            Ok(None) => return Outcome::failed("eth_getTransactionCount answered no quantity".into()),
-            Err(failed) => return failed,
-        },
-    };
-    let priority_fee = fake_services::chain::PRIORITY_FEE_WEI;
-    let max_fee = 2 * u128::from(fake_services::chain::BASE_FEE_WEI) + priority_fee;
-    let signed = fake_services::chain::sign_transfer(
-        CHAIN_PRIVATE_KEY,
-        chain_id,
-        nonce,
-        to,
-        value_wei,
-        max_fee,
-        priority_fee,
-        TRANSFER_GAS,
-    );
-    let (raw, hash) = match signed {
-        Ok(signed) => signed,
-        Err(e) => return Outcome::failed(format!("cannot sign the transfer: {e}")),
-    };
-    let raw_hex = format!("0x{}", raw.iter().map(|b| format!("{b:02x}")).collect::<String>());
-    match rpc(tool, exchange, "eth_sendRawTransaction", json!([raw_hex])).await {
-        Ok(sent) => {
-            Outcome::ok(json!({"hash": sent.as_str().unwrap_or(&hash), "from": from, "nonce": nonce}))
-        }
-        Err(failed) => failed,
-    }
+/// One tool call in the making: the tool, its arguments and where its service answers. Each
+/// tool is one method, written as that service's own client library would send it.
+struct Call<'a> {
+    tool: &'a Tool,
+    args: &'a Map<String, Value>,
+    base: &'a str,
+    timeout_ms: u64,
 }
 
-/// One JSON-RPC call: its `result`, or the tool's error (the node's `error`, or the exchange's).
-async fn rpc<F, Fut>(tool: &Tool, exchange: &F, method: &str, params: Value) -> Result<Value, Outcome>
-where
-    F: Fn(&'static str, String, Vec<(String, String)>, Vec<u8>) -> Fut,
-    Fut: std::future::Future<Output = Result<Answer, ClientError>>,
-{
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string().into_bytes();
-    let answer = exchange("POST", "/".into(), vec![json_type()], body).await;
-    match answer {
-        Ok(answer) if answer.status == 200 => {
-            let value: Value = serde_json::from_slice(&answer.body)
-                .map_err(|_| Outcome::failed(format!("{method}: the node answered no JSON")))?;
-            if let Some(error) = value.get("error") {
-                let code = error["code"].as_i64().unwrap_or(0);
-                let message = error["message"].as_str().unwrap_or("no message");
-                return Err(Outcome::failed(format!("{method} failed: {message} (JSON-RPC error {code})")));
-            }
-            Ok(value.get("result").cloned().unwrap_or(Value::Null))
+impl Call<'_> {
+    /// A string argument, empty when absent.
+    fn text(&self, name: &str) -> String {
+        self.args.get(name).and_then(Value::as_str).unwrap_or_default().to_string()
+    }
+
+    fn number(&self, name: &str) -> Option<u64> {
+        self.args.get(name).and_then(Value::as_u64)
+    }
+
+    /// `headers` with the call's `idempotency_key`, when it has one.
+    fn keyed(&self, mut headers: Vec<(String, String)>) -> Vec<(String, String)> {
+        if let Some(key) = self.args.get("idempotency_key").and_then(Value::as_str) {
+            headers.push(("idempotency-key".into(), key.to_string()));
         }
-        other => Err(failure(tool, other)),
+        headers
+    }
+
+    /// One HTTP exchange with the tool's service, within the call's bound.
+    async fn exchange(
+        &self,
+        method: &'static str,
+        path: String,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> Result<Answer, ClientError> {
+        let url = format!("{}{path}", self.base);
+        client::exchange(client::Request { method, url, headers, body, timeout_ms: self.timeout_ms }).await
+    }
+
+    async fn refund_payment(&self) -> Outcome {
+        let mut pairs = vec![
+            ("payment_intent".to_string(), self.text("payment_intent")),
+            ("amount".into(), self.number("amount").unwrap_or(0).to_string()),
+        ];
+        // Stripe's bracketed form: `metadata[KEY]=VALUE`, as stripe-python sends `metadata=`.
+        pairs.extend(strings(self.args, "metadata").map(|(k, v)| (format!("metadata[{k}]"), v)));
+        let body = form(&pairs);
+        let headers = self.keyed(vec![bearer(PAYMENTS_API_KEY), form_type()]);
+        json_answer(self.tool, self.exchange("POST", "/v1/refunds".into(), headers, body).await)
+    }
+
+    async fn list_refunds(&self) -> Outcome {
+        let query = form(&[
+            ("payment_intent", self.text("payment_intent")),
+            ("limit", self.number("limit").unwrap_or(10).to_string()),
+        ]);
+        let path = format!("/v1/refunds?{}", String::from_utf8_lossy(&query));
+        json_answer(self.tool, self.exchange("GET", path, vec![bearer(PAYMENTS_API_KEY)], vec![]).await)
+    }
+
+    async fn create_workspace(&self) -> Outcome {
+        let mut body = json!({"external_id": self.text("external_id"), "name": self.text("name")});
+        if let Some(metadata) = self.args.get("metadata").filter(|m| m.is_object()) {
+            body["metadata"] = metadata.clone();
+        }
+        let body = body.to_string().into_bytes();
+        let headers = self.keyed(vec![json_type()]);
+        json_answer(self.tool, self.exchange("POST", "/v1/workspaces".into(), headers, body).await)
+    }
+
+    async fn find_workspace(&self) -> Outcome {
+        let external_id = self.text("external_id");
+        let query = form(&[("external_id", external_id.clone())]);
+        let path = format!("/v1/workspaces?{}", String::from_utf8_lossy(&query));
+        let listed = json_answer(self.tool, self.exchange("GET", path, vec![], vec![]).await);
+        found_in_list(listed, |w| w["external_id"] == external_id.as_str(), "workspace")
+    }
+
+    async fn put_file(&self) -> Outcome {
+        let mut headers = vec![("content-type".to_string(), "text/plain".to_string())];
+        if let Some(tag) = self.args.get("if_none_match").and_then(Value::as_str) {
+            headers.push(("if-none-match".into(), tag.to_string()));
+        }
+        if let Some(tag) = self.args.get("if_match").and_then(Value::as_str) {
+            headers.push(("if-match".into(), tag.to_string()));
+        }
+        // S3's user metadata, as boto3 sends `Metadata=`: one header per pair.
+        headers.extend(
+            strings(self.args, "metadata")
+                .map(|(k, v)| (format!("x-amz-meta-{}", k.to_ascii_lowercase()), v)),
+        );
+        let path = format!("/{}/{}", self.text("bucket"), self.text("key"));
+        match self.exchange("PUT", path, headers, self.text("body").into_bytes()).await {
+            Ok(answer) if (200..300).contains(&answer.status) => Outcome::ok(json!({
+                "bucket": self.text("bucket"),
+                "key": self.text("key"),
+                "etag": answer.header("etag"),
+                "version_id": answer.header("x-amz-version-id"),
+            })),
+            other => failure(self.tool, other),
+        }
+    }
+
+    async fn get_file(&self) -> Outcome {
+        let path = format!("/{}/{}", self.text("bucket"), self.text("key"));
+        match self.exchange("GET", path, vec![], vec![]).await {
+            Ok(answer) if (200..300).contains(&answer.status) => Outcome::ok(json!({
+                "found": true,
+                "body": String::from_utf8_lossy(&answer.body),
+                "etag": answer.header("etag"),
+                "metadata": user_metadata(&answer),
+            })),
+            Ok(answer)
+                if answer.status == 404
+                    && xml_field(&answer.body, "Code").as_deref() == Some("NoSuchKey") =>
+            {
+                Outcome::ok(json!({"found": false}))
+            }
+            other => failure(self.tool, other),
+        }
+    }
+
+    async fn get_transaction_receipt(&self) -> Outcome {
+        match self.rpc("eth_getTransactionReceipt", json!([self.text("hash")])).await {
+            Ok(Value::Null) => Outcome::ok(json!({"found": false})),
+            Ok(receipt) => Outcome::ok(json!({"found": true, "receipt": receipt})),
+            Err(failed) => failed,
+        }
+    }
+
+    async fn get_account(&self) -> Outcome {
+        let from = runner::setup::chain_account();
+        let nonce = match self.rpc("eth_getTransactionCount", json!([from, "pending"])).await {
+            Ok(nonce) => nonce,
+            Err(failed) => return failed,
+        };
+        match self.rpc("eth_getBalance", json!([from, "latest"])).await {
+            Ok(balance) => Outcome::ok(json!({
+                "address": from,
+                "nonce": quantity(&nonce),
+                "balance_wei": quantity(&balance).map(|b| b.to_string()),
+            })),
+            Err(failed) => failed,
+        }
+    }
+
+    async fn send_message(&self) -> Outcome {
+        let mut body = json!({
+            "from": SENDER,
+            "to": [self.text("to")],
+            "subject": self.text("subject"),
+            "text": self.text("body"),
+        });
+        for mark in ["headers", "tags"] {
+            if let Some(value) = self.args.get(mark).filter(|v| !v.is_null()) {
+                body[mark] = value.clone();
+            }
+        }
+        let headers = self.keyed(vec![bearer(MESSAGES_API_KEY), json_type()]);
+        json_answer(
+            self.tool,
+            self.exchange("POST", "/emails".into(), headers, body.to_string().into_bytes()).await,
+        )
+    }
+
+    async fn list_mailbox(&self) -> Outcome {
+        let path = format!(
+            "/mailboxes/{}/messages?limit={}",
+            self.text("address"),
+            self.number("limit").unwrap_or(100)
+        );
+        json_answer(self.tool, self.exchange("GET", path, vec![], vec![]).await)
+    }
+
+    /// `transfer`: the chain id and the next nonce (unless given) read as a wallet reads them,
+    /// the transfer signed with the scenario's account key, and one broadcast.
+    async fn transfer(&self) -> Outcome {
+        let to = self.text("to");
+        let Some(value_wei) =
+            self.args.get("value").and_then(Value::as_str).and_then(|v| v.parse::<u128>().ok())
+        else {
+            return Outcome::failed("value must be a decimal string of wei".into());
+        };
+        let from = runner::setup::chain_account();
+        let chain_id = match self.rpc("eth_chainId", json!([])).await.map(|v| quantity(&v)) {
+            Ok(Some(id)) => id as u64,
+            Ok(None) => return Outcome::failed("eth_chainId answered no quantity".into()),
+            Err(failed) => return failed,
+        };
+        let nonce = match self.number("nonce") {
+            Some(nonce) => nonce,
+            None => match self
+                .rpc("eth_getTransactionCount", json!([from, "pending"]))
+                .await
+                .map(|v| quantity(&v))
+            {
+                Ok(Some(n)) => n as u64,
+                Ok(None) => return Outcome::failed("eth_getTransactionCount answered no quantity".into()),
+                Err(failed) => return failed,
+            },
+        };
+        let priority_fee = fake_services::chain::PRIORITY_FEE_WEI;
+        let max_fee = 2 * u128::from(fake_services::chain::BASE_FEE_WEI) + priority_fee;
+        let signed = fake_services::chain::sign_transfer(
+            CHAIN_PRIVATE_KEY,
+            chain_id,
+            nonce,
+            &to,
+            value_wei,
+            max_fee,
+            priority_fee,
+            TRANSFER_GAS,
+        );
+        let (raw, hash) = match signed {
+            Ok(signed) => signed,
+            Err(e) => return Outcome::failed(format!("cannot sign the transfer: {e}")),
+        };
+        let raw_hex = format!("0x{}", raw.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        match self.rpc("eth_sendRawTransaction", json!([raw_hex])).await {
+            Ok(sent) => {
+                Outcome::ok(json!({"hash": sent.as_str().unwrap_or(&hash), "from": from, "nonce": nonce}))
+            }
+            Err(failed) => failed,
+        }
+    }
+
+    /// One JSON-RPC call: its `result`, or the tool's error (the node's `error`, or the
+    /// exchange's).
+    async fn rpc(&self, method: &str, params: Value) -> Result<Value, Outcome> {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string().into_bytes();
+        match self.exchange("POST", "/".into(), vec![json_type()], body).await {
+            Ok(answer) if answer.status == 200 => {
+                let value: Value = serde_json::from_slice(&answer.body)
+                    .map_err(|_| Outcome::failed(format!("{method}: the node answered no JSON")))?;
+                if let Some(error) = value.get("error") {
+                    let code = error["code"].as_i64().unwrap_or(0);
+                    let message = error["message"].as_str().unwrap_or("no message");
+                    return Err(Outcome::failed(format!(
+                        "{method} failed: {message} (JSON-RPC error {code})"
+                    )));
+                }
+                Ok(value.get("result").cloned().unwrap_or(Value::Null))
+            }
+            other => Err(failure(self.tool, other)),
+        }
     }
 }
 

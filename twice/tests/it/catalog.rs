@@ -92,7 +92,7 @@ fn the_version_names_the_commit() {
 }
 
 /// One `cargo install` of the package `twice` brings both commands: cargo's own view of the
-/// workspace (`cargo metadata`) has the package named `twice` in `harness/`, building the bins
+/// workspace (`cargo metadata`) has the package named `twice` in `twice/`, building the bins
 /// `twice` and `twice-executor`, and no other package builds a bin of either name (two would
 /// collide in `~/.cargo/bin` and in `target/`).
 #[test]
@@ -121,7 +121,7 @@ fn one_install_brings_both_commands() {
     assert_eq!(of("twice-executor"), ["twice"], "{bins:?}");
     let package = metadata["packages"].as_array().unwrap().iter().find(|p| p["name"] == "twice").unwrap();
     let manifest = package["manifest_path"].as_str().unwrap();
-    assert!(manifest.ends_with("harness/Cargo.toml"), "{manifest}");
+    assert!(manifest.ends_with("twice/Cargo.toml"), "{manifest}");
     // Two bins in one package: `cargo run --release -- run` (the README's first command) needs
     // to know which one it means.
     assert_eq!(package["default_run"], "twice", "the package names no default-run");
