@@ -22,7 +22,8 @@ impl Ledger {
         effect.seq = self.effects.len() as u64 + 1;
         let seq = effect.seq;
         // A checker orders effects by `seq`: one that went back would reorder what happened.
-        debug_assert!(
+        // Checked in every build, as every invariant the checker's verdicts rest on.
+        assert!(
             self.effects.last().is_none_or(|last| last.seq < seq),
             "a ledger's sequence numbers only grow"
         );
@@ -93,7 +94,7 @@ impl Journal {
             self.pending += 1;
         }
         self.entries.push_back(entry);
-        debug_assert!(
+        assert!(
             self.entries.len() <= self.capacity,
             "a journal never passes its capacity: the service refuses a request once it is full"
         );
@@ -430,9 +431,8 @@ mod tests {
     }
 
     /// The invariant's assertion: an append past the capacity is a bug in the caller.
-    #[cfg(debug_assertions)]
     #[test]
-    fn appending_to_a_full_journal_fails_a_debug_assertion() {
+    fn appending_to_a_full_journal_fails_an_assertion() {
         let mut journal = Journal::with_capacity(1);
         journal.begin(entry());
         let second = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| journal.begin(entry())));

@@ -155,8 +155,9 @@ impl<B: Backend> Engine<'_, B> {
         let before = self.backend.roster().get(name).map_or(0, |w| w.incarnation());
         let incarnation = self.backend.start_worker(name).await?;
         // A worker's lives only grow: the checker tells a stale write from a fresh one by the
-        // life that sent it, so a restart that reused a number would hide one.
-        debug_assert!(
+        // life that sent it, so a restart that reused a number would hide one. Checked in every
+        // build: a verdict read from a run where it failed would be wrong.
+        assert!(
             incarnation > before
                 && self.backend.roster().get(name).map(|w| w.incarnation()) == Some(incarnation),
             "worker {name}: life {incarnation} started after life {before}"
