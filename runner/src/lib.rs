@@ -25,8 +25,8 @@
 //! - [`run`]: one case run and checked ([`run::run_case`]), many side by side
 //!   ([`run::run_cases`]), their results and summary; [`shrink`]: failing generated cases
 //!   made small.
-//! - [`engine`]: the phases of one scenario run (act, drain, heal, reconcile, finish), written
-//!   once over a [`engine::Backend`]; [`sim`] (in process, virtual time) and [`live`] (real
+//! - [`phase_engine`]: the phases of one scenario run (act, drain, heal, reconcile, finish), written
+//!   once over a [`phase_engine::Backend`]; [`sim`] (in process, virtual time) and [`live`] (real
 //!   processes, loopback HTTP, signals) are the two backends.
 //! - [`process`]: the stdio client of `twice/1`, shared by [`live`] and `twice check-executor`.
 //! - [`world`]: a scenario's world on the fakes, prepared once for every caller, and what a
@@ -36,10 +36,10 @@
 //! - [`workdir`]: scratch directories gone on every path, an interrupt included;
 //!   [`interrupt`]: whether one has come, and the hold that keeps the run from acting on it.
 
-pub mod engine;
 pub mod exit;
 pub mod interrupt;
 pub mod live;
+pub mod phase_engine;
 pub mod pipeline;
 pub mod points;
 pub mod process;

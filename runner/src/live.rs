@@ -1,4 +1,4 @@
-//! The live backend of the [`crate::engine`]: any executor as real subprocesses, the fakes on
+//! The live backend of the [`crate::phase_engine`]: any executor as real subprocesses, the fakes on
 //! real loopback HTTP, real SIGKILL / SIGSTOP / SIGCONT, real time.
 //!
 //! The engine runs the phases; this backend runs workers as processes of an
@@ -56,9 +56,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use vocabulary::WORKFLOWS_FEATURE;
 
-pub use crate::engine::BACKGROUND_ROUND_MS;
-pub use crate::engine::RunError;
-use crate::engine::{self, Backend, CallError, Reached, Reply, Request, Roster, Step, Timeline, Wait, World};
+pub use crate::phase_engine::BACKGROUND_ROUND_MS;
+pub use crate::phase_engine::RunError;
+use crate::phase_engine::{
+    self, Backend, CallError, Reached, Reply, Request, Roster, Step, Timeline, Wait, World,
+};
 use crate::points::RequestPoints;
 pub use crate::process::command::{CommandLineError, ExecutorCommand, LocateError, REFERENCE_BINARY};
 use crate::process::lock;
@@ -131,7 +133,7 @@ pub struct LiveWaiting {
     quiet_since: Option<Instant>,
 }
 
-/// The live backend of the [`crate::engine`]: workers are processes of an
+/// The live backend of the [`crate::phase_engine`]: workers are processes of an
 /// [`ExecutorCommand`], the fakes listen on loopback.
 pub struct LiveBackend<'a> {
     scenario: &'a Scenario,
@@ -556,7 +558,7 @@ async fn run_recorded(
         workflows: false,
         timing,
     };
-    Ok(engine::run(world, backend).await)
+    Ok(phase_engine::run(world, backend).await)
 }
 
 /// The directory of one run: a child of `work_dir`, whatever the scenario's name holds (it
@@ -584,7 +586,7 @@ pub fn run_blocking(
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = run_dir(work_dir, &scenario.name, seed, n);
-    engine::fresh_dir(&dir)?;
+    phase_engine::fresh_dir(&dir)?;
     timing.spent("setup", since);
     let run = run_recorded(scenario, seed, executor, &dir, timing.clone());
     let observed = runtime.block_on(run).map_err(RunError::Setup);

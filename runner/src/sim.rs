@@ -1,4 +1,4 @@
-//! The sim backend of the [`crate::engine`]: Rust executors in process, on virtual time,
+//! The sim backend of the [`crate::phase_engine`]: Rust executors in process, on virtual time,
 //! deterministic from one seed.
 //!
 //! Everything runs on one tokio current-thread runtime with a paused clock (the caller builds
@@ -33,11 +33,11 @@ use scenarios::{IntentSpec, Scenario};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-pub use crate::engine::RunError;
-use crate::engine::{
+pub use crate::phase_engine::RunError;
+use crate::phase_engine::{
     self, Backend, CallError, Life, Reached, Reply, Request, Roster, Step, Timeline, Wait, World,
 };
-pub use crate::engine::{BACKGROUND_ROUND_MS, StateChange};
+pub use crate::phase_engine::{BACKGROUND_ROUND_MS, StateChange};
 use crate::setup::{self, EPOCH_MS};
 pub use executors::{BoxFuture, Reference, Refusal, SimExecutor, SimFactory, WorkerSetup};
 use results::{Moment, Observed};
@@ -106,7 +106,7 @@ pub struct SimCall {
     deadline: Pin<Box<tokio::time::Sleep>>,
 }
 
-/// The sim backend of the [`engine`]: workers are tasks on one current-thread runtime with a
+/// The sim backend of the [`phase_engine`]: workers are tasks on one current-thread runtime with a
 /// paused clock.
 pub struct SimBackend<'a> {
     scenario: &'a Scenario,
@@ -353,7 +353,7 @@ pub async fn run(
         _log: log,
         timeline: world.timeline.clone(),
     };
-    Ok(engine::run(world, backend).await)
+    Ok(phase_engine::run(world, backend).await)
 }
 
 /// Runs one scenario on a fresh paused current-thread runtime, in a fresh state directory

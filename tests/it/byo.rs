@@ -126,7 +126,7 @@ async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
         assert_eq!(app.ask(json!({"type": "propose", "intent": intent})).await["type"], "propose_ok");
     }
     app.ask(json!({"type": "drain", "timeout_ms": 20_000})).await;
-    // As `twice run` does after the work (`runner::engine`): every fault off, the world
+    // As `twice run` does after the work (`runner::phase_engine`): every fault off, the world
     // settled, then rounds of reconcile and drain until nothing is unresolved, a pause of a
     // request timeout and a settle bound between rounds.
     runner::setup::heal(&served.world.fakes);

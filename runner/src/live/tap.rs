@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{CALL_SLACK_MS, DRAIN_MS_MAX, DRAIN_SLACK_MS, INIT_MS_MAX, RECONCILE_SLACK_MS, REPLY_MS_MAX};
-use crate::engine::Reached;
+use crate::phase_engine::Reached;
 use crate::points::RequestPoints;
 use crate::process::lock;
 

@@ -15,7 +15,7 @@ use vocabulary::protocol::code;
 
 use super::worker::{Answer, Pending, Queued};
 use super::{BACKGROUND_ROUND_MS, LiveBackend, LiveCall, PAUSE_QUIET_MS, PAUSE_QUIET_MS_MAX, claims};
-use crate::engine::{CallError, Reply};
+use crate::phase_engine::{CallError, Reply};
 use crate::process::{EXIT_MS_MAX, WRITE_MS_MAX, WriteError, lock};
 use crate::setup;
 use results::Moment;

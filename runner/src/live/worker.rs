@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::TIMELINE_MOMENTS_MAX;
-use crate::engine::{Life, Timeline};
+use crate::phase_engine::{Life, Timeline};
 use crate::process::{self, EXIT_MS_MAX, Ending, ExecutorCommand, Frame, Out, Process, excerpt, lock};
 use results::Moment;
 

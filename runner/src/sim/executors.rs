@@ -10,7 +10,7 @@ use std::sync::Arc;
 use executor::world::Transport;
 use scenarios::IntentSpec;
 
-use crate::engine::StateChange;
+use crate::phase_engine::StateChange;
 use results::Claim;
 
 /// A boxed future, so that executors can be trait objects.
