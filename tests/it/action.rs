@@ -122,6 +122,7 @@ fn python_command(args: &[&str]) -> String {
 
 /// `check-executor` on the Python example: exit 0, the conformance table and the summary on the
 /// job's page, the step's outputs, and the report directory that the upload step keeps.
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn the_action_checks_the_python_executor_and_writes_the_job_summary() {
     let _machine = machine();
@@ -153,6 +154,7 @@ fn the_action_checks_the_python_executor_and_writes_the_job_summary() {
 
 /// A violation fails the step with twice's exit code 1, and the summary still reaches the job's
 /// page (the upload step runs `if: always()`).
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn a_violation_fails_the_step_and_still_writes_the_job_summary() {
     let _machine = machine();

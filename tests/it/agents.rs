@@ -50,6 +50,7 @@ const AGENT_TESTS: &[(&str, bool)] = &[
     ("test_the_careful_agent_knows_its_refund_by_its_tag_not_its_amount", false),
 ];
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn the_careful_agents_pass_and_the_naive_ones_are_expected_failures() {
     let _turn = machine();
@@ -80,6 +81,7 @@ fn the_careful_agents_pass_and_the_naive_ones_are_expected_failures() {
     }
 }
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn the_naive_agents_are_caught_with_the_invariant_and_the_ledgers_evidence() {
     let _turn = machine();
@@ -113,6 +115,7 @@ fn the_naive_agents_are_caught_with_the_invariant_and_the_ledgers_evidence() {
 /// The courteous agent refunds right and then emails the customer, which no intent of the
 /// scenario authorised (it names no message at all): the check reads the messages ledger all
 /// the same, and the verdict names `no-unauthorised-effect` and nothing else.
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn an_email_nobody_asked_for_from_an_otherwise_careful_agent_is_an_unauthorised_effect() {
     let _turn = machine();

@@ -53,6 +53,7 @@ const KIT_TESTS_SAMPLE: &[&str] = &[
     "test_a_serve_that_never_gets_ready_is_killed_after_its_bounds",
 ];
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn the_kits_own_tests_pass() {
     let _turn = machine();
@@ -67,6 +68,7 @@ fn the_kits_own_tests_pass() {
     }
 }
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn the_correct_apps_pass_and_the_naive_ones_are_expected_failures() {
     let _turn = machine();
@@ -79,6 +81,7 @@ fn the_correct_apps_pass_and_the_naive_ones_are_expected_failures() {
     assert_eq!(run.outcomes(), expected, "{}", run.output_tail());
 }
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn the_naive_apps_are_caught_with_the_invariant_and_the_ledgers_evidence() {
     let _turn = machine();

@@ -63,6 +63,7 @@ const LOST_REPLY: &str = "An error occurred with the connection to the payments 
 // ---------------------------------------------------------------------------------------------
 // The SDK clients.
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn the_python_sdk_client_negotiates_the_2026_protocol_over_stdio_and_sees_the_lost_reply() {
     let dir = fresh("python-stdio-auto");
@@ -73,6 +74,7 @@ fn the_python_sdk_client_negotiates_the_2026_protocol_over_stdio_and_sees_the_lo
     assert_eq!(run.seen["mode"], "auto");
 }
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn the_python_sdk_client_initializes_over_stdio_and_sees_the_lost_reply() {
     let dir = fresh("python-stdio-legacy");
@@ -82,6 +84,7 @@ fn the_python_sdk_client_initializes_over_stdio_and_sees_the_lost_reply() {
     assert_saw_the_lost_refund(&run, "2025-11-25");
 }
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn the_python_sdk_client_negotiates_the_2026_protocol_over_streamable_http() {
     let dir = fresh("python-http-auto");
@@ -129,6 +132,7 @@ fn the_node_sdk_client_sees_the_lost_reply_over_streamable_http_in_a_session() {
 /// wrote waits for the late commit and fails the agent with `no-duplicate-effect`; `--no-wait`,
 /// asked right away, judges the one refund it can see and marks the verdict judged before the
 /// world settled, naming the late commit.
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[test]
 fn the_check_of_a_naive_agent_waits_for_the_late_commit_and_no_wait_is_marked() {
     let dir = fresh("python-stdio-late-commit");

@@ -71,6 +71,7 @@ fn statuses(journal: &[JournalEntry]) -> Vec<(String, Option<u16>)> {
     journal.iter().map(|e| (e.method.clone(), e.status)).collect()
 }
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[tokio::test]
 async fn stripe_node_refunds_with_its_key_replays_and_lists_the_metadata() {
     let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
@@ -97,6 +98,7 @@ async fn stripe_node_refunds_with_its_key_replays_and_lists_the_metadata() {
 /// `maxNetworkRetries: 0`. Where keys are not honoured (here: ignored), a close after the
 /// commit then makes two refunds out of one call; the executor's HTTP client
 /// (`noResendOnClose`) turns the close into a plain connection error, one request, one refund.
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[tokio::test]
 async fn stripe_node_resends_after_a_closed_connection_unless_the_executor_s_client_stops_it() {
     for (client, posts, refunds, ok) in [("sdk", 2, 2, true), ("executor", 1, 1, false)] {
@@ -115,6 +117,7 @@ async fn stripe_node_resends_after_a_closed_connection_unless_the_executor_s_cli
     }
 }
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[tokio::test]
 async fn aws_sdk_s3_puts_under_if_none_match_and_if_match_and_reads_412() {
     let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
@@ -147,6 +150,7 @@ async fn aws_sdk_s3_puts_under_if_none_match_and_if_match_and_reads_412() {
     );
 }
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[tokio::test]
 async fn viem_signs_locally_sends_raw_and_reads_the_receipt() {
     const KEY: &str = "0xbebd77e4aa6898d625823fb3dfffda55489b1c9249b01c5912c0ab964a68db9d";
@@ -172,6 +176,7 @@ async fn viem_signs_locally_sends_raw_and_reads_the_receipt() {
     assert_eq!(mined.len(), 1, "{mined:#?}");
 }
 
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[tokio::test]
 async fn resend_node_sends_with_its_key_and_header_and_the_inbox_shows_it() {
     let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);

@@ -17,7 +17,7 @@ use std::process::Stdio;
 use anyhow::{Context, Result, bail};
 
 use crate::node::prepare_node_executor;
-use crate::test::{prepare_chromium, selects_package};
+use crate::test::{prepare_chromium, selects_package, with_prepared_tests};
 use crate::venv::prepare_venv;
 use crate::{cargo, exit_code, output_of, root, target_dir};
 
@@ -224,7 +224,7 @@ pub(crate) fn flake(args: &[String]) -> Result<i32> {
 
 /// Builds once, then runs the suite `request.runs` times, each into the next `K.log` of `logs`.
 fn run_many(root: &Path, target: &Path, logs: &Path, appending: bool, request: &Request) -> Result<()> {
-    let args = &request.args;
+    let args = &with_prepared_tests(&request.args);
     let python = prepare_venv(root)?;
     let node_executor = prepare_node_executor(root)?;
     println!("xtask: building the binaries (cargo build --workspace --bins)");
@@ -233,7 +233,8 @@ fn run_many(root: &Path, target: &Path, logs: &Path, appending: bool, request: &
         bail!("cargo build --workspace --bins failed");
     }
     let chromium = prepare_chromium();
-    // The same command line as `cargo xtask test`, plus --no-fail-fast (every binary runs).
+    // The same command line as `cargo xtask test` (the prepared tests included), plus
+    // --no-fail-fast (every binary runs).
     let command = |extra: &[&str]| {
         let mut command = cargo();
         command

@@ -65,7 +65,7 @@ pub(crate) fn test(args: &[String]) -> Result<i32> {
     if !selects_package(args) {
         command.arg("--workspace");
     }
-    command.args(args).current_dir(&root).env("TWICE_PYTHON", &python);
+    command.args(with_prepared_tests(args)).current_dir(&root).env("TWICE_PYTHON", &python);
     println!("xtask: TWICE_PYTHON={}", python.display());
     command.env("TWICE_NODE_EXECUTOR", &node_executor);
     println!("xtask: TWICE_NODE_EXECUTOR={}", node_executor.display());
@@ -73,6 +73,23 @@ pub(crate) fn test(args: &[String]) -> Result<i32> {
     let status = command.status().context("could not start cargo test")?;
     Ok(exit_code(status))
 }
+
+/// The tests that need what this command prepares (the venv, Node, the packages) are
+/// `#[ignore]`d with that reason, so that a plain `cargo test` runs every hermetic test and
+/// lists those; here they run too (`--include-ignored`), all but the long soak, which is
+/// `cargo xtask soak`'s. The flags go to the test binaries, after a `--` the caller's args
+/// may already hold.
+pub(crate) fn with_prepared_tests(args: &[String]) -> Vec<String> {
+    let mut out = args.to_vec();
+    if !out.iter().any(|a| a == "--") {
+        out.push("--".into());
+    }
+    out.extend(["--include-ignored", "--skip", SOAK_TEST].map(String::from));
+    out
+}
+
+/// The one ignored test `cargo xtask test` leaves out (`tests/it/soak.rs`).
+const SOAK_TEST: &str = "soak::soak";
 
 /// Where Chromium is looked for on the `PATH`, in this order (the HTML report test's order).
 const CHROMIUM_NAMES: [&str; 3] = ["chromium", "chromium-browser", "google-chrome"];
@@ -150,6 +167,17 @@ mod tests {
         assert!(selects_package(&args(&["-pxtask"])));
         assert!(selects_package(&args(&["--package=xtask"])));
         assert!(!selects_package(&args(&["--release", "--", "-p"])));
+    }
+
+    #[test]
+    fn the_prepared_tests_are_included_after_the_callers_own_test_arguments() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let tail = ["--include-ignored", "--skip", "soak::soak"];
+        assert_eq!(with_prepared_tests(&[]), args(&[&["--"][..], &tail].concat()));
+        assert_eq!(
+            with_prepared_tests(&args(&["-p", "twice-tests", "--", "python_executor"])),
+            args(&[&["-p", "twice-tests", "--", "python_executor"][..], &tail].concat())
+        );
         assert!(!selects_package(&args(&[])));
     }
 }
