@@ -1,9 +1,21 @@
-//! Acceptance tests: real client libraries against the fakes over loopback HTTP.
+//! The workspace's cross-crate tests: what no single crate can check alone. Grouped by what
+//! they check, each group a prefix of its modules:
 //!
-//! The Python scripts in `tests/python` drive the real SDKs (stripe-python, requests with
-//! tenacity) and print what the client observed; the tests assert on that and on the fake's
-//! ledger and journal. They need the interpreter of the venv that `cargo xtask test` builds
-//! from `tests/requirements.txt`, passed in `TWICE_PYTHON`.
+//! - `sdk_*`, `clients_doc`, `python`: the real client libraries (stripe-python and -node,
+//!   boto3, web3.py, resend, the AWS SDK for JavaScript) against the fakes over loopback HTTP,
+//!   driven by the scripts of `tests/python` and `tests/node`.
+//! - `executor_*`: the reference executor as a library and as the `twice-executor` process
+//!   (crashes, fencing, faults, payloads, the protocol, workflows) against real fakes.
+//! - `mutant*`, `accuracy`, `soak`: the checker against executors that are wrong on purpose,
+//!   over the catalog and generated cases; the accuracy grid; the long soak (`cargo xtask soak`).
+//! - `python_executor`, `typescript_executor`, `agents`, `byo*`, `examples`, `pytest`,
+//!   `node_kit`, `mcp_clients`, `action`, `packages`: the examples, the kits, MCP clients, the
+//!   GitHub Action and the release packages, each run as its user runs it.
+//! - `report_*`, `results_schema`, `readmes`: what a run writes and what the docs promise.
+//! - `boundaries`, `modules`: the layout ARCHITECTURE.md states.
+//!
+//! Tests that need the SDK venv, Node or the packages are `#[ignore]`d with that reason: plain
+//! `cargo test` lists them, and `cargo xtask test` prepares what they need and runs them.
 
 mod accuracy;
 mod action;
