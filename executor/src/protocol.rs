@@ -170,6 +170,8 @@ where
     }
 }
 
+/// Answers one request other than a `propose` batch: the body of its `<type>_ok` reply, or
+/// the failure its `error` reply says; the transitions a pass or a drain made go to `events`.
 async fn handle(
     kind: &str,
     request: &Value,
@@ -181,58 +183,10 @@ async fn handle(
     if request.get("msg_id").is_none_or(|m| !m.is_u64()) {
         return Err(fail(code::MALFORMED_REQUEST, "a request needs a numeric msg_id"));
     }
-    let mut body = serde_json::Map::new();
     if kind == "init" {
-        let mut fields = request.clone();
-        if let Some(map) = fields.as_object_mut() {
-            map.remove("type");
-            map.remove("msg_id");
-        }
-        let init: Init = serde_json::from_value(fields)
-            .map_err(|e| fail(code::MALFORMED_REQUEST, format!("init: {e}")))?;
-        if init.protocol != PROTOCOL {
-            return Err(fail(
-                code::NOT_SUPPORTED,
-                format!("protocol {} is not supported; this executor speaks {PROTOCOL}", init.protocol),
-            ));
-        }
-        let state_dir = match (&options.state_dir, &init.state_dir) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(fail(
-                    code::MALFORMED_REQUEST,
-                    format!("init names state_dir {}, but --state-dir is {}", b.display(), a.display()),
-                ));
-            }
-            (Some(a), _) => a.clone(),
-            (None, Some(b)) => b.clone(),
-            (None, None) => {
-                return Err(fail(
-                    code::MALFORMED_REQUEST,
-                    "no state_dir: give --state-dir or init.state_dir",
-                ));
-            }
-        };
-        if executor.is_some() {
-            return Err(fail(code::MALFORMED_REQUEST, "init was already received"));
-        }
-        let config = Config {
-            worker_id: init.worker_id,
-            services: init.services,
-            secrets: init.secrets,
-            limits: init.limits,
-        };
-        let opened = Executor::open(config, &state_dir, options.durability, world.clone())
-            .map_err(|e| fail(code::CRASH, e.to_string()))?;
-        *executor = Some(opened);
-        body.insert(
-            "executor".into(),
-            json!({"name": "twice-executor", "version": env!("CARGO_PKG_VERSION")}),
-        );
-        body.insert("actions".into(), json!(ACTIONS));
-        // Steps that build on steps: `after` and parameter references (§3.2).
-        body.insert("features".into(), json!([WORKFLOWS_FEATURE]));
-        return Ok(body);
+        return init(request, executor, options, world);
     }
+    let mut body = serde_json::Map::new();
     let known = ["propose", "status", "reconcile", "drain", "shutdown"];
     if !known.contains(&kind) {
         return Err(fail(code::NOT_SUPPORTED, format!("unknown request type \"{kind}\"")));
@@ -264,31 +218,87 @@ async fn handle(
             body.insert("looked_up".into(), json!(report.looked_up));
             events.extend(report.transitions);
         }
-        "drain" => {
-            let timeout_ms = match request.get("timeout_ms") {
-                None => DRAIN_MS_MAX,
-                Some(v) => v.as_u64().filter(|t| *t <= DRAIN_MS_MAX).ok_or_else(|| {
-                    fail(
-                        code::MALFORMED_REQUEST,
-                        format!("timeout_ms must be an integer up to {DRAIN_MS_MAX}"),
-                    )
-                })?,
-            };
-            match ex.drain(timeout_ms).await {
-                Ok(transitions) => events.extend(transitions),
-                Err(DrainError::Timeout { busy, timeout_ms, transitions }) => {
-                    events.extend(transitions);
-                    return Err(fail(
-                        code::TIMEOUT,
-                        format!("{busy} intents still recorded or submitted after {timeout_ms} ms"),
-                    ));
-                }
-                Err(DrainError::Log(e)) => return Err(fail(code::CRASH, e.to_string())),
-            }
-        }
+        "drain" => drain(ex, request, events).await?,
         _ => {}
     }
     Ok(body)
+}
+
+/// `init`: the executor opened on the state directory the command line or the request names
+/// (not both, unless they agree), once; the reply names it, its actions and its features.
+fn init(
+    request: &Value,
+    executor: &mut Option<Executor>,
+    options: &Options,
+    world: &World,
+) -> Result<serde_json::Map<String, Value>, Failure> {
+    let mut fields = request.clone();
+    if let Some(map) = fields.as_object_mut() {
+        map.remove("type");
+        map.remove("msg_id");
+    }
+    let init: Init =
+        serde_json::from_value(fields).map_err(|e| fail(code::MALFORMED_REQUEST, format!("init: {e}")))?;
+    if init.protocol != PROTOCOL {
+        return Err(fail(
+            code::NOT_SUPPORTED,
+            format!("protocol {} is not supported; this executor speaks {PROTOCOL}", init.protocol),
+        ));
+    }
+    let state_dir = match (&options.state_dir, &init.state_dir) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(fail(
+                code::MALFORMED_REQUEST,
+                format!("init names state_dir {}, but --state-dir is {}", b.display(), a.display()),
+            ));
+        }
+        (Some(a), _) => a.clone(),
+        (None, Some(b)) => b.clone(),
+        (None, None) => {
+            return Err(fail(code::MALFORMED_REQUEST, "no state_dir: give --state-dir or init.state_dir"));
+        }
+    };
+    if executor.is_some() {
+        return Err(fail(code::MALFORMED_REQUEST, "init was already received"));
+    }
+    let config = Config {
+        worker_id: init.worker_id,
+        services: init.services,
+        secrets: init.secrets,
+        limits: init.limits,
+    };
+    let opened = Executor::open(config, &state_dir, options.durability, world.clone())
+        .map_err(|e| fail(code::CRASH, e.to_string()))?;
+    *executor = Some(opened);
+    let mut body = serde_json::Map::new();
+    body.insert("executor".into(), json!({"name": "twice-executor", "version": env!("CARGO_PKG_VERSION")}));
+    body.insert("actions".into(), json!(ACTIONS));
+    // Steps that build on steps: `after` and parameter references (§3.2).
+    body.insert("features".into(), json!([WORKFLOWS_FEATURE]));
+    Ok(body)
+}
+
+/// `drain`: passes until nothing is recorded or submitted, within the request's `timeout_ms`
+/// (at most [`DRAIN_MS_MAX`]); the transitions made go to `events`, a timeout's too.
+async fn drain(ex: &Executor, request: &Value, events: &mut Vec<Transition>) -> Result<(), Failure> {
+    let timeout_ms = match request.get("timeout_ms") {
+        None => DRAIN_MS_MAX,
+        Some(v) => v.as_u64().filter(|t| *t <= DRAIN_MS_MAX).ok_or_else(|| {
+            fail(code::MALFORMED_REQUEST, format!("timeout_ms must be an integer up to {DRAIN_MS_MAX}"))
+        })?,
+    };
+    match ex.drain(timeout_ms).await {
+        Ok(transitions) => events.extend(transitions),
+        Err(DrainError::Timeout { busy, timeout_ms, transitions }) => {
+            events.extend(transitions);
+            return Err(fail(
+                code::TIMEOUT,
+                format!("{busy} intents still recorded or submitted after {timeout_ms} ms"),
+            ));
+        }
+        Err(DrainError::Log(e)) => return Err(fail(code::CRASH, e.to_string())),
+    }
+    Ok(())
 }
 
 /// The next line already read in, taken from `input` if it is a complete `propose` request;

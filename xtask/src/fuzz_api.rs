@@ -111,6 +111,8 @@ struct Outcome {
     exit: i32,
 }
 
+/// `cargo xtask fuzz-api`: schemathesis on each target of a `twice serve` it starts, then a
+/// summary; 1 if any check failed.
 pub(crate) fn fuzz_api(args: &[String]) -> Result<i32> {
     let knobs = parse_knobs(args)?;
     let root = root();
@@ -132,40 +134,10 @@ pub(crate) fn fuzz_api(args: &[String]) -> Result<i32> {
     let twice = target.join(profile).join("twice");
 
     let urls_file = out.join("urls.json");
-    let _ = fs::remove_file(&urls_file);
     let log_path = out.join("serve.log");
-    let log =
-        fs::File::create(&log_path).with_context(|| format!("could not create {}", log_path.display()))?;
-    println!("xtask: starting {} serve (log in {})", twice.display(), log_path.display());
-    let child = Command::new(&twice)
-        .args(["serve", "--seed"])
-        .arg(knobs.seed.to_string())
-        .arg("--urls-file")
-        .arg(&urls_file)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
-        .with_context(|| format!("could not start {}", twice.display()))?;
-    let mut serve = Serve(child);
+    let mut serve = start_serve(&twice, &knobs, &urls_file, &log_path)?;
     let urls = wait_for_urls(&mut serve, &urls_file)?;
-
-    // The fakes first, then serve's own endpoint: fuzzing it loads scenarios and resets the
-    // fakes, which must not happen under a fake's run.
-    let mut targets: Vec<(String, &str, String)> = urls
-        .iter()
-        .filter(|(name, _)| name.as_str() != "control")
-        .map(|(name, url)| (name.clone(), "docs/openapi/fakes.json", url.clone()))
-        .collect();
-    let control = urls.get("control").context("serve's URLs file has no `control` entry")?;
-    targets.push(("serve".into(), "docs/openapi/serve.json", control.clone()));
-    if let Some(only) = &knobs.only {
-        targets.retain(|(name, _, _)| name == only);
-        if targets.is_empty() {
-            bail!("--target {only}: not a fake of serve's URLs file nor `serve`");
-        }
-    }
+    let targets = targets(&urls, &knobs)?;
     let serve_config = out.join("serve.toml");
     fs::write(&serve_config, serve_config_text(&root)?)
         .with_context(|| format!("could not write {}", serve_config.display()))?;
@@ -188,7 +160,54 @@ pub(crate) fn fuzz_api(args: &[String]) -> Result<i32> {
         outcomes.push((name.clone(), outcome));
     }
     drop(serve);
+    Ok(i32::from(summarise(&outcomes, &knobs, profile)))
+}
 
+/// `twice serve` on loopback with the run's seed, writing its URLs to `urls_file` and its
+/// log to `log_path`.
+fn start_serve(twice: &Path, knobs: &Knobs, urls_file: &Path, log_path: &Path) -> Result<Serve> {
+    let _ = fs::remove_file(urls_file);
+    let log =
+        fs::File::create(log_path).with_context(|| format!("could not create {}", log_path.display()))?;
+    println!("xtask: starting {} serve (log in {})", twice.display(), log_path.display());
+    let child = Command::new(twice)
+        .args(["serve", "--seed"])
+        .arg(knobs.seed.to_string())
+        .arg("--urls-file")
+        .arg(urls_file)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("could not start {}", twice.display()))?;
+    Ok(Serve(child))
+}
+
+/// What is fuzzed, in order: each fake's control API (`fakes.json`) at its URL, then serve's
+/// own endpoint (`serve.json`), as `(name, document, URL)`; only the one `--target` names.
+fn targets(urls: &BTreeMap<String, String>, knobs: &Knobs) -> Result<Vec<(String, &'static str, String)>> {
+    // The fakes first, then serve's own endpoint: fuzzing it loads scenarios and resets the
+    // fakes, which must not happen under a fake's run.
+    let mut targets: Vec<(String, &str, String)> = urls
+        .iter()
+        .filter(|(name, _)| name.as_str() != "control")
+        .map(|(name, url)| (name.clone(), "docs/openapi/fakes.json", url.clone()))
+        .collect();
+    let control = urls.get("control").context("serve's URLs file has no `control` entry")?;
+    targets.push(("serve".into(), "docs/openapi/serve.json", control.clone()));
+    if let Some(only) = &knobs.only {
+        targets.retain(|(name, _, _)| name == only);
+        if targets.is_empty() {
+            bail!("--target {only}: not a fake of serve's URLs file nor `serve`");
+        }
+    }
+    Ok(targets)
+}
+
+/// Prints the table of each target's operations, test cases, requests and failures, each
+/// failure and error by check, and the totals; whether any check failed.
+fn summarise(outcomes: &[(String, Outcome)], knobs: &Knobs, profile: &str) -> bool {
     println!(
         "\nxtask: fuzz-api summary (seed {}, {} examples per operation, {profile} twice)",
         knobs.seed, knobs.examples
@@ -196,7 +215,7 @@ pub(crate) fn fuzz_api(args: &[String]) -> Result<i32> {
     println!("| target | operations | test cases | requests | failures | exit |");
     println!("|---|---|---|---|---|---|");
     let mut failed = false;
-    for (name, o) in &outcomes {
+    for (name, o) in outcomes {
         let failures: u64 = o.failures.values().sum::<u64>() + o.errors.values().sum::<u64>();
         failed |= failures > 0 || o.exit != 0;
         println!(
@@ -204,7 +223,7 @@ pub(crate) fn fuzz_api(args: &[String]) -> Result<i32> {
             o.operations, o.test_cases, o.requests, o.exit
         );
     }
-    for (name, o) in &outcomes {
+    for (name, o) in outcomes {
         for (title, count) in &o.failures {
             println!("{name}: failure: {title}: {count}");
         }
@@ -220,7 +239,7 @@ pub(crate) fn fuzz_api(args: &[String]) -> Result<i32> {
         total(|o| o.requests),
         if failed { "FAILED (reports in target/fuzz-api/TARGET/)" } else { "no failure" }
     );
-    Ok(i32::from(failed))
+    failed
 }
 
 /// Waits (bounded) for serve's URLs file: serve writes it whole (a rename) once every

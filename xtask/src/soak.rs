@@ -166,29 +166,52 @@ fn thousands(n: u64) -> String {
 /// The generated section, from the soak's figures.
 pub(crate) fn render(f: &Value, command: &str, env: &Env) -> String {
     let mut out = String::new();
-    let line = |out: &mut String, s: String| {
-        out.push_str(&s);
-        out.push('\n');
-    };
     line(&mut out, BEGIN.to_string());
     line(&mut out, String::new());
+    figures(&mut out, f, command, env);
+    outcomes(&mut out, f);
+    line(&mut out, String::new());
+    kill_points(&mut out, f);
+    line(&mut out, String::new());
+    verdicts(&mut out, f);
+    line(&mut out, String::new());
+    line(&mut out, END.to_string());
+    out
+}
+
+/// `s` and a newline, at the end of `out`.
+fn line(out: &mut String, s: String) {
+    out.push_str(&s);
+    out.push('\n');
+}
+
+/// A JSON object of counts as `key n, key n`.
+fn counts_of(v: &Value) -> String {
+    v.as_object()
+        .map(|o| o.iter().map(|(k, v)| format!("{k} {}", num(v))).collect::<Vec<_>>().join(", "))
+        .unwrap_or_default()
+}
+
+/// The list of how the soak ran: its command, machine, date and commit, the kills and the
+/// intents.
+fn figures(out: &mut String, f: &Value, command: &str, env: &Env) {
     line(
-        &mut out,
+        out,
         format!(
             "- Command: `{command}` (seed {}, {} workers on one state directory)",
             f["seed"], f["workers"]
         ),
     );
     line(
-        &mut out,
+        out,
         format!(
             "- Machine: {}, {} cores (`nproc`), shared with other builds while it ran",
             env.cpu, env.cores
         ),
     );
-    line(&mut out, format!("- Date: {}; commit `{}`", env.date, env.commit));
+    line(out, format!("- Date: {}; commit `{}`", env.date, env.commit));
     line(
-        &mut out,
+        out,
         format!(
             "- Kills: {} SIGKILLs in {} s, {} kills/min; {} SIGSTOP/SIGCONT pairs ({} longer than the lease)",
             num(&f["kills"]),
@@ -199,7 +222,7 @@ pub(crate) fn render(f: &Value, command: &str, env: &Env) -> String {
         ),
     );
     line(
-        &mut out,
+        out,
         format!(
             "- Intents: {} proposed ({} acknowledged while workers were being killed, {} proposed again at the end); final reconciliation: {} rounds, {} s",
             num(&f["intents"]),
@@ -209,66 +232,73 @@ pub(crate) fn render(f: &Value, command: &str, env: &Env) -> String {
             num(&f["final_reconcile_s"])
         ),
     );
-    let map = |v: &Value| -> String {
-        v.as_object()
-            .map(|o| o.iter().map(|(k, v)| format!("{k} {}", num(v))).collect::<Vec<_>>().join(", "))
-            .unwrap_or_default()
-    };
-    line(&mut out, format!("- Final states: {}", map(&f["states"])));
+}
+
+/// The list of the soak's outcomes: final states, escalations, the injected refusals, effects,
+/// requests and faults, and the journals that reached their bound.
+fn outcomes(out: &mut String, f: &Value) {
+    line(out, format!("- Final states: {}", counts_of(&f["states"])));
     // Figures of soaks older than the breakdown have neither line.
     if f["escalations"].is_object() {
-        line(&mut out, format!("- Escalations by reason: {}", map(&f["escalations"])));
+        line(out, format!("- Escalations by reason: {}", counts_of(&f["escalations"])));
     }
     let refused = &f["injected_422"];
     if refused.is_object() {
         line(
-            &mut out,
+            out,
             format!(
                 "- The injected `reject` 422 (a refusal that needs a decision): {} answers to {} writes it was drawn on ({} expected from the rules' probabilities), {} not attributed to an intent; the intents it refused ended {}",
                 num(&refused["answered"]),
                 num(&refused["writes_eligible"]),
                 num(&refused["expected"]),
                 num(&refused["unattributed"]),
-                map(&refused["intents_became"])
+                counts_of(&refused["intents_became"])
             ),
         );
     }
-    line(&mut out, format!("- Effects (ledger entries): {}", map(&f["effects"])));
-    line(&mut out, format!("- Requests (journal entries): {}", map(&f["requests"])));
-    line(&mut out, format!("- Faults fired: {}", map(&f["faults_fired"])));
+    line(out, format!("- Effects (ledger entries): {}", counts_of(&f["effects"])));
+    line(out, format!("- Requests (journal entries): {}", counts_of(&f["requests"])));
+    line(out, format!("- Faults fired: {}", counts_of(&f["faults_fired"])));
     let full: Vec<&str> =
         f["journals_full"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     if !full.is_empty() {
         line(
-            &mut out,
+            out,
             format!(
                 "- Journals that reached the soak's bound (10,000,000 requests; the fake then refuses): {}",
                 full.join(", ")
             ),
         );
     }
-    line(&mut out, String::new());
+}
+
+/// The table of where the executor's lives ended, the most frequent point first.
+fn kill_points(out: &mut String, f: &Value) {
     line(
-        &mut out,
+        out,
         "Where the lives ended (a hook is `TWICE_EXECUTOR_KILL_AT`; the others are classified by the".into(),
     );
-    line(&mut out, "replies the process had written and the last request of that life any fake saw):".into());
-    line(&mut out, String::new());
-    line(&mut out, "| point | kills |".into());
-    line(&mut out, "|---|---|".into());
+    line(out, "replies the process had written and the last request of that life any fake saw):".into());
+    line(out, String::new());
+    line(out, "| point | kills |".into());
+    line(out, "|---|---|".into());
     if let Some(points) = f["points"].as_object() {
         let mut rows: Vec<(&String, u64)> =
             points.iter().map(|(k, v)| (k, v.as_u64().unwrap_or(0))).collect();
         rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         for (point, n) in rows {
-            line(&mut out, format!("| {point} | {} |", thousands(n)));
+            line(out, format!("| {point} | {} |", thousands(n)));
         }
     }
-    line(&mut out, String::new());
-    line(&mut out, "The checker's verdicts on the whole run (`checker`):".into());
-    line(&mut out, String::new());
-    line(&mut out, "| invariant | verdict | evidence |".into());
-    line(&mut out, "|---|---|---|".into());
+}
+
+/// The table of the checker's verdicts on the whole run, with the evidence of a violation or
+/// the reason one was not judged.
+fn verdicts(out: &mut String, f: &Value) {
+    line(out, "The checker's verdicts on the whole run (`checker`):".into());
+    line(out, String::new());
+    line(out, "| invariant | verdict | evidence |".into());
+    line(out, "|---|---|---|".into());
     for v in f["verdicts"].as_array().into_iter().flatten() {
         let status = v["status"].as_str().unwrap_or("?");
         let detail = match status {
@@ -279,7 +309,7 @@ pub(crate) fn render(f: &Value, command: &str, env: &Env) -> String {
             _ => String::new(),
         };
         line(
-            &mut out,
+            out,
             format!(
                 "| {} | {status} | {} |",
                 v["invariant"].as_str().unwrap_or("?"),
@@ -287,9 +317,6 @@ pub(crate) fn render(f: &Value, command: &str, env: &Env) -> String {
             ),
         );
     }
-    line(&mut out, String::new());
-    line(&mut out, END.to_string());
-    out
 }
 
 /// Replaces the generated section of `doc` (or appends one).

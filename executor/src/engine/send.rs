@@ -114,28 +114,8 @@ impl Executor {
         new.updated_ms = now;
         let from = sent.state;
         let expect_version = sent.version + 1;
-        let limits = &self.config.limits;
         let (state, note) = match outcome {
-            WriteOutcome::Done { external_id } => match read_back {
-                None => {
-                    new.evidence.external_id = Some(external_id);
-                    new.evidence.last_error = None;
-                    (State::Confirmed, "confirmed by the service".to_string())
-                }
-                // The id of what the read-back found: the effect itself (for a message, the
-                // email in the inbox), which is the answer's id wherever both are known.
-                Some(Lookup::Found { external_id: found, params_match: true }) => {
-                    new.evidence.external_id = Some(if found.is_empty() { external_id } else { found });
-                    new.evidence.last_error = None;
-                    (State::Confirmed, "confirmed by the service".to_string())
-                }
-                Some(other) => {
-                    new.maybe_executed = true;
-                    new.evidence.last_error =
-                        Some(format!("success not confirmed by a read-back: {other:?}"));
-                    (State::Unknown, "a success the read-back did not show".into())
-                }
-            },
+            WriteOutcome::Done { external_id } => after_success(&mut new, external_id, read_back),
             WriteOutcome::Rejected { error } => {
                 new.evidence.last_error = Some(error.clone());
                 if sent.maybe_executed {
@@ -145,49 +125,13 @@ impl Executor {
                 }
             }
             WriteOutcome::NeedsDecision { status, error } => {
-                new.evidence.last_error = Some(format!("HTTP {status}: {error}"));
-                let decision = new.evidence.decision.get_or_insert(Decision { status, error }).clone();
-                let refused = format!("refused with {}: {}", decision.status, decision.error);
-                match read_back {
-                    // No send of it can have taken effect: the refusal is the intent's answer.
-                    _ if !sent.maybe_executed => {
-                        new.evidence.could_duplicate = Some(false);
-                        (State::Escalated, format!("{refused}; a person must decide, and nothing was done"))
-                    }
-                    Some(Lookup::Found { external_id, params_match: true }) => {
-                        new.evidence.external_id = Some(external_id);
-                        new.evidence.last_error = None;
-                        new.evidence.decision = None;
-                        (
-                            State::Confirmed,
-                            format!("confirmed by a read-back: an earlier send of it landed ({refused})"),
-                        )
-                    }
-                    Some(Lookup::Found { external_id, params_match: false }) => {
-                        new.evidence.external_id = Some(external_id);
-                        new.evidence.could_duplicate = Some(true);
-                        (
-                            State::Escalated,
-                            format!(
-                                "{refused}; an effect exists with parameters other than the authorised ones"
-                            ),
-                        )
-                    }
-                    // An earlier send may still land or not be visible yet: the intent is
-                    // looked up until that is settled, and never sent again.
-                    Some(_) | None => (
-                        State::Unknown,
-                        format!(
-                            "{refused}; an earlier send may have landed, so it is looked up before a person decides"
-                        ),
-                    ),
-                }
+                after_refusal_for_a_person(&mut new, &sent, Decision { status, error }, read_back)
             }
             WriteOutcome::NotExecuted { error } => {
                 new.evidence.last_error = Some(error.clone());
                 if sent.maybe_executed {
                     (State::Unknown, format!("not executed, but an earlier attempt may have landed: {error}"))
-                } else if sent.attempts >= limits.attempts_max && !sent.evidence.holds_a_nonce() {
+                } else if sent.attempts >= self.config.limits.attempts_max && !sent.evidence.holds_a_nonce() {
                     (State::Failed, format!("never executed in {} attempts: {error}", sent.attempts))
                 } else {
                     (State::Recorded, format!("not executed, will retry: {error}"))
@@ -199,27 +143,7 @@ impl Executor {
                 (State::Unknown, format!("no definite answer: {error}"))
             }
             WriteOutcome::Conflict { error, definite } => {
-                new.evidence.last_error = Some(error.clone());
-                // Reads that may lag cannot prove whose version (or transaction) is there.
-                let strong = self
-                    .config
-                    .services
-                    .get(action_service(&sent))
-                    .is_some_and(|s| s.contract.reads == Reads::Strong);
-                match read_back {
-                    Some(Lookup::Found { external_id, params_match: true }) => {
-                        new.evidence.external_id = Some(external_id);
-                        new.evidence.last_error = None;
-                        (
-                            State::Confirmed,
-                            format!("confirmed by a read-back: an earlier send of it landed ({error})"),
-                        )
-                    }
-                    Some(Lookup::Superseded { what }) if definite && strong && !sent.maybe_executed => {
-                        (State::Failed, format!("refused: {error}; {what}"))
-                    }
-                    _ => (State::Unknown, format!("refused, and the read-back cannot tell why yet: {error}")),
-                }
+                self.after_conflict(&mut new, &sent, error, definite, read_back)
             }
             // A newer worker holds the intent; its decision stands.
             WriteOutcome::Fenced { .. } => return None,
@@ -227,5 +151,101 @@ impl Executor {
         new.state = state;
         new.evidence.reason = Some(note.clone());
         Some(Planned { new, expect_version, from, note })
+    }
+
+    /// After a conflict (a precondition or a nonce another write took): confirmed where the
+    /// read-back finds an earlier send of it, failed where reads are strong and the conflict
+    /// definite with nothing of it sent before, otherwise `unknown` until a lookup can tell.
+    fn after_conflict(
+        &self,
+        new: &mut Intent,
+        sent: &Intent,
+        error: String,
+        definite: bool,
+        read_back: Option<Lookup>,
+    ) -> (State, String) {
+        new.evidence.last_error = Some(error.clone());
+        // Reads that may lag cannot prove whose version (or transaction) is there.
+        let strong =
+            self.config.services.get(action_service(sent)).is_some_and(|s| s.contract.reads == Reads::Strong);
+        match read_back {
+            Some(Lookup::Found { external_id, params_match: true }) => {
+                new.evidence.external_id = Some(external_id);
+                new.evidence.last_error = None;
+                (
+                    State::Confirmed,
+                    format!("confirmed by a read-back: an earlier send of it landed ({error})"),
+                )
+            }
+            Some(Lookup::Superseded { what }) if definite && strong && !sent.maybe_executed => {
+                (State::Failed, format!("refused: {error}; {what}"))
+            }
+            _ => (State::Unknown, format!("refused, and the read-back cannot tell why yet: {error}")),
+        }
+    }
+}
+
+/// After a success: confirmed, unless the read-back a service whose acks may lie needs did
+/// not show the effect, which leaves it `unknown`.
+fn after_success(new: &mut Intent, external_id: String, read_back: Option<Lookup>) -> (State, String) {
+    match read_back {
+        None => {
+            new.evidence.external_id = Some(external_id);
+            new.evidence.last_error = None;
+            (State::Confirmed, "confirmed by the service".to_string())
+        }
+        // The id of what the read-back found: the effect itself (for a message, the email in
+        // the inbox), which is the answer's id wherever both are known.
+        Some(Lookup::Found { external_id: found, params_match: true }) => {
+            new.evidence.external_id = Some(if found.is_empty() { external_id } else { found });
+            new.evidence.last_error = None;
+            (State::Confirmed, "confirmed by the service".to_string())
+        }
+        Some(other) => {
+            new.maybe_executed = true;
+            new.evidence.last_error = Some(format!("success not confirmed by a read-back: {other:?}"));
+            (State::Unknown, "a success the read-back did not show".into())
+        }
+    }
+}
+
+/// After a refusal a person must decide on (the first such refusal is kept as the intent's
+/// decision): escalated where no send of it can have taken effect, confirmed where the
+/// read-back finds an earlier send, and otherwise looked up before anyone is asked.
+fn after_refusal_for_a_person(
+    new: &mut Intent,
+    sent: &Intent,
+    refusal: Decision,
+    read_back: Option<Lookup>,
+) -> (State, String) {
+    new.evidence.last_error = Some(format!("HTTP {}: {}", refusal.status, refusal.error));
+    let decision = new.evidence.decision.get_or_insert(refusal).clone();
+    let refused = format!("refused with {}: {}", decision.status, decision.error);
+    match read_back {
+        // No send of it can have taken effect: the refusal is the intent's answer.
+        _ if !sent.maybe_executed => {
+            new.evidence.could_duplicate = Some(false);
+            (State::Escalated, format!("{refused}; a person must decide, and nothing was done"))
+        }
+        Some(Lookup::Found { external_id, params_match: true }) => {
+            new.evidence.external_id = Some(external_id);
+            new.evidence.last_error = None;
+            new.evidence.decision = None;
+            (State::Confirmed, format!("confirmed by a read-back: an earlier send of it landed ({refused})"))
+        }
+        Some(Lookup::Found { external_id, params_match: false }) => {
+            new.evidence.external_id = Some(external_id);
+            new.evidence.could_duplicate = Some(true);
+            (
+                State::Escalated,
+                format!("{refused}; an effect exists with parameters other than the authorised ones"),
+            )
+        }
+        // An earlier send may still land or not be visible yet: the intent is looked up until
+        // that is settled, and never sent again.
+        Some(_) | None => (
+            State::Unknown,
+            format!("{refused}; an earlier send may have landed, so it is looked up before a person decides"),
+        ),
     }
 }

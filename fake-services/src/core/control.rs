@@ -2,6 +2,7 @@
 //! reset, seed, ledger and journal. [`CONTROL_ROUTES`] is the one table its router reads.
 
 use serde::Deserialize;
+use serde_json::json;
 
 use super::service::ServiceCore;
 use super::state::Inner;
@@ -31,31 +32,17 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         response
     }
 
+    /// The answer to a control request: its route's, or 404 or 405 for a route the API does
+    /// not have.
     fn answer_control(
         &self,
         req: &FakeRequest,
         seed: impl FnOnce(&mut Inner<S>, &[u8]) -> Result<serde_json::Value, String>,
     ) -> FakeResponse {
-        use serde_json::json;
         let route = req.path.trim_start_matches("/__twice").trim_end_matches('/');
         let method = req.method.as_str();
-        let bad = |message: String| FakeResponse::json(400, &json!({"error": {"message": message}}));
         let Some((control, id)) = control_route(method, route) else {
-            // A path the API has, asked with another method: 405 and the methods it takes
-            // (RFC 9110 §15.5.6), not "no such route".
-            let allowed = control_methods(route);
-            if !allowed.is_empty() {
-                let allow = allowed.join(", ");
-                return FakeResponse::json(
-                    405,
-                    &json!({"error": {"message": format!("{method} {} is not allowed; it takes {allow}", req.path)}}),
-                )
-                .with_header("allow", &allow);
-            }
-            return FakeResponse::json(
-                404,
-                &json!({"error": {"message": format!("no control route {method} {}; see docs/faults.md", req.path)}}),
-            );
+            return unrouted(req, method, route);
         };
         // serde reads a struct from a JSON array too (`[5]` as `{"by_ms": 5}`, `[]` as an
         // empty seed or patch): these bodies are objects, and anything else is refused.
@@ -67,23 +54,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         match control {
             Control::Health => FakeResponse::json(200, &json!({"service": self.name, "ok": true})),
             Control::Rules => FakeResponse::json(200, &json!({"rules": self.lock().engine.rules()})),
-            Control::AddRules => {
-                let rules: Vec<FaultRule> = match parse_one_or_many(&req.body) {
-                    Ok(rules) => rules,
-                    Err(e) => return bad(format!("invalid rule: {e}")),
-                };
-                let mut inner = self.lock();
-                let mut ids = Vec::new();
-                for rule in rules {
-                    match add_rule(self.name, &mut inner.engine, rule) {
-                        Ok(id) => ids.push(id),
-                        Err(e) => {
-                            return bad(format!("invalid rule: {e} (rules before it were armed: {ids:?})"));
-                        }
-                    }
-                }
-                FakeResponse::json(201, &json!({"ids": ids}))
-            }
+            Control::AddRules => self.add_rules(&req.body),
             Control::ClearRules => {
                 self.lock().engine.clear();
                 FakeResponse::json(200, &json!({"cleared": true}))
@@ -99,73 +70,137 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 200,
                 &json!({"now_ms": self.clock.now_ms(), "jumped_ms": self.clock.jumped_ms()}),
             ),
-            Control::JumpClock => {
-                #[derive(Deserialize)]
-                #[serde(deny_unknown_fields)]
-                struct Jump {
-                    by_ms: u64,
-                }
-                match serde_json::from_slice::<Jump>(&req.body) {
-                    Ok(jump) => {
-                        self.clock.jump_ms(jump.by_ms);
-                        FakeResponse::json(
-                            200,
-                            &json!({"now_ms": self.clock.now_ms(), "jumped_ms": self.clock.jumped_ms()}),
-                        )
-                    }
-                    Err(e) => bad(format!("expected {{\"by_ms\": N}}: {e}")),
-                }
-            }
+            Control::JumpClock => self.jump_clock(&req.body),
             Control::Contract => FakeResponse::json(200, &json!(self.lock().contract)),
-            Control::PatchContract => match serde_json::from_slice::<ContractPatch>(&req.body) {
-                Ok(patch) => {
-                    let mut inner = self.lock();
-                    inner.contract.apply(patch);
-                    FakeResponse::json(200, &json!(inner.contract))
-                }
-                Err(e) => bad(format!("invalid contract: {e}")),
-            },
+            Control::PatchContract => self.patch_contract(&req.body),
             Control::Reset => {
                 self.reset();
                 FakeResponse::json(200, &json!({"reset": true}))
             }
-            Control::Seed => {
-                let count = seed_items(&req.body);
-                let mut inner = self.lock();
-                let max = inner.bounds.seeded_objects_max;
-                if inner.seeded_objects.saturating_add(count) > max {
-                    return bad(format!(
-                        "this seed has {count} objects and {} already holds {} seeded ones; at most {max} are held: reset first",
-                        self.name, inner.seeded_objects
-                    ));
-                }
-                match seed(&mut inner, &req.body) {
-                    Ok(seeded) => {
-                        inner.seeded_objects += count;
-                        FakeResponse::json(201, &seeded)
-                    }
-                    Err(e) => bad(e),
-                }
-            }
+            Control::Seed => self.seed_control(&req.body, seed),
             Control::Ledger => {
                 let inner = self.lock();
                 FakeResponse::json(200, &json!({"service": self.name, "effects": inner.ledger.effects()}))
             }
-            Control::Journal => {
-                let inner = self.lock();
-                let entries: Vec<_> = inner.journal.entries().collect();
-                FakeResponse::json(
-                    200,
-                    &json!({
-                        "service": self.name,
-                        "entries": entries,
-                        "capacity": inner.journal.capacity(),
-                        "refused": inner.journal.refused(),
-                    }),
-                )
-            }
+            Control::Journal => self.journal(),
         }
     }
+
+    /// `POST /__twice/rules`: arms one rule or a list of them, in order; the first that
+    /// cannot act on this service is refused, with the ids of those armed before it.
+    fn add_rules(&self, body: &[u8]) -> FakeResponse {
+        let rules: Vec<FaultRule> = match parse_one_or_many(body) {
+            Ok(rules) => rules,
+            Err(e) => return bad(format!("invalid rule: {e}")),
+        };
+        let mut inner = self.lock();
+        let mut ids = Vec::new();
+        for rule in rules {
+            match add_rule(self.name, &mut inner.engine, rule) {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    return bad(format!("invalid rule: {e} (rules before it were armed: {ids:?})"));
+                }
+            }
+        }
+        FakeResponse::json(201, &json!({"ids": ids}))
+    }
+
+    /// `POST /__twice/clock/jump`: moves the service's clock on by `by_ms`.
+    fn jump_clock(&self, body: &[u8]) -> FakeResponse {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Jump {
+            by_ms: u64,
+        }
+        match serde_json::from_slice::<Jump>(body) {
+            Ok(jump) => {
+                self.clock.jump_ms(jump.by_ms);
+                FakeResponse::json(
+                    200,
+                    &json!({"now_ms": self.clock.now_ms(), "jumped_ms": self.clock.jumped_ms()}),
+                )
+            }
+            Err(e) => bad(format!("expected {{\"by_ms\": N}}: {e}")),
+        }
+    }
+
+    /// `PATCH` (or `POST`) `/__twice/contract`: the terms the patch names changed, the
+    /// contract as it now is in the answer.
+    fn patch_contract(&self, body: &[u8]) -> FakeResponse {
+        match serde_json::from_slice::<ContractPatch>(body) {
+            Ok(patch) => {
+                let mut inner = self.lock();
+                inner.contract.apply(patch);
+                FakeResponse::json(200, &json!(inner.contract))
+            }
+            Err(e) => bad(format!("invalid contract: {e}")),
+        }
+    }
+
+    /// `GET /__twice/journal`: every request the fake answered, its bound and how many it
+    /// refused for want of room.
+    fn journal(&self) -> FakeResponse {
+        let inner = self.lock();
+        let entries: Vec<_> = inner.journal.entries().collect();
+        FakeResponse::json(
+            200,
+            &json!({
+                "service": self.name,
+                "entries": entries,
+                "capacity": inner.journal.capacity(),
+                "refused": inner.journal.refused(),
+            }),
+        )
+    }
+
+    /// `POST /__twice/seed`: the service's own seed, refused where it would hold more seeded
+    /// objects than the fake's bound.
+    fn seed_control(
+        &self,
+        body: &[u8],
+        seed: impl FnOnce(&mut Inner<S>, &[u8]) -> Result<serde_json::Value, String>,
+    ) -> FakeResponse {
+        let count = seed_items(body);
+        let mut inner = self.lock();
+        let max = inner.bounds.seeded_objects_max;
+        if inner.seeded_objects.saturating_add(count) > max {
+            return bad(format!(
+                "this seed has {count} objects and {} already holds {} seeded ones; at most {max} are held: reset first",
+                self.name, inner.seeded_objects
+            ));
+        }
+        match seed(&mut inner, body) {
+            Ok(seeded) => {
+                inner.seeded_objects += count;
+                FakeResponse::json(201, &seeded)
+            }
+            Err(e) => bad(e),
+        }
+    }
+}
+
+/// A control request that is not understood: 400 with `message`.
+fn bad(message: String) -> FakeResponse {
+    FakeResponse::json(400, &json!({"error": {"message": message}}))
+}
+
+/// The answer to a path the control API does not have as asked: 405 with the methods it
+/// takes there (RFC 9110 §15.5.6), or 404 where it has no such path at all.
+fn unrouted(req: &FakeRequest, method: &str, route: &str) -> FakeResponse {
+    let allowed = control_methods(route);
+    if !allowed.is_empty() {
+        let allow = allowed.join(", ");
+        return FakeResponse::json(
+            405,
+            &json!({"error": {"message": format!("{method} {} is not allowed; it takes {allow}", req.path)}}),
+        )
+        .with_header("allow", &allow);
+    }
+    FakeResponse::json(
+        404,
+        &json!({"error": {"message": format!("no control route {method} {}; see docs/faults.md", req.path)}}),
+    )
 }
 
 /// How many objects a seed body asks for: the items of its top-level lists (a body that is not

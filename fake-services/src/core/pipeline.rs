@@ -146,58 +146,10 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             if let Some(Err(refused)) = check.map(|check| check(inner)) {
                 return Outcome::of(self.error(&refused));
             }
-            // Refused before the key is looked up: the key keeps nothing, and a retry after a
-            // reset is a new request.
-            if inner.ledger.effects().len() >= inner.bounds.ledger_effects_max {
-                let max = inner.bounds.ledger_effects_max;
-                return Outcome::of(self.bound_reached(format!(
-                    "twice: the {} fake's ledger holds {max} effects, its bound; this write was refused before it committed. Reset the fake (POST /__twice/reset) to go on.",
-                    self.name
-                )));
-            }
-            if let Some(older) = plan.forget_keys_older_than_ms {
-                inner.keys.forget(now_ms, older);
-            }
-            let honored = inner.contract.idempotency_keys == KeyPolicy::Honored && !plan.ignore_keys;
-            let key = ctx.key.as_deref().filter(|_| honored);
-            if let Some(k) = key {
-                let retention_ms = inner.contract.key_retention_ms;
-                match inner.keys.lookup(k, fingerprint, now_ms, retention_ms, inner.bounds.keys_max) {
-                    KeyLookup::New => {}
-                    KeyLookup::Full => {
-                        let max = inner.bounds.keys_max;
-                        return Outcome::of(self.bound_reached(format!(
-                            "twice: the {} fake holds {max} idempotency keys within their retention, its bound; this write was refused before it committed. Reset the fake (POST /__twice/reset) to go on.",
-                            self.name
-                        )));
-                    }
-                    KeyLookup::Replay(response) => {
-                        let response = response.with_header("Idempotent-Replayed", "true");
-                        return Outcome { response, replayed: true };
-                    }
-                    KeyLookup::Mismatch => {
-                        return Outcome::of(self.error(
-                            &ApiError::new(
-                                400,
-                                "idempotency_error",
-                                format!(
-                                    "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '{k}' if you meant to execute a different request."
-                                ),
-                            ),
-                        ));
-                    }
-                    KeyLookup::InFlight => {
-                        return Outcome::of(self.error(
-                            &ApiError::new(
-                                409,
-                                "invalid_request_error",
-                                "There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): please try again later.",
-                            )
-                            .code("idempotency_key_in_use"),
-                        ));
-                    }
-                }
-            }
+            let key = match self.admit_key(inner, ctx, fingerprint, now_ms) {
+                Admission::Holds(key) => key,
+                Admission::Answered(outcome) => return outcome,
+            };
             if at_once {
                 let stamp =
                     Stamp { now_ms, request_id: ctx.request_id.clone(), key: key.map(str::to_string) };
@@ -206,18 +158,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 self.end_answered_locked(inner, ctx, response.status);
                 return Outcome::of(response);
             }
-            // A late commit is named in `pending` by its request, which only the journal
-            // still holds once the caller has gone; read here, under the lock already held.
-            let request = match plan.commit {
-                CommitMode::Late { .. } => inner
-                    .journal
-                    .entries()
-                    .rev()
-                    .find(|e| e.seq == ctx.seq)
-                    .map(|e| format!("{} {}", e.method, e.path)),
-                CommitMode::Now | CommitMode::Noop => None,
-            };
-            (key, inner.contract.settle_ms_max, request)
+            (key, inner.contract.settle_ms_max, late_request(inner, ctx))
         };
         let mut reservation = Reservation { core: self, key };
         sleep_ms(plan.before_ms).await;
@@ -230,30 +171,100 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             }
             CommitMode::Late { delay_ms } => {
                 let delay_ms = delay_ms.unwrap_or(settle_ms_max);
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let core = Arc::clone(self);
-                // The late commit runs on its own task: the caller timing out and closing the
-                // connection must not cancel it.
                 reservation.key = None;
-                let number = pending::lock(&self.late_commits).add(LateCommit {
-                    request: late_request.unwrap_or_else(|| "a write".into()),
-                    request_id: ctx.request_id.clone(),
-                    due_ms: self.clock.now_ms().saturating_add(delay_ms),
-                });
-                tokio::spawn(async move {
-                    sleep_ms(delay_ms).await;
-                    let stamp = Stamp { now_ms: core.clock.now_ms(), ..stamp };
-                    let response = core.commit(commit, Mode::Apply, stamp, error_after);
-                    pending::lock(&core.late_commits).done(number);
-                    let _ = tx.send(response);
-                });
-                match rx.await {
-                    Ok(response) => response,
-                    Err(_) => self.error(&ApiError::internal(500)),
-                }
+                self.commit_late(ctx, commit, stamp, delay_ms, late_request, error_after).await
             }
         };
         Outcome::of(response)
+    }
+
+    /// Point 2 under the lock: a write refused at the ledger's bound (before the key is
+    /// looked up: the key keeps nothing, and a retry after a reset is a new request), keys
+    /// forgotten as the plan says, and the request's key looked up where keys are honoured.
+    fn admit_key<'c>(
+        &self,
+        inner: &mut Inner<S>,
+        ctx: &'c Ctx,
+        fingerprint: String,
+        now_ms: u64,
+    ) -> Admission<'c> {
+        let plan = &ctx.plan;
+        if inner.ledger.effects().len() >= inner.bounds.ledger_effects_max {
+            let max = inner.bounds.ledger_effects_max;
+            return Admission::Answered(Outcome::of(self.bound_reached(format!(
+                "twice: the {} fake's ledger holds {max} effects, its bound; this write was refused before it committed. Reset the fake (POST /__twice/reset) to go on.",
+                self.name
+            ))));
+        }
+        if let Some(older) = plan.forget_keys_older_than_ms {
+            inner.keys.forget(now_ms, older);
+        }
+        let honored = inner.contract.idempotency_keys == KeyPolicy::Honored && !plan.ignore_keys;
+        let key = ctx.key.as_deref().filter(|_| honored);
+        let Some(k) = key else { return Admission::Holds(None) };
+        let retention_ms = inner.contract.key_retention_ms;
+        let answer = match inner.keys.lookup(k, fingerprint, now_ms, retention_ms, inner.bounds.keys_max) {
+            KeyLookup::New => return Admission::Holds(key),
+            KeyLookup::Full => {
+                let max = inner.bounds.keys_max;
+                self.bound_reached(format!(
+                    "twice: the {} fake holds {max} idempotency keys within their retention, its bound; this write was refused before it committed. Reset the fake (POST /__twice/reset) to go on.",
+                    self.name
+                ))
+            }
+            KeyLookup::Replay(response) => {
+                let response = response.with_header("Idempotent-Replayed", "true");
+                return Admission::Answered(Outcome { response, replayed: true });
+            }
+            KeyLookup::Mismatch => self.error(&ApiError::new(
+                400,
+                "idempotency_error",
+                format!(
+                    "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '{k}' if you meant to execute a different request."
+                ),
+            )),
+            KeyLookup::InFlight => self.error(
+                &ApiError::new(
+                    409,
+                    "invalid_request_error",
+                    "There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): please try again later.",
+                )
+                .code("idempotency_key_in_use"),
+            ),
+        };
+        Admission::Answered(Outcome::of(answer))
+    }
+
+    /// Point 4 for a late commit: on a task of its own, `delay_ms` from now (the caller
+    /// timing out and closing the connection must not cancel it), named in `pending` by
+    /// `late_request` until it is done; its answer, once it is.
+    async fn commit_late(
+        self: &Arc<Self>,
+        ctx: &Ctx,
+        commit: Commit<S>,
+        stamp: Stamp,
+        delay_ms: u64,
+        late_request: Option<String>,
+        error_after: Option<u16>,
+    ) -> FakeResponse {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let core = Arc::clone(self);
+        let number = pending::lock(&self.late_commits).add(LateCommit {
+            request: late_request.unwrap_or_else(|| "a write".into()),
+            request_id: ctx.request_id.clone(),
+            due_ms: self.clock.now_ms().saturating_add(delay_ms),
+        });
+        tokio::spawn(async move {
+            sleep_ms(delay_ms).await;
+            let stamp = Stamp { now_ms: core.clock.now_ms(), ..stamp };
+            let response = core.commit(commit, Mode::Apply, stamp, error_after);
+            pending::lock(&core.late_commits).done(number);
+            let _ = tx.send(response);
+        });
+        match rx.await {
+            Ok(response) => response,
+            Err(_) => self.error(&ApiError::internal(500)),
+        }
     }
 
     fn commit(&self, commit: Commit<S>, mode: Mode, stamp: Stamp, error_after: Option<u16>) -> FakeResponse {
@@ -319,6 +330,29 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 Disposition::Respond(response)
             }
         }
+    }
+}
+
+/// What looking up a write's key leads to: the write goes on, holding the key (`None` where
+/// keys are not honoured), or it is answered now (a replay, a mismatch, a key in flight, a
+/// bound reached).
+enum Admission<'c> {
+    Holds(Option<&'c str>),
+    Answered(Outcome),
+}
+
+/// The request a late commit is named by in `pending` (`METHOD path`), which only the journal
+/// still holds once the caller has gone; read under the lock already held. `None` for a commit
+/// that is not late.
+fn late_request<S>(inner: &Inner<S>, ctx: &Ctx) -> Option<String> {
+    match ctx.plan.commit {
+        CommitMode::Late { .. } => inner
+            .journal
+            .entries()
+            .rev()
+            .find(|e| e.seq == ctx.seq)
+            .map(|e| format!("{} {}", e.method, e.path)),
+        CommitMode::Now | CommitMode::Noop => None,
     }
 }
 

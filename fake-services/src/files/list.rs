@@ -10,7 +10,7 @@ use super::answer::{invalid_argument, no_such_bucket, xml_response};
 use super::body;
 use super::buckets::OWNER_ID;
 use super::http::iso_date;
-use super::store::{FilesState, Object};
+use super::store::{Bucket, FilesState, Object};
 use super::xml::{Document, S3Error};
 use crate::core::Inner;
 use crate::wire::{FakeRequest, FakeResponse};
@@ -98,6 +98,7 @@ impl ListQuery {
     }
 }
 
+/// `GET /{bucket}`: a page of the keys `query` asks for, as S3 writes it.
 pub(super) fn list_objects(
     inner: &mut Inner<FilesState>,
     bucket_name: &str,
@@ -107,11 +108,24 @@ pub(super) fn list_objects(
     let Some(bucket) = inner.state.buckets.get(bucket_name) else {
         return no_such_bucket(bucket_name).response("GET");
     };
-    let encode = |text: &str| if query.url_encoded { url_encode(text) } else { text.to_string() };
-    let mut contents: Vec<(&str, &Arc<Object>)> = Vec::new();
-    let mut prefixes: Vec<String> = Vec::new();
-    let mut truncated = false;
-    let mut last: Option<String> = None;
+    let page = page(bucket, query, until_ms);
+    xml_response(200, page_document(bucket_name, query, page))
+}
+
+/// One page of a listing: the objects and common prefixes on it, in key order, and where a
+/// truncated one ended.
+struct Page<'b> {
+    contents: Vec<(&'b str, &'b Arc<Object>)>,
+    prefixes: Vec<String>,
+    truncated: bool,
+    /// The last key or common prefix on the page, which the next page starts after.
+    last: Option<String>,
+}
+
+/// The keys of `bucket` visible at `until_ms` under the query's prefix, after its marker,
+/// those past the delimiter rolled up into common prefixes, at most `max_keys` of both.
+fn page<'b>(bucket: &'b Bucket, query: &ListQuery, until_ms: u64) -> Page<'b> {
+    let mut page = Page { contents: Vec::new(), prefixes: Vec::new(), truncated: false, last: None };
     let after = query.after.as_deref();
     let keys = bucket.keys.range::<str, _>((
         after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
@@ -137,25 +151,33 @@ pub(super) fn list_objects(
             rest.find(d).map(|i| key[..query.prefix.len() + i + d.len()].to_string())
         });
         if let Some(prefix) = &rolled
-            && prefixes.last() == Some(prefix)
+            && page.prefixes.last() == Some(prefix)
         {
             continue;
         }
-        if contents.len() + prefixes.len() == query.max_keys {
-            truncated = true;
+        if page.contents.len() + page.prefixes.len() == query.max_keys {
+            page.truncated = true;
             break;
         }
         match rolled {
             Some(prefix) => {
-                last = Some(prefix.clone());
-                prefixes.push(prefix);
+                page.last = Some(prefix.clone());
+                page.prefixes.push(prefix);
             }
             None => {
-                last = Some(key.clone());
-                contents.push((key.as_str(), object));
+                page.last = Some(key.clone());
+                page.contents.push((key.as_str(), object));
             }
         }
     }
+    page
+}
+
+/// The `ListBucketResult` of `page`: V1 or V2 as the query asks, its keys URL-encoded where it
+/// asks that, and the marker or token that gets the next page where it is truncated.
+fn page_document(bucket_name: &str, query: &ListQuery, page: Page<'_>) -> Document {
+    let encode = |text: &str| if query.url_encoded { url_encode(text) } else { text.to_string() };
+    let Page { contents, prefixes, truncated, last } = page;
     let mut doc = Document::new("ListBucketResult");
     doc.leaf("Name", bucket_name).leaf("Prefix", &encode(&query.prefix));
     if query.v2 {
@@ -199,7 +221,7 @@ pub(super) fn list_objects(
     for prefix in prefixes {
         doc.open("CommonPrefixes").leaf("Prefix", &encode(&prefix)).close("CommonPrefixes");
     }
-    xml_response(200, doc)
+    doc
 }
 
 /// Percent-encodes all but unreserved characters and `/`, as S3's `encoding-type=url` does.

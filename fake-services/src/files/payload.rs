@@ -36,97 +36,132 @@ pub(super) fn read_payload(req: &FakeRequest) -> Result<Payload, S3Error> {
     let encodings = header(req, "content-encoding")?.unwrap_or_default().to_ascii_lowercase();
     let streaming = content_sha.as_deref().is_some_and(|v| v.starts_with("STREAMING-"));
     let chunked = streaming || encodings.split(',').any(|e| e.trim() == "aws-chunked");
-    let incomplete = || {
-        S3Error::new(
-            400,
-            "IncompleteBody",
-            "You did not provide the number of bytes specified by the Content-Length HTTP header",
-        )
-    };
-    let malformed_trailer = || {
-        S3Error::new(
-            400,
-            "MalformedTrailerError",
-            "The request contained trailing data that was not well-formed or did not conform to our published schema.",
-        )
-    };
-    let (bytes, trailers) = if chunked {
-        let decoded = body::decode_aws_chunked(&req.body).map_err(|e| match e {
-            ChunkError::Incomplete => {
-                S3Error::new(400, "IncompleteBody", "The request body terminated unexpectedly")
-            }
-            ChunkError::Framing(why) => {
-                S3Error::new(400, "InvalidRequest", format!("Invalid aws-chunked body: {why}."))
-            }
-            ChunkError::Trailer => malformed_trailer(),
+    let (bytes, trailers) =
+        if chunked { chunked_body(req)? } else { plain_body(req, content_sha.as_deref())? };
+    check_md5(req, &bytes)?;
+    let checksums = checksums(req, &trailers, &bytes)?;
+    check_sdk_algorithm(req, &checksums)?;
+    Ok(Payload { bytes, checksum: checksums.into_iter().next() })
+}
+
+/// S3's answer to a body shorter than it says it is.
+fn incomplete() -> S3Error {
+    S3Error::new(
+        400,
+        "IncompleteBody",
+        "You did not provide the number of bytes specified by the Content-Length HTTP header",
+    )
+}
+
+/// S3's answer to trailers that are not well-formed or not the ones `x-amz-trailer` names.
+fn malformed_trailer() -> S3Error {
+    S3Error::new(
+        400,
+        "MalformedTrailerError",
+        "The request contained trailing data that was not well-formed or did not conform to our published schema.",
+    )
+}
+
+/// An `aws-chunked` body decoded, with its trailers: as long as its
+/// `x-amz-decoded-content-length` says, and carrying every trailer `x-amz-trailer` names.
+fn chunked_body(req: &FakeRequest) -> Result<(Bytes, Vec<(String, String)>), S3Error> {
+    let decoded = body::decode_aws_chunked(&req.body).map_err(|e| match e {
+        ChunkError::Incomplete => {
+            S3Error::new(400, "IncompleteBody", "The request body terminated unexpectedly")
+        }
+        ChunkError::Framing(why) => {
+            S3Error::new(400, "InvalidRequest", format!("Invalid aws-chunked body: {why}."))
+        }
+        ChunkError::Trailer => malformed_trailer(),
+    })?;
+    if let Some(declared) = header(req, "x-amz-decoded-content-length")? {
+        let declared: usize = declared.trim().parse().map_err(|_| {
+            invalid_argument(
+                "x-amz-decoded-content-length",
+                &declared,
+                "x-amz-decoded-content-length must be a non-negative integer",
+            )
         })?;
-        if let Some(declared) = header(req, "x-amz-decoded-content-length")? {
-            let declared: usize = declared.trim().parse().map_err(|_| {
-                invalid_argument(
-                    "x-amz-decoded-content-length",
-                    &declared,
-                    "x-amz-decoded-content-length must be a non-negative integer",
-                )
-            })?;
-            if decoded.payload.len() < declared {
-                return Err(incomplete());
-            }
-            if decoded.payload.len() > declared {
+        if decoded.payload.len() < declared {
+            return Err(incomplete());
+        }
+        if decoded.payload.len() > declared {
+            return Err(S3Error::new(
+                400,
+                "InvalidRequest",
+                "The aws-chunked body is longer than x-amz-decoded-content-length.",
+            ));
+        }
+    }
+    for name in header(req, "x-amz-trailer")?.unwrap_or_default().split(',') {
+        let name = name.trim().to_ascii_lowercase();
+        if !name.is_empty() && !decoded.trailers.iter().any(|(n, _)| *n == name) {
+            return Err(malformed_trailer());
+        }
+    }
+    Ok((Bytes::from(decoded.payload), decoded.trailers))
+}
+
+/// A body sent as it is, checked against its `x-amz-content-sha256` where that is a digest
+/// (and refused where it is neither a digest nor a payload mode S3 knows).
+fn plain_body(
+    req: &FakeRequest,
+    content_sha: Option<&str>,
+) -> Result<(Bytes, Vec<(String, String)>), S3Error> {
+    match content_sha {
+        Some(sha) if sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            if !sha.eq_ignore_ascii_case(&body::sha256_hex(&req.body)) {
                 return Err(S3Error::new(
                     400,
-                    "InvalidRequest",
-                    "The aws-chunked body is longer than x-amz-decoded-content-length.",
-                ));
+                    "XAmzContentSHA256Mismatch",
+                    "The provided 'x-amz-content-sha256' header does not match what was computed.",
+                )
+                .with("ClientComputedContentSHA256", sha)
+                .with("S3ComputedContentSHA256", body::sha256_hex(&req.body)));
             }
         }
-        for name in header(req, "x-amz-trailer")?.unwrap_or_default().split(',') {
-            let name = name.trim().to_ascii_lowercase();
-            if !name.is_empty() && !decoded.trailers.iter().any(|(n, _)| *n == name) {
-                return Err(malformed_trailer());
-            }
+        None | Some("UNSIGNED-PAYLOAD") => {}
+        Some(other) => {
+            return Err(invalid_argument(
+                "x-amz-content-sha256",
+                other,
+                "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, or a valid sha256 value.",
+            ));
         }
-        (Bytes::from(decoded.payload), decoded.trailers)
-    } else {
-        match content_sha.as_deref() {
-            Some(sha) if sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                if !sha.eq_ignore_ascii_case(&body::sha256_hex(&req.body)) {
-                    return Err(S3Error::new(
-                        400,
-                        "XAmzContentSHA256Mismatch",
-                        "The provided 'x-amz-content-sha256' header does not match what was computed.",
-                    )
-                    .with("ClientComputedContentSHA256", sha)
-                    .with("S3ComputedContentSHA256", body::sha256_hex(&req.body)));
-                }
-            }
-            None | Some("UNSIGNED-PAYLOAD") => {}
-            Some(other) => {
-                return Err(invalid_argument(
-                    "x-amz-content-sha256",
-                    other,
-                    "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, or a valid sha256 value.",
-                ));
-            }
-        }
-        // A copy, not a clone: a small body is a slice of the connection's whole read buffer,
-        // which a stored object would otherwise keep alive (8 KiB or more per object).
-        (Bytes::copy_from_slice(&req.body), Vec::new())
-    };
+    }
+    // A copy, not a clone: a small body is a slice of the connection's whole read buffer,
+    // which a stored object would otherwise keep alive (8 KiB or more per object).
+    Ok((Bytes::copy_from_slice(&req.body), Vec::new()))
+}
+
+/// The body against its `Content-MD5`, where the request has one: a digest of 16 bytes, and
+/// the body's.
+fn check_md5(req: &FakeRequest, bytes: &[u8]) -> Result<(), S3Error> {
     if let Some(md5) = header(req, "content-md5")? {
         let given = body::unbase64(&md5).filter(|d| d.len() == 16).ok_or_else(|| {
             S3Error::new(400, "InvalidDigest", "The Content-MD5 you specified was invalid.")
                 .with("Content-MD5", &md5)
         })?;
-        if given != body::md5(&bytes) {
+        if given != body::md5(bytes) {
             return Err(S3Error::new(
                 400,
                 "BadDigest",
                 "The Content-MD5 you specified did not match what we received.",
             )
             .with("ExpectedDigest", md5)
-            .with("CalculatedDigest", body::base64(&body::md5(&bytes))));
+            .with("CalculatedDigest", body::base64(&body::md5(bytes))));
         }
     }
+    Ok(())
+}
+
+/// The `x-amz-checksum-*` values a request sends, as headers or trailers: of one algorithm
+/// at most, each valid and matching the body.
+fn checksums(
+    req: &FakeRequest,
+    trailers: &[(String, String)],
+    bytes: &[u8],
+) -> Result<Vec<(String, String)>, S3Error> {
     let mut checksums: Vec<(String, String)> = Vec::new();
     for (algorithm, _) in body::CHECKSUMS {
         let name = format!("x-amz-checksum-{algorithm}");
@@ -147,7 +182,7 @@ pub(super) fn read_payload(req: &FakeRequest) -> Result<Payload, S3Error> {
     }
     for (name, value) in &checksums {
         let algorithm = name.trim_start_matches("x-amz-checksum-");
-        match body::check_checksum(algorithm, value, &bytes) {
+        match body::check_checksum(algorithm, value, bytes) {
             Ok(Verdict::Matches) => {}
             Ok(Verdict::Differs) => {
                 return Err(S3Error::new(
@@ -168,6 +203,12 @@ pub(super) fn read_payload(req: &FakeRequest) -> Result<Payload, S3Error> {
             }
         }
     }
+    Ok(checksums)
+}
+
+/// `x-amz-sdk-checksum-algorithm`, where the request has it: an algorithm S3 knows, whose
+/// checksum the request sends (as a header, or announced as a trailer).
+fn check_sdk_algorithm(req: &FakeRequest, checksums: &[(String, String)]) -> Result<(), S3Error> {
     if let Some(algorithm) = header(req, "x-amz-sdk-checksum-algorithm")? {
         let lower = algorithm.trim().to_ascii_lowercase();
         if !body::CHECKSUMS.iter().any(|(name, _)| *name == lower) {
@@ -185,7 +226,7 @@ pub(super) fn read_payload(req: &FakeRequest) -> Result<Payload, S3Error> {
             ));
         }
     }
-    Ok(Payload { bytes, checksum: checksums.into_iter().next() })
+    Ok(())
 }
 
 /// Without a Content-Length (HTTP chunked transfer), S3 takes an upload only as an

@@ -77,7 +77,54 @@ pub(super) fn natural_key(name: &str) -> (&str, u64, &str) {
 /// data when the scenario's section first opens.
 pub(super) fn timeline(r: &ScenarioResult, marks: &Marks<'_>) -> Markup {
     let observed = &r.observed;
-    // Lanes: workers, then services, then the harness.
+    let lanes = lanes(observed);
+    let events = events(observed, &lanes);
+    let Some(base_ms) = events.first().map(|e| e.at_ms) else {
+        return html! { p.no-events { "No events were observed." } };
+    };
+
+    // The drawing is the script's (html/timeline.js), from this JSON; the noscript table is
+    // the same events as plain text, for a reader without JavaScript.
+    let mut rows_json: Vec<Value> = Vec::with_capacity(events.len());
+    let mut plain: Vec<(String, &str, &str, String)> = Vec::with_capacity(events.len());
+    for (i, e) in events.iter().enumerate() {
+        let same_ms = i > 0 && events[i - 1].at_ms == e.at_ms;
+        let new_ms = i > 0 && !same_ms;
+        let class =
+            if new_ms { format!("{} new-ms", row_class(e, marks)) } else { row_class(e, marks).to_string() };
+        let time = format!("+{} ms", e.at_ms - base_ms);
+        let cell = event_node(e, marks, base_ms);
+        let kind = match &e.what {
+            What::Moment(m) => m.kind.as_str(),
+            What::Request(..) => "request",
+            What::Effect(..) => "effect",
+        };
+        plain.push((time.clone(), lanes[e.lane].0, kind, cell.plain_text()));
+        rows_json.push(json!([class, time, u8::from(same_ms), e.lane, cell.to_json()]));
+    }
+    let data = json!({"lanes": lanes_json(&lanes, &events), "rows": rows_json});
+
+    html! {
+        div.timeline-slot {
+            script.timeline-data type="application/json" { (PreEscaped(script_json(&data))) }
+            noscript {
+                table.events {
+                    caption { "Events, in order; times count from the scenario's first event." }
+                    thead { tr { th { "time" } th { "lane" } th { "kind" } th { "detail" } } }
+                    tbody {
+                        @for (time, lane, kind, detail) in &plain {
+                            tr { td.time { (time) } td { (lane) } td { (kind) } td { (detail) } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The lanes of a timeline, left to right: the workers (`w2` before `w10`), then the
+/// services (those with a journal, a ledger or a clock jump), then the harness.
+fn lanes(observed: &Observed) -> Vec<(&str, LaneKind)> {
     let mut services: BTreeSet<&str> =
         observed.journals.keys().chain(observed.ledgers.keys()).map(String::as_str).collect();
     services.extend(observed.timeline.iter().filter(|m| m.kind == "clock_jump").map(|m| m.lane.as_str()));
@@ -93,9 +140,14 @@ pub(super) fn timeline(r: &ScenarioResult, marks: &Marks<'_>) -> Markup {
     let mut lanes: Vec<(&str, LaneKind)> = workers.iter().map(|w| (*w, LaneKind::Worker)).collect();
     lanes.extend(services.iter().map(|s| (*s, LaneKind::Service)));
     lanes.push((HARNESS_LANE, LaneKind::Harness));
+    lanes
+}
+
+/// Every moment, request and effect observed, each in its lane (an unknown lane is the
+/// harness's), in time order and, within a millisecond, by [`rank`].
+fn events<'a>(observed: &'a Observed, lanes: &[(&str, LaneKind)]) -> Vec<Event<'a>> {
     let column: BTreeMap<&str, usize> = lanes.iter().enumerate().map(|(i, (l, _))| (*l, i)).collect();
     let column_of = |lane: &str| column.get(lane).copied().unwrap_or(lanes.len() - 1);
-
     let mut events: Vec<Event<'_>> = Vec::with_capacity(observed.timeline.len());
     for m in &observed.timeline {
         let lane = column_of(&m.lane);
@@ -125,17 +177,17 @@ pub(super) fn timeline(r: &ScenarioResult, marks: &Marks<'_>) -> Markup {
     }
     // Stable: equal time and rank keep the order they were observed in.
     events.sort_by_key(|e| (e.at_ms, e.rank));
-    let Some(base_ms) = events.first().map(|e| e.at_ms) else {
-        return html! { p.no-events { "No events were observed." } };
-    };
+    events
+}
+
+/// The lanes as the script draws them: name, class and label, a lane without events marked
+/// idle.
+fn lanes_json(lanes: &[(&str, LaneKind)], events: &[Event<'_>]) -> Vec<Value> {
     let mut busy = vec![false; lanes.len()];
-    for e in &events {
+    for e in events {
         busy[e.lane] = true;
     }
-
-    // The drawing is the script's (html/timeline.js), from this JSON; the noscript table is
-    // the same events as plain text, for a reader without JavaScript.
-    let lanes_json: Vec<Value> = lanes
+    lanes
         .iter()
         .enumerate()
         .map(|(lane, (name, kind))| {
@@ -146,42 +198,7 @@ pub(super) fn timeline(r: &ScenarioResult, marks: &Marks<'_>) -> Markup {
             };
             json!([name, class, label])
         })
-        .collect();
-    let mut rows_json: Vec<Value> = Vec::with_capacity(events.len());
-    let mut plain: Vec<(String, &str, &str, String)> = Vec::with_capacity(events.len());
-    for (i, e) in events.iter().enumerate() {
-        let same_ms = i > 0 && events[i - 1].at_ms == e.at_ms;
-        let new_ms = i > 0 && !same_ms;
-        let class =
-            if new_ms { format!("{} new-ms", row_class(e, marks)) } else { row_class(e, marks).to_string() };
-        let time = format!("+{} ms", e.at_ms - base_ms);
-        let cell = event_node(e, marks, base_ms);
-        let kind = match &e.what {
-            What::Moment(m) => m.kind.as_str(),
-            What::Request(..) => "request",
-            What::Effect(..) => "effect",
-        };
-        plain.push((time.clone(), lanes[e.lane].0, kind, cell.plain_text()));
-        rows_json.push(json!([class, time, u8::from(same_ms), e.lane, cell.to_json()]));
-    }
-    let data = json!({"lanes": lanes_json, "rows": rows_json});
-
-    html! {
-        div.timeline-slot {
-            script.timeline-data type="application/json" { (PreEscaped(script_json(&data))) }
-            noscript {
-                table.events {
-                    caption { "Events, in order; times count from the scenario's first event." }
-                    thead { tr { th { "time" } th { "lane" } th { "kind" } th { "detail" } } }
-                    tbody {
-                        @for (time, lane, kind, detail) in &plain {
-                            tr { td.time { (time) } td { (lane) } td { (kind) } td { (detail) } }
-                        }
-                    }
-                }
-            }
-        }
-    }
+        .collect()
 }
 
 /// JSON that is safe inside `<script type="application/json">`: `<`, `>` and `&` become

@@ -120,6 +120,9 @@ fn params_for(action: &ActionSpec, n: usize, amount: u64, previous: Option<&Inte
     Value::Object(params)
 }
 
+/// A case from its draws: the intents (and the objects they find), the contract each service
+/// announces, the faults aimed where they bite, the lag of eventual reads, and the process
+/// events. Nothing is drawn here: the same draws always build the same case.
 fn build(
     name: &str,
     sharp: bool,
@@ -129,6 +132,39 @@ fn build(
     fault_draws: &[FaultDraw],
     event_draws: &[EventDraw],
 ) -> Scenario {
+    let (intents, objects) = intents(swarm, intent_draws);
+    let used = used_services(&intents);
+    let (services, contracts) = contracts(terms, &used);
+    let faults_on = enabled(&swarm.faults_off);
+    let events_on = enabled(&swarm.events_off);
+    let steps = aimed_steps(&intents, fault_draws.len(), event_draws, &events_on, &contracts);
+    let case = Case { sharp, intents: &intents, used: &used, contracts: &contracts, steps: &steps };
+    let mut faults = Vec::new();
+    for (i, d) in fault_draws.iter().enumerate() {
+        if let Some(fault) = case.fault(i, d, &faults_on, &faults) {
+            faults.push(fault);
+        }
+    }
+    faults.extend(lag_faults(&used, &contracts));
+    let events = case.events(event_draws, &events_on, &faults);
+    Scenario {
+        name: name.to_string(),
+        description: "generated".into(),
+        limits: LimitOverrides { request_timeout_ms: Some(REQUEST_TIMEOUT_MS), lease_ms: Some(LEASE_MS) },
+        services,
+        objects,
+        intents,
+        faults,
+        events,
+        ..Scenario::default()
+    }
+}
+
+/// The intents of a case, one per draw among the actions the swarm leaves on, with the
+/// objects that exist before the run for puts to overwrite. A draw may make its intent the
+/// replacement of the last one of its action, a sibling sharing its business key, or a step
+/// after the intent before it.
+fn intents(swarm: &Swarm, intent_draws: &[IntentDraw]) -> (Vec<IntentSpec>, Vec<ObjectSeed>) {
     let actions_on = enabled(&swarm.actions_off);
     let mut intents: Vec<IntentSpec> = Vec::new();
     let mut objects = Vec::new();
@@ -168,12 +204,25 @@ fn build(
         }
         intents.push(intent);
     }
-    // The services the intents act on: faults and events aim at these, where they can fire.
-    let used: Vec<&'static str> = vocabulary::SERVICES
+    (intents, objects)
+}
+
+/// The services the intents act on, in the vocabulary's order: faults and events aim at
+/// these, where they can fire.
+fn used_services(intents: &[IntentSpec]) -> Vec<&'static str> {
+    vocabulary::SERVICES
         .iter()
         .copied()
         .filter(|s| intents.iter().any(|i| vocabulary::action(&i.action).is_some_and(|a| a.service == *s)))
-        .collect();
+        .collect()
+}
+
+/// The terms each service announces (payments and workspaces always, as every run has them;
+/// the others where an intent uses them), and the contract every service then holds.
+fn contracts(
+    terms: &[Terms],
+    used: &[&'static str],
+) -> (BTreeMap<String, ContractPatch>, BTreeMap<&'static str, Contract>) {
     let mut services = BTreeMap::new();
     let mut contracts = BTreeMap::new();
     for (s, service) in vocabulary::SERVICES.iter().enumerate() {
@@ -187,48 +236,83 @@ fn build(
         }
         contracts.insert(*service, contract);
     }
-    let aim = |draw: usize| used[draw % used.len()];
-    let faults_on = enabled(&swarm.faults_off);
-    let events_on = enabled(&swarm.events_off);
-    let steps = aimed_steps(&intents, fault_draws.len(), event_draws, &events_on, &contracts);
+    (services, contracts)
+}
+
+/// Where reads are eventual, they lag as far as the contract allows, on every read: that is
+/// the world an executor reading back must be ready for.
+fn lag_faults(used: &[&'static str], contracts: &BTreeMap<&'static str, Contract>) -> Vec<ServiceFault> {
     let mut faults = Vec::new();
-    for (i, d) in fault_draws.iter().enumerate() {
-        let step = steps.get(&i).copied();
-        let service = step.map(|(_, intent)| service_of(intent)).unwrap_or_else(|| aim(d.service));
+    for service in used {
         let contract = &contracts[service];
-        // Among the kinds the swarm leaves on, those the contract admits: a fault it does not
-        // admit would be unfair, and a draw spent on one would be wasted.
+        if contract.reads == Reads::Eventual && contract.read_lag_ms_max > 0 {
+            let mut rule = FaultRule::always(FaultSpec::StaleRead { lag_ms: contract.read_lag_ms_max });
+            rule.id = Some(format!("lag-{service}"));
+            rule.method = Some(surface(service).reads[0].0.to_string());
+            faults.push(ServiceFault { service: service.to_string(), rule });
+        }
+    }
+    faults
+}
+
+/// What the faults and events of a case are aimed with: its intents, the services they use
+/// and every service's contract, and the aimed steps the faults set up first.
+struct Case<'a> {
+    sharp: bool,
+    intents: &'a [IntentSpec],
+    used: &'a [&'static str],
+    contracts: &'a BTreeMap<&'static str, Contract>,
+    steps: &'a BTreeMap<usize, (Step, &'a IntentSpec)>,
+}
+
+/// The fault kinds a draw may pick on one service: those the swarm leaves on and the
+/// contract admits, and the unsure ones among them.
+struct Kinds {
+    admitted: Vec<usize>,
+    unsure: Vec<usize>,
+    /// Whether a late commit can land past the timeout (within the settle bound).
+    late_commits: bool,
+}
+
+impl Case<'_> {
+    /// The service a draw aims at, among those the intents use.
+    fn aim(&self, draw: usize) -> &'static str {
+        self.used[draw % self.used.len()]
+    }
+
+    /// Fault `i` of the case, from its draw `d`, after the `faults` built so far (which it
+    /// may follow); `None` where nothing the swarm leaves on is fair on its service.
+    fn fault(
+        &self,
+        i: usize,
+        d: &FaultDraw,
+        faults_on: &[usize],
+        faults: &[ServiceFault],
+    ) -> Option<ServiceFault> {
+        let step = self.steps.get(&i).copied();
+        let service = step.map(|(_, intent)| service_of(intent)).unwrap_or_else(|| self.aim(d.service));
+        let contract = &self.contracts[service];
         // A rejection's status takes a second draw besides `param` (which sizes latencies and
         // late commits): the top bit of the kind's draw, which the kind's pick hardly feels.
         let pick = d.param + 3 * u64::from(d.kind >= 32);
         let fault_of = |kind: usize| fault_for(kind, d.param, pick, contract, service == "chain");
-        // Keys faults only where the service takes keys at all: elsewhere they change nothing.
-        let keys = Contract::default_for(service).is_some_and(|c| c.idempotency_keys == KeyPolicy::Honored);
-        // A late commit needs a settle bound past the timeout; within it, it is latency.
-        let late_commits = contract.settle_ms_max > REQUEST_TIMEOUT_MS + 100;
-        let admitted: Vec<usize> = faults_on
-            .iter()
-            .copied()
-            .filter(|k| keys || !matches!(*k, IGNORE_KEYS | FORGET_KEYS))
-            .filter(|k| fault_of(*k).check_service(service).is_ok())
-            .filter(|k| *k != COMMIT_AFTER_TIMEOUT || late_commits)
-            .filter(|k| contract.admits(&fault_of(*k)).is_ok())
-            .collect();
+        let kinds = admitted_kinds(faults_on, service, contract, &fault_of);
         // An aimed step keeps its fault where the contract admits it (the swarm gave it its
         // draws already).
-        let unsure: Vec<usize> = admitted.iter().copied().filter(|k| *k < UNSURE_KINDS).collect();
         let step = step.filter(|(step, _)| match step {
             Step::NotNow => contract.admits(&NOT_NOW).is_ok(),
-            Step::UnsureRetry => !unsure.is_empty(),
-            Step::LateCommit => late_commits && contract.admits(&fault_of(COMMIT_AFTER_TIMEOUT)).is_ok(),
+            Step::UnsureRetry => !kinds.unsure.is_empty(),
+            Step::LateCommit => {
+                kinds.late_commits && contract.admits(&fault_of(COMMIT_AFTER_TIMEOUT)).is_ok()
+            }
         });
-        if admitted.is_empty() && step.is_none() {
-            continue;
+        if kinds.admitted.is_empty() && step.is_none() {
+            return None;
         }
         let surface = surface(service);
         // The fault before this one on the same service and method, which this one follows
         // (a retry after it meets this fault).
-        let before = (d.follows && !sharp && step.is_none())
+        let before = (d.follows && !self.sharp && step.is_none())
             .then(|| {
                 let method = if d.at_read { surface.reads[d.nth as usize % 2].0 } else { surface.write.0 };
                 faults.iter().rev().find(|f: &&ServiceFault| {
@@ -243,19 +327,36 @@ fn build(
             Some((Step::NotNow, _)) => (REJECT, NOT_NOW),
             Some((Step::LateCommit, _)) => (COMMIT_AFTER_TIMEOUT, fault_of(COMMIT_AFTER_TIMEOUT)),
             Some((Step::UnsureRetry, _)) => {
-                let kind = weighted_kind(&unsure, d.kind);
+                let kind = weighted_kind(&kinds.unsure, d.kind);
                 (kind, fault_of(kind))
             }
             None => {
-                let kind =
-                    weighted_kind(if refused && !unsure.is_empty() { &unsure } else { &admitted }, d.kind);
+                let on = if refused && !kinds.unsure.is_empty() { &kinds.unsure } else { &kinds.admitted };
+                let kind = weighted_kind(on, d.kind);
                 (kind, fault_of(kind))
             }
         };
+        let mut rule = self.rule(i, d, service, step, kind, fault);
+        place_window(&mut rule, d, before, step, self.sharp);
+        Some(ServiceFault { service: service.to_string(), rule })
+    }
+
+    /// The rule of fault `i` (of `kind`) on `service`: at a read or at the write, narrowed to
+    /// the intent the step or the draw aims at where that intent acts on this service.
+    fn rule(
+        &self,
+        i: usize,
+        d: &FaultDraw,
+        service: &'static str,
+        step: Option<(Step, &IntentSpec)>,
+        kind: usize,
+        fault: FaultSpec,
+    ) -> FaultRule {
+        let surface = surface(service);
         // A read can be lost, hang, be refused or rejected, lag or be slow; what happens to a
         // commit or a key happens at a write.
         let at_read =
-            kind == STALE_READ || (d.at_read && !sharp && step.is_none() && READ_KINDS.contains(&kind));
+            kind == STALE_READ || (d.at_read && !self.sharp && step.is_none() && READ_KINDS.contains(&kind));
         let (method, call) = if at_read { surface.reads[d.nth as usize % 2] } else { surface.write };
         let mut rule = FaultRule::always(fault);
         rule.id = Some(format!("f{}", i + 1));
@@ -264,134 +365,166 @@ fn build(
             rule.fields.insert("rpc_method".into(), call.into());
         }
         if let Some(aimed) =
-            step.map(|(_, intent)| intent).or_else(|| d.aim.map(|a| &intents[a % intents.len()]))
+            step.map(|(_, intent)| intent).or_else(|| d.aim.map(|a| &self.intents[a % self.intents.len()]))
             && let Some(action) = vocabulary::action(&aimed.action)
             && action.service == service
         {
             aim_at(&mut rule, action, aimed);
         }
-        // Right after the window of the fault it follows, if it still aims where that one did.
-        let after = before
-            .filter(|f| {
-                f.rule.method == rule.method && f.rule.fields == rule.fields && f.rule.path == rule.path
-            })
-            .and_then(|f| f.rule.nth.map(|n| n + f.rule.times.unwrap_or(1)));
-        match (after, d.dense) {
-            // The first send, or the retry after it.
-            _ if step.is_some() => {
-                rule.nth = Some(if matches!(step, Some((Step::UnsureRetry, _))) { 2 } else { 1 })
-            }
-            (Some(next), _) => {
-                rule.nth = Some(next);
-                rule.times = d.times;
-            }
-            (None, _) if sharp => rule.nth = Some(1),
-            (None, Some(p)) => rule.probability = Some(f64::from(p) * 0.25),
-            (None, None) => {
-                rule.nth = Some(d.nth);
-                rule.times = d.times;
-            }
-        }
-        faults.push(ServiceFault { service: service.to_string(), rule });
+        rule
     }
-    // Where reads are eventual, they lag as far as the contract allows, on every read: that is
-    // the world an executor reading back must be ready for.
-    for service in &used {
-        let contract = &contracts[service];
-        if contract.reads == Reads::Eventual && contract.read_lag_ms_max > 0 {
-            let mut rule = FaultRule::always(FaultSpec::StaleRead { lag_ms: contract.read_lag_ms_max });
-            rule.id = Some(format!("lag-{service}"));
-            rule.method = Some(surface(service).reads[0].0.to_string());
-            faults.push(ServiceFault { service: service.to_string(), rule });
+}
+
+/// The kinds among `faults_on` that are fair on `service` under `contract`: keys faults only
+/// where the service takes keys, a late commit only where it can land past the timeout, and
+/// nothing the contract does not admit (a draw spent on an unfair fault would be wasted).
+fn admitted_kinds(
+    faults_on: &[usize],
+    service: &str,
+    contract: &Contract,
+    fault_of: &impl Fn(usize) -> FaultSpec,
+) -> Kinds {
+    // Keys faults only where the service takes keys at all: elsewhere they change nothing.
+    let keys = Contract::default_for(service).is_some_and(|c| c.idempotency_keys == KeyPolicy::Honored);
+    // A late commit needs a settle bound past the timeout; within it, it is latency.
+    let late_commits = contract.settle_ms_max > REQUEST_TIMEOUT_MS + 100;
+    let admitted: Vec<usize> = faults_on
+        .iter()
+        .copied()
+        .filter(|k| keys || !matches!(*k, IGNORE_KEYS | FORGET_KEYS))
+        .filter(|k| fault_of(*k).check_service(service).is_ok())
+        .filter(|k| *k != COMMIT_AFTER_TIMEOUT || late_commits)
+        .filter(|k| contract.admits(&fault_of(*k)).is_ok())
+        .collect();
+    let unsure: Vec<usize> = admitted.iter().copied().filter(|k| *k < UNSURE_KINDS).collect();
+    Kinds { admitted, unsure, late_commits }
+}
+
+/// When `rule` fires: an aimed step's on the first send or the retry after it; a fault that
+/// follows `before` right after that one's window, if it still aims where that one did;
+/// otherwise on the drawn request (the first in a sharp case) or with the drawn probability.
+fn place_window(
+    rule: &mut FaultRule,
+    d: &FaultDraw,
+    before: Option<&ServiceFault>,
+    step: Option<(Step, &IntentSpec)>,
+    sharp: bool,
+) {
+    // Right after the window of the fault it follows, if it still aims where that one did.
+    let after = before
+        .filter(|f| f.rule.method == rule.method && f.rule.fields == rule.fields && f.rule.path == rule.path)
+        .and_then(|f| f.rule.nth.map(|n| n + f.rule.times.unwrap_or(1)));
+    match (after, d.dense) {
+        // The first send, or the retry after it.
+        _ if step.is_some() => {
+            rule.nth = Some(if matches!(step, Some((Step::UnsureRetry, _))) { 2 } else { 1 })
         }
-    }
-    let mut events = Vec::new();
-    let mut second_worker = false;
-    for d in event_draws {
-        let service = aim(d.service);
-        let surface = surface(service);
-        let (method, _) = if d.at_read { surface.reads[d.nth as usize % 2] } else { surface.write };
-        // A chain's calls are all POSTs to one path: the n-th of them, up to the receipt reads
-        // after the broadcast (so also right after signing).
-        let nth = if service == "chain" { d.nth * 2 } else { d.nth };
-        let request =
-            Point::Request { service: service.to_string(), method: Some(method.into()), path: None, nth };
-        let w1 = || "w1".to_string();
-        match events_on[d.kind % events_on.len()] {
-            0 => events.push(Event { at: request, action: EventAction::Crash { worker: w1() } }),
-            1 => {
-                let intent = &intents[d.intent % intents.len()];
-                events.push(Event {
-                    at: Point::AfterPropose { after_propose: intent.id.clone() },
-                    action: EventAction::Crash { worker: w1() },
-                });
-            }
-            2 if !second_worker => {
-                second_worker = true;
-                events.push(Event {
-                    at: request.clone(),
-                    action: EventAction::Pause { worker: w1(), for_ms: LEASE_MS * 2 },
-                });
-                events.push(Event { at: request, action: EventAction::StartWorker { worker: "w2".into() } });
-            }
-            // A pause shorter than the lease, and no one to take over. At a read, or where the
-            // case lines up a stopped read-back (see [`aimed_steps`]), where a write commits
-            // late it stops the worker at that write's read-back, past the settle bound.
-            PAUSE => {
-                let for_ms = LEASE_MS / 3 * (d.param + 1);
-                let lined_up = steps.values().any(|(step, _)| *step == Step::LateCommit);
-                let read_back = (d.at_read || lined_up).then(|| late_write(&faults, &contracts)).flatten();
-                events.push(match read_back {
-                    Some((service, read, outlast_ms)) => Event {
-                        at: Point::Request {
-                            service: service.to_string(),
-                            method: Some(read.into()),
-                            path: None,
-                            nth: 1,
-                        },
-                        action: EventAction::Pause { worker: w1(), for_ms: outlast_ms },
-                    },
-                    None => Event { at: request, action: EventAction::Pause { worker: w1(), for_ms } },
-                });
-            }
-            // Within the terms: never as far as a key's retention where the service keeps keys;
-            // where it keeps none, as far as an hour, which moves no term at all but puts the
-            // service's stamps far from the executor's clock.
-            4 => {
-                let contract = &contracts[service];
-                let by_ms = match (contract.idempotency_keys, d.param) {
-                    (KeyPolicy::Honored, p) => (250 * (p + 1)).min(contract.key_retention_ms / 2),
-                    (_, 0) => 250,
-                    (_, _) => HOUR_MS,
-                };
-                events.push(Event {
-                    at: request,
-                    action: EventAction::ClockJump { service: service.to_string(), by_ms: by_ms.max(1) },
-                });
-            }
-            5 => events.push(Event { at: request, action: EventAction::Heal }),
-            // A crash once a phase is over: with the work of `act` (or `drain`) in flight.
-            6 => {
-                let phase = if d.param == 0 { PhaseName::Drain } else { PhaseName::Act };
-                events.push(Event {
-                    at: Point::Phase { after_phase: phase },
-                    action: EventAction::Crash { worker: w1() },
-                });
-            }
-            _ => events.push(Event { at: request, action: EventAction::Reconcile { worker: w1() } }),
+        (Some(next), _) => {
+            rule.nth = Some(next);
+            rule.times = d.times;
+        }
+        (None, _) if sharp => rule.nth = Some(1),
+        (None, Some(p)) => rule.probability = Some(f64::from(p) * 0.25),
+        (None, None) => {
+            rule.nth = Some(d.nth);
+            rule.times = d.times;
         }
     }
-    Scenario {
-        name: name.to_string(),
-        description: "generated".into(),
-        limits: LimitOverrides { request_timeout_ms: Some(REQUEST_TIMEOUT_MS), lease_ms: Some(LEASE_MS) },
-        services,
-        objects,
-        intents,
-        faults,
-        events,
-        ..Scenario::default()
+}
+
+impl Case<'_> {
+    /// The process events of a case, one per draw among the kinds the swarm leaves on, aimed
+    /// at the services the intents use; one takeover by a second worker at most.
+    fn events(&self, event_draws: &[EventDraw], events_on: &[usize], faults: &[ServiceFault]) -> Vec<Event> {
+        let mut events = Vec::new();
+        let mut second_worker = false;
+        for d in event_draws {
+            let service = self.aim(d.service);
+            let surface = surface(service);
+            let (method, _) = if d.at_read { surface.reads[d.nth as usize % 2] } else { surface.write };
+            // A chain's calls are all POSTs to one path: the n-th of them, up to the receipt
+            // reads after the broadcast (so also right after signing).
+            let nth = if service == "chain" { d.nth * 2 } else { d.nth };
+            let request =
+                Point::Request { service: service.to_string(), method: Some(method.into()), path: None, nth };
+            match events_on[d.kind % events_on.len()] {
+                0 => events.push(Event { at: request, action: EventAction::Crash { worker: w1() } }),
+                1 => {
+                    let intent = &self.intents[d.intent % self.intents.len()];
+                    events.push(Event {
+                        at: Point::AfterPropose { after_propose: intent.id.clone() },
+                        action: EventAction::Crash { worker: w1() },
+                    });
+                }
+                2 if !second_worker => {
+                    second_worker = true;
+                    events.push(Event {
+                        at: request.clone(),
+                        action: EventAction::Pause { worker: w1(), for_ms: LEASE_MS * 2 },
+                    });
+                    events.push(Event {
+                        at: request,
+                        action: EventAction::StartWorker { worker: "w2".into() },
+                    });
+                }
+                PAUSE => events.push(self.pause(d, request, faults)),
+                4 => events.push(self.clock_jump(d, service, request)),
+                5 => events.push(Event { at: request, action: EventAction::Heal }),
+                // A crash once a phase is over: with the work of `act` (or `drain`) in flight.
+                6 => {
+                    let phase = if d.param == 0 { PhaseName::Drain } else { PhaseName::Act };
+                    events.push(Event {
+                        at: Point::Phase { after_phase: phase },
+                        action: EventAction::Crash { worker: w1() },
+                    });
+                }
+                _ => events.push(Event { at: request, action: EventAction::Reconcile { worker: w1() } }),
+            }
+        }
+        events
     }
+
+    /// A pause shorter than the lease, and no one to take over. At a read, or where the case
+    /// lines up a stopped read-back (see [`aimed_steps`]), where a write commits late it stops
+    /// the worker at that write's read-back, past the settle bound.
+    fn pause(&self, d: &EventDraw, request: Point, faults: &[ServiceFault]) -> Event {
+        let for_ms = LEASE_MS / 3 * (d.param + 1);
+        let lined_up = self.steps.values().any(|(step, _)| *step == Step::LateCommit);
+        let read_back = (d.at_read || lined_up).then(|| late_write(faults, self.contracts)).flatten();
+        match read_back {
+            Some((service, read, outlast_ms)) => Event {
+                at: Point::Request {
+                    service: service.to_string(),
+                    method: Some(read.into()),
+                    path: None,
+                    nth: 1,
+                },
+                action: EventAction::Pause { worker: w1(), for_ms: outlast_ms },
+            },
+            None => Event { at: request, action: EventAction::Pause { worker: w1(), for_ms } },
+        }
+    }
+
+    /// A clock jump within the terms: never as far as a key's retention where the service
+    /// keeps keys; where it keeps none, as far as an hour, which moves no term at all but puts
+    /// the service's stamps far from the executor's clock.
+    fn clock_jump(&self, d: &EventDraw, service: &'static str, request: Point) -> Event {
+        let contract = &self.contracts[service];
+        let by_ms = match (contract.idempotency_keys, d.param) {
+            (KeyPolicy::Honored, p) => (250 * (p + 1)).min(contract.key_retention_ms / 2),
+            (_, 0) => 250,
+            (_, _) => HOUR_MS,
+        };
+        Event {
+            at: request,
+            action: EventAction::ClockJump { service: service.to_string(), by_ms: by_ms.max(1) },
+        }
+    }
+}
+
+/// The worker every case starts with.
+fn w1() -> String {
+    "w1".to_string()
 }
 
 /// Narrows `rule` to the requests of one intent: `where` its business key is the intent's
@@ -458,148 +591,4 @@ pub(super) fn fault_for(kind: usize, param: u64, pick: u64, c: &Contract, chain:
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::generate::draw::FAULT_KINDS;
-    use crate::generate::replay::case;
-
-    #[test]
-    fn generated_faults_stay_inside_their_contracts() {
-        for index in 0..500 {
-            let s = case(11, index).unwrap();
-            for f in &s.faults {
-                let contract = s.contract(&f.service).unwrap();
-                assert!(
-                    contract.admits(&f.rule.fault).is_ok(),
-                    "{index}: {:?} under {contract:?}",
-                    f.rule.fault
-                );
-                assert!(f.rule.validate().is_ok());
-            }
-        }
-    }
-
-    #[test]
-    fn the_fault_table_makes_every_kind_of_the_vocabulary() {
-        let c = Contract::payments_default();
-        let made: std::collections::BTreeSet<&str> =
-            (0..FAULT_KINDS).map(|k| fault_for(k, 0, 0, &c, false).kind()).collect();
-        let known: std::collections::BTreeSet<&str> = vocabulary::rule::FAULT_KINDS.iter().copied().collect();
-        assert_eq!(made, known);
-    }
-
-    #[test]
-    fn the_generator_draws_every_action_fault_kind_and_event() {
-        use std::collections::BTreeSet;
-        let mut seen: BTreeSet<String> = BTreeSet::new();
-        for index in 0..3_000 {
-            let s = case(1, index).unwrap();
-            for (n, i) in s.intents.iter().enumerate() {
-                seen.insert(format!("action {}", i.action));
-                if i.replaces.is_some() {
-                    seen.insert(format!("lineage {}", i.action));
-                }
-                let key =
-                    |x: &IntentSpec| vocabulary::action(&x.action).map(|a| x.params[a.business_key].clone());
-                let sibling = s.intents[..n].iter().any(|x| {
-                    x.action == i.action && key(x) == key(i) && i.replaces.as_deref() != Some(&x.id)
-                });
-                if sibling && i.replaces.is_none() {
-                    seen.insert(format!("siblings {}", i.action));
-                }
-            }
-            for f in &s.faults {
-                let at = if f.rule.method.as_deref() == Some(surface(&f.service).write.0)
-                    && f.rule.fields.get("rpc_method").is_none_or(|m| m == "eth_sendRawTransaction")
-                {
-                    "write"
-                } else {
-                    "read"
-                };
-                seen.insert(format!("{} {} at a {at}", f.service, f.rule.fault.kind()));
-                if let FaultSpec::Reject { status, .. } = f.rule.fault
-                    && vocabulary::needs_decision(status)
-                    && at == "write"
-                {
-                    seen.insert(format!("{} a refusal that needs a decision at a write", f.service));
-                }
-                if f.rule.probability.is_some() {
-                    seen.insert("probability".into());
-                }
-                if f.rule.fields.keys().any(|k| k != "rpc_method") || f.rule.path.is_some() {
-                    seen.insert("where".into());
-                }
-            }
-            let takeover = s.events.iter().any(|e| matches!(e.action, EventAction::StartWorker { .. }));
-            for e in &s.events {
-                let what = match (&e.at, &e.action) {
-                    (Point::Request { service, method, .. }, EventAction::Crash { .. }) => {
-                        let at = if method.as_deref() == Some(surface(service).write.0) {
-                            "write"
-                        } else {
-                            "read"
-                        };
-                        format!("crash at a {service} {at}")
-                    }
-                    (Point::AfterPropose { .. }, EventAction::Crash { .. }) => "crash after propose".into(),
-                    (Point::Phase { .. }, EventAction::Crash { .. }) => "crash after a phase".into(),
-                    (_, EventAction::Pause { .. }) if takeover => "pause with a takeover".into(),
-                    (_, EventAction::Pause { .. }) => "pause without a takeover".into(),
-                    (_, EventAction::ClockJump { service, .. }) => format!("clock jump on {service}"),
-                    (_, EventAction::Heal) => "heal".into(),
-                    (_, EventAction::Reconcile { .. }) => "reconcile".into(),
-                    (_, other) => format!("{other:?}"),
-                };
-                seen.insert(what);
-            }
-        }
-        let mut missing = Vec::new();
-        let mut want = |what: String| {
-            if !seen.contains(&what) {
-                missing.push(what);
-            }
-        };
-        for action in vocabulary::ACTIONS {
-            want(format!("action {}", action.name));
-            want(format!("lineage {}", action.name));
-            if action.shares_business_key {
-                want(format!("siblings {}", action.name));
-            }
-        }
-        for service in vocabulary::SERVICES {
-            let keys =
-                Contract::default_for(service).is_some_and(|c| c.idempotency_keys == KeyPolicy::Honored);
-            let delivers = vocabulary::rule::DELIVERY_SERVICES.contains(service);
-            for kind in vocabulary::rule::FAULT_KINDS {
-                let delivery = matches!(*kind, "deliver_late" | "redeliver");
-                if (keys || !matches!(*kind, "ignore_keys" | "forget_keys")) && (delivers || !delivery) {
-                    let at = if *kind == "stale_read" { "read" } else { "write" };
-                    want(format!("{service} {kind} at a {at}"));
-                }
-            }
-            if *service != "chain" {
-                want(format!("{service} a refusal that needs a decision at a write"));
-            }
-            want(format!("crash at a {service} write"));
-            // A chain's reads are POSTs to the one path its writes use: a crash point counts
-            // them all, so a crash during a lookup is not told apart there.
-            if *service != "chain" {
-                want(format!("crash at a {service} read"));
-            }
-            want(format!("clock jump on {service}"));
-        }
-        for what in [
-            "crash after propose",
-            "crash after a phase",
-            "pause with a takeover",
-            "pause without a takeover",
-            "heal",
-            "reconcile",
-            "probability",
-            "where",
-        ] {
-            want(what.to_string());
-        }
-        assert!(missing.is_empty(), "not drawn in 3,000 cases: {missing:?}");
-    }
-}
+mod tests;

@@ -49,45 +49,54 @@ impl ChainState {
         view: View,
         now_ms: u64,
     ) -> Result<Value, RpcError> {
+        if let Some(value) = self.node_fact(method, view) {
+            Params::read(raw_params, 0)?;
+            return Ok(value);
+        }
         match method {
-            "eth_chainId" => {
-                Params::read(raw_params, 0)?;
-                Ok(qty(self.chain_id))
+            "eth_getBlockByNumber" | "eth_getBlockByHash" => {
+                self.answer_block(method, raw_params, view, now_ms)
             }
-            "net_version" => {
-                Params::read(raw_params, 0)?;
-                Ok(Value::String(self.chain_id.to_string()))
+            "eth_getBalance" | "eth_getTransactionCount" | "eth_getCode" => {
+                self.answer_account(method, raw_params, view)
             }
-            "web3_clientVersion" => {
-                Params::read(raw_params, 0)?;
-                Ok(json!(concat!("twice/chain-fake/v", env!("CARGO_PKG_VERSION"))))
+            "eth_feeHistory" | "eth_estimateGas" | "eth_call" => self.answer_fees(method, raw_params, view),
+            "eth_getTransactionByHash" | "eth_getTransactionReceipt" => {
+                self.answer_tx(method, raw_params, view)
             }
-            "net_listening" => {
-                Params::read(raw_params, 0)?;
-                Ok(json!(true))
-            }
-            "eth_syncing" => {
-                Params::read(raw_params, 0)?;
-                Ok(json!(false))
-            }
-            "eth_accounts" => {
-                Params::read(raw_params, 0)?;
-                Ok(json!([]))
-            }
-            "eth_blockNumber" => {
-                Params::read(raw_params, 0)?;
-                Ok(qty(view.head))
-            }
-            "eth_gasPrice" => {
-                Params::read(raw_params, 0)?;
-                Ok(qty_u128(GAS_PRICE_WEI))
-            }
-            "eth_maxPriorityFeePerGas" => {
-                Params::read(raw_params, 0)?;
-                Ok(qty_u128(PRIORITY_FEE_WEI))
-            }
+            _ => Err(RpcError::method_not_found(method)),
+        }
+    }
+
+    /// The answer of a method that takes no parameters: what the node is and where its chain
+    /// is; `None` for every other method.
+    fn node_fact(&self, method: &str, view: View) -> Option<Value> {
+        Some(match method {
+            "eth_chainId" => qty(self.chain_id),
+            "net_version" => Value::String(self.chain_id.to_string()),
+            "web3_clientVersion" => json!(concat!("twice/chain-fake/v", env!("CARGO_PKG_VERSION"))),
+            "net_listening" => json!(true),
+            "eth_syncing" => json!(false),
+            "eth_accounts" => json!([]),
+            "eth_blockNumber" => qty(view.head),
+            "eth_gasPrice" => qty_u128(GAS_PRICE_WEI),
+            "eth_maxPriorityFeePerGas" => qty_u128(PRIORITY_FEE_WEI),
+            _ => return None,
+        })
+    }
+
+    /// A block by number or hash, its transactions as hashes or whole; `null` for one the
+    /// view does not reach.
+    fn answer_block(
+        &self,
+        method: &str,
+        raw_params: &Value,
+        view: View,
+        now_ms: u64,
+    ) -> Result<Value, RpcError> {
+        let params = Params::read(raw_params, 2)?;
+        match method {
             "eth_getBlockByNumber" => {
-                let params = Params::read(raw_params, 2)?;
                 let id = params.arg(0, rpc::block_number)?;
                 let full = params.arg(1, rpc::boolean)?;
                 Ok(match id {
@@ -99,7 +108,6 @@ impl ChainState {
                 })
             }
             "eth_getBlockByHash" => {
-                let params = Params::read(raw_params, 2)?;
                 let hash = params.arg(0, rpc::hash)?;
                 let full = params.arg(1, rpc::boolean)?;
                 Ok(match self.block_numbers.get(&hash) {
@@ -107,30 +115,37 @@ impl ChainState {
                     _ => Value::Null,
                 })
             }
+            _ => Err(RpcError::method_not_found(method)),
+        }
+    }
+
+    /// An account's balance, nonce or code at a block or pending (an account has no code
+    /// here).
+    fn answer_account(&self, method: &str, raw_params: &Value, view: View) -> Result<Value, RpcError> {
+        let params = Params::read(raw_params, 2)?;
+        let address = params.arg(0, rpc::address)?;
+        let at = self.state_at(params.arg(1, rpc::block_number_or_hash)?, view)?;
+        match method {
             "eth_getBalance" => {
-                let params = Params::read(raw_params, 2)?;
-                let address = params.arg(0, rpc::address)?;
-                let at = self.state_at(params.arg(1, rpc::block_number_or_hash)?, view)?;
                 let block = match at {
                     StateAt::Block(n) => n,
                     StateAt::Pending => view.head,
                 };
                 Ok(qty_big(self.account_at(&address, block).0))
             }
-            "eth_getTransactionCount" => {
-                let params = Params::read(raw_params, 2)?;
-                let address = params.arg(0, rpc::address)?;
-                Ok(qty(match self.state_at(params.arg(1, rpc::block_number_or_hash)?, view)? {
-                    StateAt::Block(n) => self.account_at(&address, n).1,
-                    StateAt::Pending => self.pending_nonce(&address, view),
-                }))
-            }
-            "eth_getCode" => {
-                let params = Params::read(raw_params, 2)?;
-                params.arg(0, rpc::address)?;
-                self.state_at(params.arg(1, rpc::block_number_or_hash)?, view)?;
-                Ok(json!("0x"))
-            }
+            "eth_getTransactionCount" => Ok(qty(match at {
+                StateAt::Block(n) => self.account_at(&address, n).1,
+                StateAt::Pending => self.pending_nonce(&address, view),
+            })),
+            "eth_getCode" => Ok(json!("0x")),
+            _ => Err(RpcError::method_not_found(method)),
+        }
+    }
+
+    /// What sending costs: the fee history, a gas estimate, and a call (which runs nothing
+    /// here: no account has code).
+    fn answer_fees(&self, method: &str, raw_params: &Value, view: View) -> Result<Value, RpcError> {
+        match method {
             "eth_feeHistory" => {
                 let params = Params::read(raw_params, 3)?;
                 let count = params.arg(0, rpc::hex_or_decimal)?;
@@ -155,24 +170,24 @@ impl ChainState {
                 }
                 Ok(json!("0x"))
             }
-            "eth_getTransactionByHash" => {
-                let params = Params::read(raw_params, 1)?;
-                let hash = params.arg(0, rpc::hash)?;
-                Ok(match self.txs.get(&hash) {
-                    Some(tx) if tx.pooled_ms <= view.until_ms => self.tx_json(&hash, tx, view),
-                    _ => Value::Null,
-                })
-            }
-            "eth_getTransactionReceipt" => {
-                let params = Params::read(raw_params, 1)?;
-                let hash = params.arg(0, rpc::hash)?;
-                Ok(match self.txs.get(&hash) {
-                    Some(tx) if tx.mined.is_some_and(|m| m.block <= view.head) => {
-                        self.receipt_json(&hash, tx)
-                    }
-                    _ => Value::Null,
-                })
-            }
+            _ => Err(RpcError::method_not_found(method)),
+        }
+    }
+
+    /// A transaction by hash once pooled within the view, or its receipt once mined within
+    /// it; `null` otherwise.
+    fn answer_tx(&self, method: &str, raw_params: &Value, view: View) -> Result<Value, RpcError> {
+        let params = Params::read(raw_params, 1)?;
+        let hash = params.arg(0, rpc::hash)?;
+        match method {
+            "eth_getTransactionByHash" => Ok(match self.txs.get(&hash) {
+                Some(tx) if tx.pooled_ms <= view.until_ms => self.tx_json(&hash, tx, view),
+                _ => Value::Null,
+            }),
+            "eth_getTransactionReceipt" => Ok(match self.txs.get(&hash) {
+                Some(tx) if tx.mined.is_some_and(|m| m.block <= view.head) => self.receipt_json(&hash, tx),
+                _ => Value::Null,
+            }),
             _ => Err(RpcError::method_not_found(method)),
         }
     }

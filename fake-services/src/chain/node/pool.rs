@@ -5,7 +5,7 @@
 //! The geth policy limits (`txMaxSize`, `--txpool.pricebump`, `--rpc.txfeecap`, ...) live here
 //! because only admission uses them.
 
-use alloy_consensus::Transaction;
+use alloy_consensus::{Transaction, TxEnvelope};
 use alloy_primitives::{Address, B256, U256};
 
 use super::gas::{gas_needed, max_cost};
@@ -141,6 +141,20 @@ pub fn submit(
     stamp: &Stamp,
 ) -> Result<B256, String> {
     let state = &mut inner.state;
+    check_submission(state, tx)?;
+    let (from, gas_used) = validate(state, tx)?;
+    validate_with_state(state, tx, from)?;
+    check_room(state, tx, from)?;
+    if mode == Mode::Pretend {
+        return Ok(tx.hash);
+    }
+    pool(state, tx, from, gas_used, stamp);
+    Ok(tx.hash)
+}
+
+/// geth's `SubmitTransaction`: the RPC's own fee cap, then replay protection; and a
+/// transaction the pool holds is "already known", whatever else is true of it.
+fn check_submission(state: &ChainState, tx: &Decoded) -> Result<(), String> {
     let envelope = &tx.envelope;
     // SubmitTransaction: the RPC's own fee cap, then replay protection.
     let fee_ether = (U256::from(envelope.max_fee_per_gas()) * U256::from(envelope.gas_limit()))
@@ -160,7 +174,13 @@ pub fn submit(
     if state.txs.get(&tx.hash).is_some_and(|t| t.mined.is_none()) {
         return Err("already known".into());
     }
-    // ValidateTransaction.
+    Ok(())
+}
+
+/// geth's `ValidateTransaction`: type, size, gas and fee caps, the sender and its chain id,
+/// the intrinsic and floor gas, the lowest tip. The sender and the gas a block will charge.
+fn validate(state: &ChainState, tx: &Decoded) -> Result<(Address, u64), String> {
+    let envelope = &tx.envelope;
     if envelope.is_eip4844() {
         return Err("transaction type not supported".into());
     }
@@ -176,8 +196,7 @@ pub fn submit(
     if envelope.gas_limit() > BLOCK_GAS_LIMIT {
         return Err("exceeds block gas limit".into());
     }
-    let fee_cap = envelope.max_fee_per_gas();
-    let tip_cap = envelope.max_priority_fee_per_gas().unwrap_or(fee_cap);
+    let (fee_cap, tip_cap) = caps(envelope);
     if fee_cap < tip_cap {
         return Err("max priority fee per gas higher than max fee per gas".into());
     }
@@ -208,7 +227,20 @@ pub fn submit(
     if envelope.authorization_list().is_some_and(|list| list.is_empty()) {
         return Err("set code tx must have at least one authorization tuple".into());
     }
-    // ValidateTransactionWithState.
+    Ok((from, intrinsic.max(floor)))
+}
+
+/// A transaction's fee cap and tip cap (a legacy one's gas price is both).
+fn caps(envelope: &TxEnvelope) -> (u128, u128) {
+    let fee_cap = envelope.max_fee_per_gas();
+    (fee_cap, envelope.max_priority_fee_per_gas().unwrap_or(fee_cap))
+}
+
+/// geth's `ValidateTransactionWithState`: a nonce not yet used, and a balance that pays for
+/// this transaction on top of what the sender's pending ones may already spend (a
+/// replacement only for what it adds).
+fn validate_with_state(state: &ChainState, tx: &Decoded, from: Address) -> Result<(), String> {
+    let envelope = &tx.envelope;
     let (balance, next_nonce) = state.accounts.get(&from).map_or((U256::ZERO, 0), |a| (a.balance, a.nonce));
     let nonce = envelope.nonce();
     if nonce < next_nonce {
@@ -247,11 +279,18 @@ pub fn submit(
             need - balance
         ));
     }
-    // The pool's replacement rule: both caps higher, and by the price bump.
-    let existing = pooled.and_then(|p| p.get(&nonce)).and_then(|h| state.txs.get(h));
+    Ok(())
+}
+
+/// Room in the pool: a transaction with a pooled one's sender and nonce replaces it only
+/// with both caps higher, by the price bump (the pool's replacement rule); any other needs a
+/// pool that is not full.
+fn check_room(state: &ChainState, tx: &Decoded, from: Address) -> Result<(), String> {
+    let (fee_cap, tip_cap) = caps(&tx.envelope);
+    let existing =
+        state.pool.get(&from).and_then(|p| p.get(&tx.envelope.nonce())).and_then(|h| state.txs.get(h));
     if let Some(old) = existing {
-        let old_fee_cap = old.envelope.max_fee_per_gas();
-        let old_tip_cap = old.envelope.max_priority_fee_per_gas().unwrap_or(old_fee_cap);
+        let (old_fee_cap, old_tip_cap) = caps(&old.envelope);
         let bumped = |old: u128| old.saturating_mul(100 + u128::from(PRICE_BUMP_PCT)) / 100;
         if old_fee_cap >= fee_cap
             || old_tip_cap >= tip_cap
@@ -263,9 +302,13 @@ pub fn submit(
     } else if state.pool_len >= POOL_TXS_MAX {
         return Err("txpool is full".into());
     }
-    if mode == Mode::Pretend {
-        return Ok(tx.hash);
-    }
+    Ok(())
+}
+
+/// Pools `tx` from `from`, in place of the transaction it replaces, if any (which is
+/// forgotten, as geth forgets it).
+fn pool(state: &mut ChainState, tx: &Decoded, from: Address, gas_used: u64, stamp: &Stamp) {
+    let nonce = tx.envelope.nonce();
     if let Some(old_hash) = state.pool.get(&from).and_then(|p| p.get(&nonce)).copied() {
         state.txs.remove(&old_hash);
         state.pool_remove(&from, nonce);
@@ -273,16 +316,15 @@ pub fn submit(
     state.txs.insert(
         tx.hash,
         TxRecord {
-            envelope: envelope.clone(),
+            envelope: tx.envelope.clone(),
             from,
             pooled_ms: stamp.now_ms,
             request_id: stamp.request_id.clone(),
-            gas_used: intrinsic.max(floor),
+            gas_used,
             mined: None,
         },
     );
     state.nonces.entry(from).or_default().insert(nonce, tx.hash);
     state.pool.entry(from).or_default().insert(nonce, tx.hash);
     state.pool_len += 1;
-    Ok(tx.hash)
 }

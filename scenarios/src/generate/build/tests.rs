@@ -1,0 +1,139 @@
+//! Tests of building a case: every generated fault stays inside its contract, the fault table
+//! makes every kind of the vocabulary, and the generator draws every action, fault kind and
+//! event somewhere in a few thousand cases.
+
+use super::*;
+use crate::generate::draw::FAULT_KINDS;
+use crate::generate::replay::case;
+
+#[test]
+fn generated_faults_stay_inside_their_contracts() {
+    for index in 0..500 {
+        let s = case(11, index).unwrap();
+        for f in &s.faults {
+            let contract = s.contract(&f.service).unwrap();
+            assert!(contract.admits(&f.rule.fault).is_ok(), "{index}: {:?} under {contract:?}", f.rule.fault);
+            assert!(f.rule.validate().is_ok());
+        }
+    }
+}
+
+#[test]
+fn the_fault_table_makes_every_kind_of_the_vocabulary() {
+    let c = Contract::payments_default();
+    let made: std::collections::BTreeSet<&str> =
+        (0..FAULT_KINDS).map(|k| fault_for(k, 0, 0, &c, false).kind()).collect();
+    let known: std::collections::BTreeSet<&str> = vocabulary::rule::FAULT_KINDS.iter().copied().collect();
+    assert_eq!(made, known);
+}
+
+#[test]
+fn the_generator_draws_every_action_fault_kind_and_event() {
+    use std::collections::BTreeSet;
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for index in 0..3_000 {
+        let s = case(1, index).unwrap();
+        for (n, i) in s.intents.iter().enumerate() {
+            seen.insert(format!("action {}", i.action));
+            if i.replaces.is_some() {
+                seen.insert(format!("lineage {}", i.action));
+            }
+            let key =
+                |x: &IntentSpec| vocabulary::action(&x.action).map(|a| x.params[a.business_key].clone());
+            let sibling = s.intents[..n]
+                .iter()
+                .any(|x| x.action == i.action && key(x) == key(i) && i.replaces.as_deref() != Some(&x.id));
+            if sibling && i.replaces.is_none() {
+                seen.insert(format!("siblings {}", i.action));
+            }
+        }
+        for f in &s.faults {
+            let at = if f.rule.method.as_deref() == Some(surface(&f.service).write.0)
+                && f.rule.fields.get("rpc_method").is_none_or(|m| m == "eth_sendRawTransaction")
+            {
+                "write"
+            } else {
+                "read"
+            };
+            seen.insert(format!("{} {} at a {at}", f.service, f.rule.fault.kind()));
+            if let FaultSpec::Reject { status, .. } = f.rule.fault
+                && vocabulary::needs_decision(status)
+                && at == "write"
+            {
+                seen.insert(format!("{} a refusal that needs a decision at a write", f.service));
+            }
+            if f.rule.probability.is_some() {
+                seen.insert("probability".into());
+            }
+            if f.rule.fields.keys().any(|k| k != "rpc_method") || f.rule.path.is_some() {
+                seen.insert("where".into());
+            }
+        }
+        let takeover = s.events.iter().any(|e| matches!(e.action, EventAction::StartWorker { .. }));
+        for e in &s.events {
+            let what = match (&e.at, &e.action) {
+                (Point::Request { service, method, .. }, EventAction::Crash { .. }) => {
+                    let at =
+                        if method.as_deref() == Some(surface(service).write.0) { "write" } else { "read" };
+                    format!("crash at a {service} {at}")
+                }
+                (Point::AfterPropose { .. }, EventAction::Crash { .. }) => "crash after propose".into(),
+                (Point::Phase { .. }, EventAction::Crash { .. }) => "crash after a phase".into(),
+                (_, EventAction::Pause { .. }) if takeover => "pause with a takeover".into(),
+                (_, EventAction::Pause { .. }) => "pause without a takeover".into(),
+                (_, EventAction::ClockJump { service, .. }) => format!("clock jump on {service}"),
+                (_, EventAction::Heal) => "heal".into(),
+                (_, EventAction::Reconcile { .. }) => "reconcile".into(),
+                (_, other) => format!("{other:?}"),
+            };
+            seen.insert(what);
+        }
+    }
+    let mut missing = Vec::new();
+    let mut want = |what: String| {
+        if !seen.contains(&what) {
+            missing.push(what);
+        }
+    };
+    for action in vocabulary::ACTIONS {
+        want(format!("action {}", action.name));
+        want(format!("lineage {}", action.name));
+        if action.shares_business_key {
+            want(format!("siblings {}", action.name));
+        }
+    }
+    for service in vocabulary::SERVICES {
+        let keys = Contract::default_for(service).is_some_and(|c| c.idempotency_keys == KeyPolicy::Honored);
+        let delivers = vocabulary::rule::DELIVERY_SERVICES.contains(service);
+        for kind in vocabulary::rule::FAULT_KINDS {
+            let delivery = matches!(*kind, "deliver_late" | "redeliver");
+            if (keys || !matches!(*kind, "ignore_keys" | "forget_keys")) && (delivers || !delivery) {
+                let at = if *kind == "stale_read" { "read" } else { "write" };
+                want(format!("{service} {kind} at a {at}"));
+            }
+        }
+        if *service != "chain" {
+            want(format!("{service} a refusal that needs a decision at a write"));
+        }
+        want(format!("crash at a {service} write"));
+        // A chain's reads are POSTs to the one path its writes use: a crash point counts
+        // them all, so a crash during a lookup is not told apart there.
+        if *service != "chain" {
+            want(format!("crash at a {service} read"));
+        }
+        want(format!("clock jump on {service}"));
+    }
+    for what in [
+        "crash after propose",
+        "crash after a phase",
+        "pause with a takeover",
+        "pause without a takeover",
+        "heal",
+        "reconcile",
+        "probability",
+        "where",
+    ] {
+        want(what.to_string());
+    }
+    assert!(missing.is_empty(), "not drawn in 3,000 cases: {missing:?}");
+}
