@@ -50,11 +50,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fake_services::{Clock, Contract, Fakes, Server, TokioClock};
-use scenarios::{IntentSpec, Scenario};
+use scenarios::Scenario;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use vocabulary::WORKFLOWS_FEATURE;
 
 pub use crate::phase_engine::BACKGROUND_ROUND_MS;
 pub use crate::phase_engine::RunError;
@@ -66,7 +65,7 @@ pub use crate::process::command::{CommandLineError, ExecutorCommand, LocateError
 use crate::process::lock;
 pub use crate::process::{EXIT_MS_MAX, LINE_BYTES_MAX, STDERR_FLUSH_MS_MAX, STDERR_TAIL_BYTES, WRITE_MS_MAX};
 use crate::setup;
-use results::{Claim, Observed};
+use results::Observed;
 
 /// A worker has this long to answer `init`.
 pub const INIT_MS_MAX: u64 = 10_000;
@@ -105,11 +104,13 @@ pub const TIMELINE_MOMENTS_MAX: usize = 100_000;
 /// The payments API key every worker is given.
 pub const PAYMENTS_API_KEY: &str = setup::PAYMENTS_API_KEY;
 
+mod messages;
 mod tap;
 pub mod timing;
 mod upkeep;
 mod worker;
 
+use messages::{announces_workflows, claims, intent_message, reply_kind};
 use tap::{Bounds, PointTap};
 pub use worker::LiveWorker;
 use worker::{Answer, Lane, Link};
@@ -443,63 +444,6 @@ impl LiveBackend<'_> {
             }
         }
     }
-}
-
-/// The timeline's wait kind of a reply to a `kind` request.
-fn reply_kind(kind: &str) -> &'static str {
-    match kind {
-        "propose" => "reply.propose",
-        "drain" => "reply.drain",
-        "reconcile" => "reply.reconcile",
-        "status" => "reply.status",
-        _ => "reply.other",
-    }
-}
-
-fn intent_message(intent: &IntentSpec) -> Value {
-    let mut message = json!({"id": intent.id, "action": intent.action, "params": intent.params});
-    if let Some(map) = message.as_object_mut() {
-        if let Some(replaces) = &intent.replaces {
-            map.insert("replaces".into(), json!(replaces));
-        }
-        // Only steps carry it, so an executor without workflows never sees the field.
-        if intent.is_step() {
-            map.insert("after".into(), json!(intent.after));
-        }
-    }
-    message
-}
-
-/// Whether an `init_ok` lists the `workflows` feature.
-fn announces_workflows(init_ok: &Value) -> bool {
-    init_ok
-        .get("features")
-        .and_then(Value::as_array)
-        .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(WORKFLOWS_FEATURE)))
-}
-
-/// The claims in a `status_ok`.
-fn claims(reply: &Value) -> Result<Vec<Claim>, String> {
-    let intents = reply.get("intents").and_then(Value::as_array).ok_or("no intents list")?;
-    intents
-        .iter()
-        .map(|i| {
-            let id = i
-                .get("id")
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("an intent without a string id: {i}"))?;
-            let state = i
-                .get("state")
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("intent {id} has no string state"))?;
-            Ok(Claim {
-                id: id.to_string(),
-                state: state.to_string(),
-                attempts: i.get("attempts").and_then(Value::as_u64).unwrap_or(0),
-                evidence: i.get("evidence").cloned().unwrap_or(Value::Null),
-            })
-        })
-        .collect()
 }
 
 fn rejected(scenario: &Scenario, problem: String) -> setup::SetupError {
