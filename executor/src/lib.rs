@@ -22,7 +22,7 @@
 //!   `twice/1` of `docs/protocol.md`.
 
 pub mod config;
-pub mod engine;
+pub mod intent_engine;
 pub mod log;
 pub mod model;
 pub mod protocol;
@@ -31,6 +31,8 @@ pub mod signing;
 pub mod world;
 
 pub use config::{Config, Contract, Limits, Service};
-pub use engine::{DrainError, Executor, OpenError, PassReport, Proposal, ProposeError, Transition, World};
+pub use intent_engine::{
+    DrainError, Executor, OpenError, PassReport, Proposal, ProposeError, Transition, World,
+};
 pub use log::Durability;
 pub use model::{Action, Evidence, Intent, State};

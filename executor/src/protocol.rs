@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWr
 use vocabulary::WORKFLOWS_FEATURE;
 
 use crate::config::{Config, Limits, Service};
-use crate::engine::{DrainError, Executor, Proposal, ProposeError, Transition, World};
+use crate::intent_engine::{DrainError, Executor, Proposal, ProposeError, Transition, World};
 use crate::log::Durability;
 use crate::model::{ACTIONS, ActionError};
 

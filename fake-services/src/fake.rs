@@ -6,7 +6,7 @@ use crate::chain::{self, Chain};
 use crate::clock::{Clock, ServiceClock};
 use crate::contract::{Contract, ContractPatch};
 use crate::core::{ApiError, Bounds, Pending, PendingKind};
-use crate::engine::ArmedRule;
+use crate::fault_engine::ArmedRule;
 use crate::files::{self, Files};
 use crate::messages::{self, Messages};
 use crate::payments::{self, Payments};

@@ -34,8 +34,8 @@ pub mod chain;
 pub mod clock;
 pub mod contract;
 pub mod core;
-pub mod engine;
 pub mod fake;
+pub mod fault_engine;
 pub mod files;
 pub mod form;
 // The bodies of the `cargo fuzz` targets in `fuzz/`, which the suite replays too.

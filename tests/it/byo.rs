@@ -136,7 +136,7 @@ async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
     settle(&served.world.fakes, settle_ms).await;
     let round_pause_ms = world["limits"]["request_timeout_ms"].as_u64().unwrap()
         + settle_ms
-        + executor::engine::SAFETY_MARGIN_MS;
+        + executor::intent_engine::SAFETY_MARGIN_MS;
     for _ in 0..runner::setup::RECONCILE_ROUNDS_MAX {
         app.ask(json!({"type": "reconcile"})).await;
         app.ask(json!({"type": "drain", "timeout_ms": 20_000})).await;

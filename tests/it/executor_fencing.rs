@@ -76,8 +76,8 @@ fn init_with(
 
 /// The history of `id` in the log: `(from, to, owner)` per state change, oldest first.
 fn history(dir: &Path, id: &str) -> Vec<(Option<String>, String, Option<String>)> {
-    let log =
-        IntentLog::open(&dir.join(executor::engine::LOG_FILE), Durability::Full).expect("the log opens");
+    let log = IntentLog::open(&dir.join(executor::intent_engine::LOG_FILE), Durability::Full)
+        .expect("the log opens");
     log.history(id)
         .expect("a history")
         .into_iter()

@@ -49,7 +49,7 @@ use scenarios::IntentSpec;
 use store::{Rec, Store};
 
 /// Added to every bound before a negative answer is believed (the reference's margin).
-const MARGIN_MS: u64 = executor::engine::SAFETY_MARGIN_MS;
+const MARGIN_MS: u64 = executor::intent_engine::SAFETY_MARGIN_MS;
 /// The store's file name in the state directory.
 const STORE_FILE: &str = "naive-intents.json";
 

@@ -646,7 +646,7 @@ fn escalation_reason(claim: &Value, refusals: &Refusals) -> String {
     let Some(reason) = evidence["reason"].as_str().filter(|r| !r.is_empty()) else {
         return UNEXPLAINED.into();
     };
-    // The executor's wording (executor/src/engine/send.rs and reconcile.rs); a reason worded
+    // The executor's wording (executor/src/intent_engine/send.rs and reconcile.rs); a reason worded
     // otherwise still lands in `other: ...`, never in `unexplained`.
     if reason.contains("parameters other than the authorised ones") {
         return "an effect with other parameters than the authorised ones".into();

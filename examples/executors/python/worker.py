@@ -2,7 +2,7 @@
 workspaces, S3 objects, chain transfers and emails, and never does anything twice.
 
 It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the reference executor
-(executor/src/engine.rs and engine/, docs/executor.md):
+(executor/src/intent_engine.rs and intent_engine/, docs/executor.md):
 
 - every intent is written to a SQLite log (intent_log.py) with one idempotency key before
   `propose_ok`, and marked `submitted` before the first byte of its request leaves;
@@ -749,7 +749,7 @@ class Executor:
         self.decide(before, params, service, found, looked_at_ms, tally)
 
     def decide(self, before, params, service, found, looked_at_ms, tally):
-        """What a lookup sent at `looked_at_ms` proves (executor/src/engine/reconcile.rs,
+        """What a lookup sent at `looked_at_ms` proves (executor/src/intent_engine/reconcile.rs,
         `decide`)."""
         now = now_ms()
         leased = self.lease(before, now)  # again: the lookup took time

@@ -1,5 +1,5 @@
 //! Nonce claims, the `nonces` table: each chain account's nonce belongs to one intent at most.
-//! (A pass picks new nonces with the `NonceBook` of `engine/prepare.rs`, which asks
+//! (A pass picks new nonces with the `NonceBook` of `intent_engine/prepare.rs`, which asks
 //! [`IntentLog::claimed_nonces`].)
 //!
 //! A row whose evidence carries a signed transaction claims its account's nonce in the

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::service::ServiceCore;
 use super::state::Inner;
 use crate::contract::ContractPatch;
-use crate::engine::FaultEngine;
+use crate::fault_engine::FaultEngine;
 use crate::rule::FaultRule;
 use crate::wire::{FakeRequest, FakeResponse};
 

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::service::ServiceCore;
 use super::state::{Ctx, Inner};
-use crate::engine::AfterCommit;
+use crate::fault_engine::AfterCommit;
 use crate::record::JournalEntry;
 use crate::wire::FakeRequest;
 

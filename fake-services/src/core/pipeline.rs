@@ -12,7 +12,7 @@ use super::pending::{self, LateCommit};
 use super::service::ServiceCore;
 use super::state::{Check, Commit, Ctx, Inner, Mode, Outcome, Stamp};
 use crate::contract::KeyPolicy;
-use crate::engine::{AfterCommit, CommitMode, Plan};
+use crate::fault_engine::{AfterCommit, CommitMode, Plan};
 use crate::record::{JournalEntry, KeyLookup};
 use crate::rule::RequestView;
 use crate::wire::{Disposition, FakeRequest, FakeResponse};

@@ -12,7 +12,7 @@ use super::pending::{self, LateCommits, Pending, PendingKind};
 use super::state::Inner;
 use crate::clock::ServiceClock;
 use crate::contract::Contract;
-use crate::engine::FaultEngine;
+use crate::fault_engine::FaultEngine;
 use crate::record::{Journal, KeyStore, Ledger};
 use crate::wire::{FakeRequest, FakeResponse};
 

@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use super::bounds::Bounds;
 use super::error::ApiError;
 use crate::contract::Contract;
-use crate::engine::{FaultEngine, Plan};
+use crate::fault_engine::{FaultEngine, Plan};
 use crate::record::{Journal, KeyStore, Ledger};
 use crate::wire::FakeResponse;
 

@@ -9,7 +9,7 @@ use super::address::address_of;
 use super::answer::{invalid, missing, resend};
 use super::mailbox::{self, Outgoing, Tag};
 use crate::core::{ApiError, Commit, Inner, Mode, Stamp};
-use crate::engine::Plan;
+use crate::fault_engine::Plan;
 use crate::wire::{FakeRequest, FakeResponse};
 
 /// Resend's limit on an `Idempotency-Key`.

@@ -158,13 +158,13 @@ async fn a_client_still_sending_reads_the_413_not_a_reset() {
 async fn a_service_holds_at_most_ten_thousand_rules() {
     let running = Running::start(1).await;
     let rule = r#"{"fault":"refuse","path":"/nowhere"}"#;
-    let rules = format!("[{}]", vec![rule; fake_services::engine::RULES_MAX + 1].join(","));
+    let rules = format!("[{}]", vec![rule; fake_services::fault_engine::RULES_MAX + 1].join(","));
     let seen =
         client::send(running.addr("payments"), &Req::new("POST", "/__twice/rules").body(rules), WAIT_MS)
             .await;
     assert_eq!(seen.status(), Some(400), "{seen:?}");
     assert!(words(&seen).contains("already holds 10000 rules; clear some first"), "{seen:?}");
-    assert_eq!(running.fake("payments").rules().len(), fake_services::engine::RULES_MAX);
+    assert_eq!(running.fake("payments").rules().len(), fake_services::fault_engine::RULES_MAX);
 }
 
 /// A full journal refuses every request unseen (503 in the service's shape), counts it, and
@@ -283,7 +283,7 @@ fn the_default_bounds_are_the_documented_ones() {
         ("1 000 000 effects", bounds.ledger_effects_max == 1_000_000),
         ("1 000 000 idempotency keys", bounds.keys_max == 1_000_000),
         ("100 000 seeded objects", bounds.seeded_objects_max == 100_000),
-        ("10 000 rules", fake_services::engine::RULES_MAX == 10_000),
+        ("10 000 rules", fake_services::fault_engine::RULES_MAX == 10_000),
         ("16 KiB", fake_services::server::URL_BYTES_MAX == 16 * 1024),
         ("64 KiB", fake_services::server::HEADER_SECTION_BYTES_MAX == 64 * 1024),
     ] {

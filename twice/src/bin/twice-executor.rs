@@ -94,7 +94,7 @@ fn main() -> ExitCode {
 }
 
 fn list_escalations(dir: &std::path::Path) -> ExitCode {
-    let path = dir.join(executor::engine::LOG_FILE);
+    let path = dir.join(executor::intent_engine::LOG_FILE);
     if !path.exists() {
         eprintln!("twice-executor: no intent log at {}", path.display());
         return ExitCode::from(2);

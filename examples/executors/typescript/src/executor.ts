@@ -766,7 +766,7 @@ class Executor {
     await this.decide(before, params, service, found, lookedAtMs, tally);
   }
 
-  /** What a lookup sent at `lookedAtMs` proves (executor/src/engine/reconcile.rs, `decide`). */
+  /** What a lookup sent at `lookedAtMs` proves (executor/src/intent_engine/reconcile.rs, `decide`). */
   private async decide(
     before: Intent,
     params: actions.Params,
