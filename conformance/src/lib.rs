@@ -25,13 +25,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use fake_services::{Clock, Fakes, Server, TokioClock};
+use fake_services::{Fakes, Server};
 use scenarios::{IntentSpec, Scenario};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use vocabulary::Clock;
 use vocabulary::State;
+use vocabulary::TokioClock;
 
 use results::{Outcome, ScenarioResult, Source};
 use runner::exit;

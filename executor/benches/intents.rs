@@ -50,11 +50,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bench_support::summary;
-use executor::{Durability, Executor, Limits, Proposal, State, World};
+use executor::{Durability, Executor, Proposal, World};
 use fake_services::payments::Payments;
-use fake_services::{Fake, Fakes, Server, TokioClock};
+use fake_services::{Fake, Fakes, Server};
 use rusqlite::Connection;
 use serde_json::{Value, json};
+use vocabulary::State;
+use vocabulary::TokioClock;
+use vocabulary::protocol::Limits;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Result<T, E = BoxError> = std::result::Result<T, E>;

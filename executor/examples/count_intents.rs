@@ -25,9 +25,10 @@ mod payments_config;
 
 use std::path::Path;
 
-use executor::{Durability, Executor, Proposal, State, World};
+use executor::{Durability, Executor, Proposal, World};
 use rusqlite::Connection;
 use serde_json::json;
+use vocabulary::State;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Result<T, E = BoxError> = std::result::Result<T, E>;

@@ -42,14 +42,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
-use crate::config::Config;
 use crate::log::{Durability, IntentLog, LogError, Recorded};
 use crate::model::{
-    Action, ActionError, Evidence, Intent, State, canonical_json, payload_hash, payload_text,
-    with_placeholders,
+    Action, ActionError, Evidence, Intent, canonical_json, payload_hash, payload_text, with_placeholders,
 };
 use crate::services;
 use crate::world::{Clock, Hooks, IdSource, NoHooks, PooledHttpTransport, SystemClock, Transport, UuidV7};
+use vocabulary::State;
+use vocabulary::protocol::Config;
 
 pub use workflow::{cancelled_after, result_value, waits_for_escalated};
 

@@ -21,7 +21,6 @@
 //!   code on virtual time. `twice-executor` (in `src/bin`) speaks the stdio protocol
 //!   `twice/1` of `docs/protocol.md`.
 
-pub mod config;
 pub mod intent_engine;
 pub mod log;
 pub mod model;
@@ -30,9 +29,8 @@ pub mod services;
 pub mod signing;
 pub mod world;
 
-pub use config::{Config, Contract, Limits, Service};
 pub use intent_engine::{
     DrainError, Executor, OpenError, PassReport, Proposal, ProposeError, Transition, World,
 };
 pub use log::Durability;
-pub use model::{Action, Evidence, Intent, State};
+pub use model::{Action, Evidence, Intent};

@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use crate::model::{Intent, State};
+use crate::model::Intent;
+use vocabulary::State;
 
 mod nonces;
 mod query;

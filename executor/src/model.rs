@@ -10,7 +10,7 @@ use vocabulary::workflow::{self, ParamRef};
 
 /// Where an intent is in its life (`docs/protocol.md` §7): the one state type the harness,
 /// the scenarios and the reports read too.
-pub use vocabulary::State;
+use vocabulary::State;
 
 /// What the executor knows about an intent's effect, for people and checkers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,9 +256,6 @@ impl Action {
         }
     }
 }
-
-/// The secret (`init.secrets`) with the chain account's private key: `0x` and 64 hex digits.
-pub use vocabulary::action::CHAIN_PRIVATE_KEY_SECRET;
 
 /// Canonical JSON (RFC 8785) for the values intents carry: objects with sorted keys, no
 /// insignificant white space, strings escaped as RFC 8785 says, integers only. Floats are

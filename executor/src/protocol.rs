@@ -14,10 +14,12 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use vocabulary::WORKFLOWS_FEATURE;
 
-use crate::config::{Config, Limits, Service};
 use crate::intent_engine::{DrainError, Executor, Proposal, ProposeError, Transition, World};
 use crate::log::Durability;
 use crate::model::{ACTIONS, ActionError};
+use vocabulary::protocol::Config;
+use vocabulary::protocol::Limits;
+use vocabulary::protocol::Service;
 
 /// The protocol version this executor speaks, its line limit and its error codes: the
 /// protocol's own, shared with the harness.

@@ -25,9 +25,12 @@ mod tests;
 
 use serde_json::{Value, json};
 
-use crate::config::{Acks, Config, Contract, Service};
 use crate::model::{Action, Evidence, Intent, Precondition};
 use crate::world::{HttpRequest, HttpResponse, SendError, Transport};
+use vocabulary::Acks;
+use vocabulary::Contract;
+use vocabulary::protocol::Config;
+use vocabulary::protocol::Service;
 
 pub use chain::{ChainFacts, chain_facts, chain_key, rpc_request};
 pub use files::{quoted_md5, read_precondition};

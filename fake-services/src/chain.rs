@@ -31,9 +31,9 @@ pub use self::node::{BASE_FEE_WEI, ChainState, PRIORITY_FEE_WEI, Pooled};
 use self::node::{Decoded, View, hex_address};
 use self::rpc::{Call, Envelope, Params, RpcError};
 use crate::clock::ServiceClock;
-use crate::contract::Contract;
 use crate::core::{ApiError, Commit, Inner, Mode, Outcome, ServiceCore, Shape, Stamp};
 use crate::wire::{Disposition, FakeRequest, FakeResponse};
+use vocabulary::contract::Contract;
 
 /// The service's name in rules, ledgers and URLs files.
 pub const NAME: &str = "chain";

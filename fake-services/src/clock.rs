@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use vocabulary::clock::{Clock, ManualClock, SystemClock, TokioClock};
+use vocabulary::clock::Clock;
 
 /// The last millisecond of year 9999, where service time stops: HTTP dates (`Last-Modified`,
 /// `Date`) cannot say a later one.
@@ -56,6 +56,7 @@ impl std::fmt::Debug for ServiceClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vocabulary::clock::ManualClock;
 
     #[test]
     fn jumps_add_to_the_base_clock() {

@@ -3,17 +3,19 @@
 use std::sync::Arc;
 
 use crate::chain::{self, Chain};
-use crate::clock::{Clock, ServiceClock};
-use crate::contract::{Contract, ContractPatch};
+use crate::clock::ServiceClock;
 use crate::core::{ApiError, Bounds, Pending, PendingKind};
 use crate::fault_engine::ArmedRule;
 use crate::files::{self, Files};
 use crate::messages::{self, Messages};
 use crate::payments::{self, Payments};
-use crate::record::{Effect, JournalEntry};
-use crate::rule::FaultRule;
 use crate::wire::{Disposition, FakeRequest, FakeResponse};
 use crate::workspaces::{self, Workspaces};
+use vocabulary::Clock;
+use vocabulary::Effect;
+use vocabulary::JournalEntry;
+use vocabulary::contract::{Contract, ContractPatch};
+use vocabulary::rule::FaultRule;
 
 /// One fake service.
 #[derive(Clone)]

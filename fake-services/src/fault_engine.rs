@@ -10,7 +10,7 @@ use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::rule::{FaultRule, FaultSpec, RequestView};
+use vocabulary::rule::{FaultRule, FaultSpec, RequestView};
 
 /// At most this many rules per service, so a runaway client cannot grow a fake without bound.
 pub const RULES_MAX: usize = 10_000;

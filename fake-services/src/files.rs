@@ -53,9 +53,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use crate::clock::ServiceClock;
-use crate::contract::Contract;
 use crate::core::{Commit, Ctx, Outcome, ServiceCore, Shape};
 use crate::wire::{Disposition, FakeRequest};
+use vocabulary::contract::Contract;
 
 pub use http::{KEY_BYTES_MAX, check_bucket_name};
 pub use payload::METADATA_BYTES_MAX;

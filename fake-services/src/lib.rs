@@ -32,7 +32,6 @@
 
 pub mod chain;
 pub mod clock;
-pub mod contract;
 pub mod core;
 pub mod fake;
 pub mod fault_engine;
@@ -45,16 +44,12 @@ pub mod messages;
 pub mod metadata;
 pub mod payments;
 pub mod record;
-pub mod rule;
 pub mod server;
 pub mod wire;
 pub mod workspaces;
 
-pub use clock::{Clock, ManualClock, ServiceClock, TokioClock};
-pub use contract::{Acks, Contract, ContractPatch, KeyPolicy, Reads};
+pub use clock::ServiceClock;
 pub use core::{Bounds, Pending, PendingKind};
 pub use fake::{Fake, Fakes};
-pub use record::{Effect, JournalEntry};
-pub use rule::{FaultRule, FaultSpec};
 pub use server::{Gate, Listener, Server, Tap};
 pub use wire::{Disposition, FakeRequest, FakeResponse};

@@ -35,11 +35,11 @@ use serde_json::Value;
 
 pub use self::mailbox::MessagesState;
 use crate::clock::ServiceClock;
-use crate::contract::Contract;
 use crate::core::{Outcome, ServiceCore, Shape};
 use crate::files::http::percent_decode;
 use crate::wire::{Disposition, FakeRequest};
 use answer::{error_body, not_found, wrong_method};
+use vocabulary::contract::Contract;
 
 /// The service's name in rules, ledgers and URLs files.
 pub const NAME: &str = "messages";

@@ -28,10 +28,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::clock::ServiceClock;
-use crate::contract::Contract;
 use crate::core::{ApiError, Commit, Outcome, ServiceCore, Shape};
 use crate::record::IdMap;
 use crate::wire::{Disposition, FakeRequest};
+use vocabulary::contract::Contract;
 
 // Named by `Payments`' own methods, so they stay where callers have always found them.
 pub use keys::Permission;

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
-pub use vocabulary::record::{Effect, JournalEntry, PROVIDER_REDELIVERY};
+use vocabulary::record::{Effect, JournalEntry};
 
 use crate::wire::FakeResponse;
 

@@ -54,7 +54,7 @@ pub const HEADER_SECTION_READ_BYTES_MAX: usize = 2 * HEADER_SECTION_BYTES_MAX;
 /// per request); more is hyper's own 431 with no body.
 pub const HEADERS_MAX: usize = 100;
 /// The longest a [`Tap`]'s gate holds an answer, as long as the longest fault may.
-pub const GATE_HOLD_MS_MAX: u64 = crate::rule::HOLD_MS_MAX;
+pub const GATE_HOLD_MS_MAX: u64 = vocabulary::rule::HOLD_MS_MAX;
 
 /// Holds an answer until it opens: when its sender sends, or is dropped.
 pub type Gate = oneshot::Receiver<()>;

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::clock::ServiceClock;
-use crate::contract::Contract;
 use crate::core::{ApiError, Commit, Inner, Mode, Outcome, ServiceCore, Shape, Stamp};
-use crate::record::Effect;
 use crate::wire::{Disposition, FakeRequest, FakeResponse};
+use vocabulary::Effect;
+use vocabulary::contract::Contract;
 
 /// The service's name in rules, ledgers and URLs files.
 pub const NAME: &str = "workspaces";

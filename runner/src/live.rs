@@ -49,11 +49,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fake_services::{Clock, Contract, Fakes, Server, TokioClock};
+use fake_services::{Fakes, Server};
 use scenarios::Scenario;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
+use vocabulary::Clock;
+use vocabulary::Contract;
+use vocabulary::TokioClock;
 
 pub use crate::phase_engine::BACKGROUND_ROUND_MS;
 pub use crate::phase_engine::RunError;

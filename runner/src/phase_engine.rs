@@ -29,9 +29,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use fake_services::{Clock, Fakes};
+use fake_services::Fakes;
 use scenarios::model::FIRST_WORKER;
 use scenarios::{EventAction, PhaseName, Point, Scenario};
+use vocabulary::Clock;
 use vocabulary::WORKFLOWS_FEATURE;
 
 mod backend;

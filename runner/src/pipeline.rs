@@ -154,7 +154,7 @@ pub fn load_catalog(name: &str) -> anyhow::Result<Case> {
         Some(s) => Ok(Case { scenario: s.clone(), source: Source::Catalog }),
         None => {
             let names: Vec<&str> = catalog.iter().map(|s| s.name.as_str()).collect();
-            let hint = fake_services::rule::closest(name, &names)
+            let hint = vocabulary::rule::closest(name, &names)
                 .map(|n| format!(" (did you mean \"{n}\"?)"))
                 .unwrap_or_default();
             bail!("no catalog scenario \"{name}\"{hint}; `twice scenarios list` shows them")

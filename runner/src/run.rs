@@ -135,9 +135,9 @@ const PER_INTENT_MS: u64 = 100;
 /// (`twice run --timeline`): ordered by this key, a simulated schedule of their measured
 /// durations ends within 0.4 s of the best ordering, 1.6 s sooner than the catalog's order.
 pub fn expected_live_ms(scenario: &Scenario) -> u64 {
-    use fake_services::FaultSpec;
     use scenarios::model::EventAction;
-    let contracts: BTreeMap<String, fake_services::Contract> = crate::setup::used_services(scenario)
+    use vocabulary::FaultSpec;
+    let contracts: BTreeMap<String, vocabulary::Contract> = crate::setup::used_services(scenario)
         .into_iter()
         .filter_map(|service| scenario.contract(&service).map(|c| (service, c)))
         .collect();

@@ -212,7 +212,7 @@ mod tests {
             "intents": [{"id": "f1", "action": "files.put", "params": {"bucket": "b", "key": "k", "body": "v"}}],
         }))
         .expect("a scenario");
-        let fakes = Fakes::new(std::sync::Arc::new(fake_services::ManualClock::new(0)), 1);
+        let fakes = Fakes::new(std::sync::Arc::new(vocabulary::ManualClock::new(0)), 1);
         let names: Vec<String> = contracts(&scenario, &fakes).into_keys().collect();
         assert_eq!(names, ["files", "payments", "workspaces"]);
     }

@@ -27,11 +27,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use fake_services::clock::Clock as _;
 use fake_services::{Fake, Fakes};
 use scenarios::{IntentSpec, Scenario};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
+use vocabulary::Clock as _;
 
 pub use crate::phase_engine::RunError;
 use crate::phase_engine::{
@@ -121,9 +121,9 @@ pub struct SimBackend<'a> {
     changes_tx: mpsc::UnboundedSender<(String, Vec<StateChange>)>,
     changes_rx: mpsc::UnboundedReceiver<(String, Vec<StateChange>)>,
     workers: Roster<SimWorker>,
-    services: BTreeMap<String, executor::Service>,
+    services: BTreeMap<String, vocabulary::protocol::Service>,
     /// The run's base clock, for stamping background changes that carry no time.
-    base: fake_services::TokioClock,
+    base: vocabulary::TokioClock,
     /// The workers' clock: the same virtual time, without any service's jumps.
     clock: executor::world::TokioClock,
     state_dir: PathBuf,
@@ -324,7 +324,7 @@ pub async fn run(
     factory: &dyn SimFactory,
     work_dir: &Path,
 ) -> Result<Observed, setup::SetupError> {
-    let base = fake_services::TokioClock::starting_at(EPOCH_MS);
+    let base = vocabulary::TokioClock::starting_at(EPOCH_MS);
     let fakes = Fakes::new(Arc::new(base.clone()), seed);
     let world = World::prepare(scenario, fakes, Arc::new(base.clone()))?;
     let services = world.services(|name| Some(sim_url(name)));

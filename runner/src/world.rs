@@ -12,8 +12,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use fake_services::{Clock, Fakes};
+use fake_services::Fakes;
 use scenarios::{EventAction, Scenario};
+use vocabulary::Clock;
 use vocabulary::Contract;
 use vocabulary::protocol::{Limits, Service};
 

@@ -20,7 +20,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use fake_services::{Fakes, Listener, Server, TokioClock};
+use fake_services::{Fakes, Listener, Server};
+use vocabulary::TokioClock;
 
 use control::ControlServer;
 use world::{StepTap, World};
@@ -142,7 +143,7 @@ pub async fn start(args: &ServeArgs) -> anyhow::Result<Served> {
         Some(name) => Some(runner::pipeline::load(name)?),
         None => None,
     };
-    let base: Arc<dyn fake_services::Clock> = Arc::new(TokioClock::from_wall_clock());
+    let base: Arc<dyn vocabulary::Clock> = Arc::new(TokioClock::from_wall_clock());
     let fakes = Fakes::new(Arc::clone(&base), args.seed);
     let world = Arc::new(World::new(fakes.clone(), base, args.seed, args.strict_keys));
     let tap: Arc<dyn fake_services::Tap> = Arc::new(StepTap(Arc::clone(&world)));

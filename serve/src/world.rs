@@ -123,7 +123,7 @@ impl HeldAtStep {
 pub struct World {
     pub fakes: Fakes,
     /// The base clock under every service's own: what the timeline is stamped with.
-    base: Arc<dyn fake_services::Clock>,
+    base: Arc<dyn vocabulary::Clock>,
     pub seed: u64,
     /// Base URL per service, and `control` for serve's own endpoint.
     pub urls: Mutex<BTreeMap<String, String>>,
@@ -138,7 +138,7 @@ pub struct World {
 impl World {
     /// Serve's state over `fakes`, with the world every reset leaves (see [`World::reset`])
     /// set up at once.
-    pub fn new(fakes: Fakes, base: Arc<dyn fake_services::Clock>, seed: u64, strict_keys: bool) -> World {
+    pub fn new(fakes: Fakes, base: Arc<dyn vocabulary::Clock>, seed: u64, strict_keys: bool) -> World {
         let world = World {
             fakes,
             base,

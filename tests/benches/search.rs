@@ -57,13 +57,15 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use fake_services::{Contract, FaultRule, FaultSpec};
 use results::{Outcome, ScenarioResult, Source};
 use runner::run::{self, Case, Driver, RunContext};
 use runner::sim::{Reference, SimFactory};
 use scenarios::generate::REQUEST_TIMEOUT_MS;
 use scenarios::{Scenario, ServiceFault};
 use serde_json::{Value, json};
+use vocabulary::Contract;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 use mutant_naive::{Naive, Style};
 use mutant_table::{MUTANTS, Mutant};

@@ -130,7 +130,7 @@ async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
     // settled, then rounds of reconcile and drain until nothing is unresolved, a pause of a
     // request timeout and a settle bound between rounds.
     runner::setup::heal(&served.world.fakes);
-    let contracts: BTreeMap<String, fake_services::Contract> =
+    let contracts: BTreeMap<String, vocabulary::Contract> =
         serde_json::from_value(world["contracts"].clone()).unwrap();
     let settle_ms = contracts.values().map(|c| c.settle_ms_max).max().unwrap_or(0);
     settle(&served.world.fakes, settle_ms).await;

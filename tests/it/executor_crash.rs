@@ -10,8 +10,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fake_services::{FaultRule, FaultSpec};
 use serde_json::{Value, json};
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 use crate::executor_process::{Died, REPLY_WAIT, XorShift, fresh_dir};
 use crate::executor_world::{

@@ -5,10 +5,13 @@
 
 use std::time::Duration;
 
-use executor::State;
-use executor::config::Limits;
 use executor::model::Decision;
-use fake_services::{ContractPatch, FaultRule, FaultSpec, Reads};
+use vocabulary::ContractPatch;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
+use vocabulary::Reads;
+use vocabulary::State;
+use vocabulary::protocol::Limits;
 
 use crate::executor_rig::{self, PAYMENTS, Rig, judge, limits};
 

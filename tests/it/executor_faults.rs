@@ -5,9 +5,15 @@
 
 use std::time::Duration;
 
-use executor::config::Limits;
-use executor::{Proposal, State};
-use fake_services::{Acks, ContractPatch, FaultRule, FaultSpec, KeyPolicy, Reads};
+use executor::Proposal;
+use vocabulary::Acks;
+use vocabulary::ContractPatch;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
+use vocabulary::KeyPolicy;
+use vocabulary::Reads;
+use vocabulary::State;
+use vocabulary::protocol::Limits;
 
 use crate::executor_rig::{
     self, CHAIN, FILES, MESSAGES, PAYMENTS, Rig, SEEDED_KEY, WORKSPACES, judge, limits,
@@ -668,8 +674,8 @@ fn the_table_covers_every_fault_on_every_service() {
     let cases = cases();
     let delivery = |kind: &str| matches!(kind, "deliver_late" | "redeliver");
     for service in [PAYMENTS, WORKSPACES, FILES, CHAIN, MESSAGES] {
-        let delivers = fake_services::rule::DELIVERY_SERVICES.contains(&service);
-        for kind in fake_services::rule::FAULT_KINDS.iter().filter(|k| delivers || !delivery(k)) {
+        let delivers = vocabulary::rule::DELIVERY_SERVICES.contains(&service);
+        for kind in vocabulary::rule::FAULT_KINDS.iter().filter(|k| delivers || !delivery(k)) {
             let covered =
                 cases.iter().any(|c| c.service == service && c.rules.iter().any(|r| r.fault.kind() == *kind));
             assert!(covered, "no case injects {kind} on {service}");

@@ -26,9 +26,11 @@ use std::time::{Duration, Instant};
 
 use executor::Durability;
 use executor::log::IntentLog;
-use fake_services::{Effect, FaultRule, FaultSpec};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
+use vocabulary::Effect;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 use crate::executor_process::{EXIT_WAIT, ExecutorProcess, REPLY_WAIT, fresh_dir};
 use crate::executor_world::{Services, check, init, propose, refund, resolve, start_with, workspace};
@@ -244,7 +246,7 @@ struct PausedBeforeSend {
     by_b: Value,
     /// Every write that reached the service after A was resumed: A's late ones, if it sent
     /// any (B had finished by then).
-    late_writes: Vec<fake_services::JournalEntry>,
+    late_writes: Vec<vocabulary::JournalEntry>,
 }
 
 /// A is paused before its write has left the process (its connection is not established),
@@ -305,7 +307,7 @@ async fn paused_before_send(services: &Services, intent: Value, service: &str) -
         assert!(Instant::now() < deadline, "a request still pending: {:?}", fake.journal());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let late_writes: Vec<fake_services::JournalEntry> = fake
+    let late_writes: Vec<vocabulary::JournalEntry> = fake
         .journal()
         .into_iter()
         .skip(before_resume)

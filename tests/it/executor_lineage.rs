@@ -2,8 +2,10 @@
 //! replaces is unresolved, and never executes at all once that intent turns out confirmed.
 //! Judged by the payments ledger: never two refunds for `pi_1`.
 
-use executor::{Proposal, State};
-use fake_services::{FaultRule, FaultSpec};
+use executor::Proposal;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
+use vocabulary::State;
 
 use crate::executor_rig::{PAYMENTS, Rig, judge, limits, refund};
 

@@ -3,8 +3,9 @@
 //! cannot check.
 
 use executor::model::ActionError;
-use executor::{Proposal, ProposeError, State};
+use executor::{Proposal, ProposeError};
 use serde_json::json;
+use vocabulary::State;
 
 use crate::executor_rig::{PAYMENTS, Rig, judge, limits, refund, workspace};
 

@@ -12,12 +12,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use executor::config::{self as xc, Limits};
 use executor::services::INTENT_METADATA_KEY;
-use executor::{Config, Durability, Executor, Intent, Proposal, State, World};
-use fake_services::{ContractPatch, Effect, Fake, Fakes, FaultRule, Server, TokioClock};
+use executor::{Durability, Executor, Intent, Proposal, World};
+use fake_services::{Fake, Fakes, Server};
 use scenarios::model::CHAIN_ACCOUNT_BALANCE_WEI;
 use serde_json::{Value, json};
+use vocabulary::ContractPatch;
+use vocabulary::Effect;
+use vocabulary::FaultRule;
+use vocabulary::State;
+use vocabulary::TokioClock;
+use vocabulary::protocol::Config;
+use vocabulary::protocol::{Limits, Service};
 
 pub const PAYMENTS: &str = "payments";
 pub const WORKSPACES: &str = "workspaces";
@@ -72,7 +78,7 @@ pub fn patch(extra: ContractPatch) -> ContractPatch {
 /// The fake's contract as the executor is told it: the same `vocabulary::Contract`, so an
 /// added term reaches both sides at once (this used to convert between two types field by
 /// field).
-pub fn announce(contract: &fake_services::Contract) -> xc::Contract {
+pub fn announce(contract: &vocabulary::Contract) -> vocabulary::Contract {
     contract.clone()
 }
 
@@ -131,7 +137,7 @@ impl Rig {
             let contract = fake.patch_contract(patch);
             services.insert(
                 fake.name().to_string(),
-                xc::Service { url: server.url(), contract: announce(&contract) },
+                Service { url: server.url(), contract: announce(&contract) },
             );
             servers.push(server);
         }

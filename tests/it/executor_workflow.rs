@@ -10,10 +10,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use executor::Durability;
 use executor::log::{Change, IntentLog};
-use executor::{Durability, State};
-use fake_services::{ContractPatch, Effect, Fakes, FaultRule, JournalEntry, Server, TokioClock};
+use fake_services::{Fakes, Server};
 use serde_json::{Value, json};
+use vocabulary::ContractPatch;
+use vocabulary::Effect;
+use vocabulary::FaultRule;
+use vocabulary::JournalEntry;
+use vocabulary::State;
+use vocabulary::TokioClock;
 
 use crate::executor_process::{ExecutorProcess, REPLY_WAIT, fresh_dir};
 use crate::executor_world::{propose, resolve};

@@ -7,8 +7,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fake_services::{ContractPatch, Effect, Fake, Fakes, JournalEntry, Server, TokioClock};
+use fake_services::{Fake, Fakes, Server};
 use serde_json::{Value, json};
+use vocabulary::ContractPatch;
+use vocabulary::Effect;
+use vocabulary::JournalEntry;
+use vocabulary::TokioClock;
 
 use crate::executor_process::{ExecutorProcess, REPLY_WAIT, XorShift};
 

@@ -40,11 +40,11 @@ mod worker;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use executor::Config;
 use executor::world::{TokioClock, Transport};
 use results::Claim;
 use runner::sim::{BoxFuture, Refusal, SimExecutor, SimFactory, StateChange, WorkerSetup};
 use scenarios::IntentSpec;
+use vocabulary::protocol::Config;
 
 use store::{Rec, Store};
 
@@ -184,7 +184,7 @@ impl Timing {
     /// The announced limits with this executor's own waits in place: its request timeout and
     /// lease never longer than the harness announced, its pause as it likes. (Margin and
     /// backoff are not limits: the worker reads them from its choices.)
-    pub fn apply(&self, limits: &mut executor::Limits) {
+    pub fn apply(&self, limits: &mut vocabulary::protocol::Limits) {
         limits.request_timeout_ms =
             self.request_timeout_ms.map_or(limits.request_timeout_ms, |t| t.min(limits.request_timeout_ms));
         limits.lease_ms = self.lease_ms.map_or(limits.lease_ms, |t| t.min(limits.lease_ms));

@@ -5,9 +5,13 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fake_services::{Effect, Fake, Fakes, FaultRule, JournalEntry, Server, TokioClock};
+use fake_services::{Fake, Fakes, Server};
 use serde_json::Value;
 use tokio::process::Command;
+use vocabulary::Effect;
+use vocabulary::FaultRule;
+use vocabulary::JournalEntry;
+use vocabulary::TokioClock;
 
 /// A script that has not finished by then is killed and the test fails.
 pub const SCRIPT_WAIT: Duration = Duration::from_secs(60);

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use fake_services::{Fakes, TokioClock};
+use fake_services::Fakes;
+use vocabulary::TokioClock;
 
 /// The READMEs a user reads first: the project's and each kit's.
 const READMES: [&str; 3] = ["README.md", "clients/python/README.md", "clients/node/README.md"];

@@ -4,8 +4,13 @@
 use std::sync::Arc;
 
 use fake_services::files::Files;
-use fake_services::{Effect, Fake, Fakes, FaultRule, FaultSpec, JournalEntry, TokioClock};
+use fake_services::{Fake, Fakes};
 use serde_json::{Value, json};
+use vocabulary::Effect;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
+use vocabulary::JournalEntry;
+use vocabulary::TokioClock;
 
 use crate::python::{SEED, run_script};
 const SCRIPT: &str = "files_boto3.py";

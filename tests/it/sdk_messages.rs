@@ -4,8 +4,13 @@
 
 use std::sync::Arc;
 
-use fake_services::{Effect, Fake, Fakes, FaultRule, FaultSpec, JournalEntry, TokioClock};
+use fake_services::{Fake, Fakes};
 use serde_json::Value;
+use vocabulary::Effect;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
+use vocabulary::JournalEntry;
+use vocabulary::TokioClock;
 
 use crate::python::{SEED, run_script};
 

@@ -10,9 +10,13 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use fake_services::chain::address_of;
-use fake_services::{Fake, Fakes, FaultRule, FaultSpec, JournalEntry, Server, TokioClock};
+use fake_services::{Fake, Fakes, Server};
 use serde_json::Value;
 use tokio::process::Command;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
+use vocabulary::JournalEntry;
+use vocabulary::TokioClock;
 
 use crate::python::{SCRIPT_WAIT, SEED};
 use crate::typescript_executor::node_executor_script;

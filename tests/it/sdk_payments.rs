@@ -1,8 +1,10 @@
 //! The payments fake against the real stripe-python SDK and a naive requests + tenacity
 //! retry, over loopback HTTP: what the client saw, and what the ledger says happened.
 
-use fake_services::{Effect, FaultRule, FaultSpec};
 use serde_json::{Value, json};
+use vocabulary::Effect;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 use crate::python::{Run, run_payments};
 

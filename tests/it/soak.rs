@@ -26,10 +26,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fake_services::{Bounds, FakeRequest, Fakes, Gate, Listener, Server, Tap, TokioClock};
+use fake_services::{Bounds, FakeRequest, Fakes, Gate, Listener, Server, Tap};
 use runner::setup;
 use scenarios::Scenario;
 use serde_json::{Value, json};
+use vocabulary::TokioClock;
 
 use crate::executor_process::{ExecutorProcess, REPLY_WAIT, XorShift, fresh_dir};
 use crate::executor_world::{propose, propose_in_batches};
@@ -595,7 +596,7 @@ fn injected_422(service: &str) -> Option<(String, f64)> {
 /// The decision refusals in `journals`, attributed to the intents of `status`: by the
 /// idempotency key (every key an intent used is in its evidence) or, for a request without
 /// one (S3's puts), by the business key the fake read from the refused request.
-fn refusals(status: &[Value], journals: &BTreeMap<String, Vec<fake_services::JournalEntry>>) -> Refusals {
+fn refusals(status: &[Value], journals: &BTreeMap<String, Vec<vocabulary::JournalEntry>>) -> Refusals {
     let mut by_key = HashMap::<&str, &str>::new();
     let mut by_business_key = HashMap::<(&str, String), &str>::new();
     for claim in status {

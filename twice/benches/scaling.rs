@@ -39,12 +39,14 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use common::{Quiet, Result, SEED, THREADS, WorkDir, summary};
-use fake_services::{ContractPatch, FaultRule, FaultSpec};
 use results::{Outcome, Source};
 use runner::run::{self, Case, Driver, RunContext};
 use runner::sim::{self, Reference};
 use scenarios::{IntentSpec, LimitOverrides, Scenario, ServiceFault};
 use serde_json::{Value, json};
+use vocabulary::ContractPatch;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 const BENCH: &str = "twice/scaling";
 /// Intents in one scenario.

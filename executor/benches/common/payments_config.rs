@@ -4,8 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use executor::config::KeyPolicy;
-use executor::{Config, Contract, Limits, Service};
+use vocabulary::Contract;
+use vocabulary::KeyPolicy;
+use vocabulary::protocol::Config;
+use vocabulary::protocol::Limits;
+use vocabulary::protocol::Service;
 
 /// The payments service at `url` with the fake's contract (keys honoured for a day), and the
 /// library's default limits; `worker_id` names the worker.

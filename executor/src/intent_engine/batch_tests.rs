@@ -8,11 +8,14 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 
 use super::{Executor, Proposal, ProposeError, World};
-use crate::config::{Config, Limits, Service};
 use crate::log::{Durability, IntentLog};
-use crate::model::{Intent, State};
+use crate::model::Intent;
 use crate::world::{Counter, Hooks, HttpTransport};
+use vocabulary::State;
 use vocabulary::clock::ManualClock;
+use vocabulary::protocol::Config;
+use vocabulary::protocol::Limits;
+use vocabulary::protocol::Service;
 
 /// At each `after_record`, how many intents another connection finds in the log file: what
 /// a crash at that point would leave.

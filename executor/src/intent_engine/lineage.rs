@@ -7,7 +7,7 @@
 
 use super::{Executor, Pending};
 use crate::log::LogError;
-use crate::model::State;
+use vocabulary::State;
 
 /// What a lineage established, from the newest predecessor back to its root.
 pub(super) enum Lineage {

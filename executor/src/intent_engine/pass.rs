@@ -13,8 +13,9 @@ use super::send::Send;
 use super::workflow::Unresolvable;
 use super::{DrainError, Executor, PassReport, Transition};
 use crate::log::{Change, LogError};
-use crate::model::{Action, Intent, State};
+use crate::model::{Action, Intent};
 use crate::services::{self, Lookup, WriteOutcome};
+use vocabulary::State;
 
 impl Executor {
     /// Whether `sending`, if it resends under a key whose first send may have landed, still

@@ -4,7 +4,8 @@
 //! commits them; they live in a file of their own, below all four, so that `pass` uses the
 //! others and none of them uses `pass`.
 
-use crate::model::{Action, Intent, State};
+use crate::model::{Action, Intent};
+use vocabulary::State;
 
 /// A planned write: the row as it should become, and what it was.
 pub(super) struct Planned {

@@ -6,11 +6,12 @@ use std::collections::BTreeSet;
 
 use super::Executor;
 use super::planned::{Planned, Sending};
-use crate::config::Service;
 use crate::log::LogError;
-use crate::model::{Action, State};
+use crate::model::Action;
 use crate::services::{self, ChainFacts};
 use crate::signing::{ChainKey, SignedTransfer};
+use vocabulary::State;
+use vocabulary::protocol::Service;
 
 /// The chain account's nonces as one pass allocates them: the lowest nonce at or above the
 /// node's pending nonce that no intent of the log (or of this pass) has signed with. The

@@ -8,9 +8,11 @@
 
 use super::planned::Planned;
 use super::{Executor, SAFETY_MARGIN_MS};
-use crate::config::{Contract, KeyPolicy};
-use crate::model::{Action, Intent, State};
+use crate::model::{Action, Intent};
 use crate::services::{self, Lookup};
+use vocabulary::Contract;
+use vocabulary::KeyPolicy;
+use vocabulary::State;
 
 /// What a lookup led to.
 pub(super) enum Decision {

@@ -5,9 +5,10 @@
 
 use super::Executor;
 use super::planned::Planned;
-use crate::config::Reads;
-use crate::model::{Action, Decision, Intent, State};
+use crate::model::{Action, Decision, Intent};
 use crate::services::{self, Lookup, WriteOutcome};
+use vocabulary::Reads;
+use vocabulary::State;
 
 /// An intent about to be sent.
 pub(super) struct Send {

@@ -12,7 +12,8 @@ use vocabulary::workflow;
 use super::lineage::{Lineage, cancelled};
 use super::{Executor, Pending};
 use crate::log::LogError;
-use crate::model::{Intent, State};
+use crate::model::Intent;
+use vocabulary::State;
 
 /// What the intents a step comes after established.
 enum After {

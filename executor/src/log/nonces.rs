@@ -13,7 +13,8 @@ use std::collections::BTreeSet;
 use rusqlite::params;
 
 use super::{IntentLog, LogError};
-use crate::model::{Intent, State};
+use crate::model::Intent;
+use vocabulary::State;
 
 impl IntentLog {
     /// The nonces of `account` that intents of this log have signed with.
@@ -86,7 +87,8 @@ mod tests {
 
     use crate::log::testing::transfer;
     use crate::log::{Change, Durability, IntentLog};
-    use crate::model::{Evidence, Intent, State};
+    use crate::model::{Evidence, Intent};
+    use vocabulary::State;
 
     fn submit(log: &mut IntentLog, row: &Intent) -> bool {
         let mut new = row.clone();

@@ -9,7 +9,8 @@ use rusqlite::OptionalExtension;
 
 use super::row::{COLUMNS, read_row};
 use super::{HistoryEntry, IntentLog, LogError, Seen};
-use crate::model::{Intent, State};
+use crate::model::Intent;
+use vocabulary::State;
 
 /// The statements with the column list in them, written once per process rather than at
 /// every call (`prepare_cached` looks them up by their text).
@@ -173,7 +174,8 @@ impl IntentLog {
 mod tests {
     use crate::log::testing::transfer;
     use crate::log::{Change, IntentLog};
-    use crate::model::{Evidence, State};
+    use crate::model::Evidence;
+    use vocabulary::State;
 
     /// The active rows are read again whenever the log changed since the last read, by this
     /// connection or another one, and only then.

@@ -7,7 +7,8 @@ use std::sync::LazyLock;
 
 use rusqlite::{Row, params};
 
-use crate::model::{Evidence, Intent, State};
+use crate::model::{Evidence, Intent};
+use vocabulary::State;
 
 pub(super) const COLUMNS: &str = "id, action, params, params_hash, idem_key, state, attempts, replaces, evidence, \
      maybe_executed, lease_owner, lease_epoch, lease_until_ms, version, created_ms, updated_ms, \

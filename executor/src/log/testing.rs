@@ -1,6 +1,7 @@
 //! What the log's tests share: a transfer row, signed with a nonce of account `0xaa`.
 
-use crate::model::{Evidence, Intent, State};
+use crate::model::{Evidence, Intent};
+use vocabulary::State;
 
 pub(super) fn transfer(id: &str, nonce: u64) -> Intent {
     Intent {

@@ -7,7 +7,7 @@
 use rusqlite::OptionalExtension;
 
 use super::Change;
-use crate::model::State;
+use vocabulary::State;
 
 /// What a conditional write is checked against in debug builds: the row as the transaction
 /// finds it just before the write.
@@ -74,7 +74,8 @@ pub(super) fn check_transition(before: &Before, change: &Change<'_>) -> Result<(
 mod tests {
     use crate::log::testing::transfer;
     use crate::log::{Change, Durability, IntentLog};
-    use crate::model::{Evidence, Intent, State};
+    use crate::model::{Evidence, Intent};
+    use vocabulary::State;
 
     /// In every build, a write that would move a lease epoch back or take an intent out of a
     /// terminal state is refused before it is written, naming the intent and both values.

@@ -159,7 +159,8 @@ impl IntentLog {
 mod tests {
     use crate::log::IntentLog;
     use crate::log::testing::transfer;
-    use crate::model::{Evidence, State};
+    use crate::model::Evidence;
+    use vocabulary::State;
 
     /// The sim's warm logs: a run's log is empty whatever the run before it on the same name
     /// left (rows and counters), its workers share it, and a connection dropped inside a

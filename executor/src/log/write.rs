@@ -12,7 +12,8 @@ use super::row::{evidence_json, insert, read_row};
 use super::transition::{check_transition, row_before, row_version};
 use super::tx::Tx;
 use super::{Change, IntentLog, LogError, Recorded};
-use crate::model::{Intent, State};
+use crate::model::Intent;
+use vocabulary::State;
 
 impl IntentLog {
     /// Records a new intent, durably, unless its id exists already.
@@ -258,7 +259,7 @@ mod tests {
     fn only_a_confirmation_of_a_sent_intent_may_skip_the_wait() {
         use super::can_redo;
         use crate::log::Change;
-        use crate::model::State;
+        use vocabulary::State;
         let change = |from: State, to: State| {
             let mut new = transfer("t", 1);
             new.state = to;
@@ -281,7 +282,7 @@ mod tests {
     #[test]
     fn a_confirmation_is_committed_and_the_log_waits_again_after_it() {
         use crate::log::Change;
-        use crate::model::State;
+        use vocabulary::State;
         let dir = std::env::temp_dir().join(format!("twice-log-lazy-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();

@@ -7,10 +7,12 @@ use std::sync::Mutex;
 use serde_json::{Value, json};
 
 use super::{Lookup, WriteOutcome, base, excerpt, lookup_request};
-use crate::config::{Config, Service};
-use crate::model::{Action, CHAIN_PRIVATE_KEY_SECRET, Intent};
+use crate::model::{Action, Intent};
 use crate::signing::{ChainKey, Transfer};
 use crate::world::{HttpRequest, HttpResponse, SendError, Transport};
+use vocabulary::CHAIN_PRIVATE_KEY_SECRET;
+use vocabulary::protocol::Config;
+use vocabulary::protocol::Service;
 
 /// What a transfer is signed against: the chain, the account's pending nonce and the fees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

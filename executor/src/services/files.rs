@@ -5,9 +5,10 @@
 use md5::{Digest, Md5};
 
 use super::{Lookup, WriteOutcome, base, excerpt, lookup_request};
-use crate::config::{Config, Service};
 use crate::model::{Action, Intent, Precondition};
 use crate::world::{HttpRequest, HttpResponse, Transport};
+use vocabulary::protocol::Config;
+use vocabulary::protocol::Service;
 
 /// The header that puts the intent's id in an object's user metadata
 /// (`vocabulary::INTENT_TAG`, as S3 names metadata after its header).

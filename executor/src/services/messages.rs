@@ -7,9 +7,10 @@
 use serde_json::{Value, json};
 
 use super::{WriteOutcome, base, describe};
-use crate::config::{Config, Service};
 use crate::model::{Action, Intent};
 use crate::world::{HttpRequest, HttpResponse};
+use vocabulary::protocol::Config;
+use vocabulary::protocol::Service;
 
 /// The email header that carries the intent's id into the recipient's inbox, so that a
 /// read-back tells this intent's message from any other sent to the same address (a

@@ -2,7 +2,7 @@
 //! id under, and the API key its requests are authorised with. Its write, answers and list
 //! lookup follow the JSON API conventions it shares with workspaces, in the parent module.
 
-use crate::config::Config;
+use vocabulary::protocol::Config;
 
 /// The metadata key under which a refund carries the intent's id, so that a lookup can tell
 /// this intent's refund from any other refund of the same payment intent.

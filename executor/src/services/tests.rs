@@ -73,7 +73,7 @@ fn intent(evidence: Evidence) -> Intent {
         params: String::new(),
         params_hash: String::new(),
         key: "k".into(),
-        state: crate::model::State::Submitted,
+        state: vocabulary::State::Submitted,
         attempts: 1,
         replaces: None,
         after: Vec::new(),

@@ -13,12 +13,13 @@ use std::time::Instant;
 use bench_support::summary;
 use bytes::Bytes;
 use fake_services::chain::{address_of, sign_transfer};
-use fake_services::{Fake, Fakes, Server, TokioClock};
+use fake_services::{Fake, Fakes, Server};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{CONTENT_TYPE, HOST, HeaderValue};
 use hyper::{Request, StatusCode};
 use serde_json::json;
+use vocabulary::TokioClock;
 
 use crate::target::open_connections;
 use crate::{CONNECTIONS, ROUNDS, Result, SEED, WARMUP, WINDOW, record};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fake_services::{Bounds, Fake, Fakes, Server, TokioClock};
+use fake_services::{Bounds, Fake, Fakes, Server};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
@@ -17,6 +17,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+use vocabulary::TokioClock;
 
 use crate::{BARE_BODY, Result, SEED};
 

@@ -8,13 +8,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fake_services::{Fake, FaultRule, FaultSpec};
+use fake_services::Fake;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 use crate::refund_stub::Stub;
 use crate::{CONNECTIONS, FILE_BUCKET, FILE_BYTES, FORM, INTENT, INTENT_AMOUNT, Result};

@@ -15,10 +15,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
-use fake_services::{Fakes, Server, TokioClock};
+use fake_services::{Fakes, Server};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
+use vocabulary::TokioClock;
 
 use super::traffic::{self, Pool, WireRequest};
 

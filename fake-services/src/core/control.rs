@@ -6,10 +6,10 @@ use serde_json::json;
 
 use super::service::ServiceCore;
 use super::state::Inner;
-use crate::contract::ContractPatch;
 use crate::fault_engine::FaultEngine;
-use crate::rule::FaultRule;
 use crate::wire::{FakeRequest, FakeResponse};
+use vocabulary::contract::ContractPatch;
+use vocabulary::rule::FaultRule;
 
 impl<S: Default + Send + 'static> ServiceCore<S> {
     /// Arms a rule after checking that its fault can act on this service; returns its id.

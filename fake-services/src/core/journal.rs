@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use super::service::ServiceCore;
 use super::state::{Ctx, Inner};
 use crate::fault_engine::AfterCommit;
-use crate::record::JournalEntry;
 use crate::wire::FakeRequest;
+use vocabulary::JournalEntry;
 
 impl<S: Default + Send + 'static> ServiceCore<S> {
     /// Ends the journal entry of a write answered straight from its commit, in the same hold

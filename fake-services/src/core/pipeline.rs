@@ -11,11 +11,12 @@ use super::error::ApiError;
 use super::pending::{self, LateCommit};
 use super::service::ServiceCore;
 use super::state::{Check, Commit, Ctx, Inner, Mode, Outcome, Stamp};
-use crate::contract::KeyPolicy;
 use crate::fault_engine::{AfterCommit, CommitMode, Plan};
-use crate::record::{JournalEntry, KeyLookup};
-use crate::rule::RequestView;
+use crate::record::KeyLookup;
 use crate::wire::{Disposition, FakeRequest, FakeResponse};
+use vocabulary::JournalEntry;
+use vocabulary::contract::KeyPolicy;
+use vocabulary::rule::RequestView;
 
 impl<S: Default + Send + 'static> ServiceCore<S> {
     /// Point 1: plans the faults and opens the journal entry.
@@ -379,9 +380,10 @@ async fn sleep_ms(ms: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::{ManualClock, ServiceClock};
-    use crate::contract::Contract;
+    use crate::clock::ServiceClock;
     use crate::core::{Bounds, Shape};
+    use vocabulary::ManualClock;
+    use vocabulary::contract::Contract;
 
     fn core() -> ServiceCore<()> {
         let clock = ServiceClock::new(Arc::new(ManualClock::new(0)));

@@ -11,10 +11,10 @@ use super::error::{ApiError, Shape};
 use super::pending::{self, LateCommits, Pending, PendingKind};
 use super::state::Inner;
 use crate::clock::ServiceClock;
-use crate::contract::Contract;
 use crate::fault_engine::FaultEngine;
 use crate::record::{Journal, KeyStore, Ledger};
 use crate::wire::{FakeRequest, FakeResponse};
+use vocabulary::contract::Contract;
 
 /// The shared core of one fake.
 pub struct ServiceCore<S> {

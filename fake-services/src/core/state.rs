@@ -10,10 +10,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::bounds::Bounds;
 use super::error::ApiError;
-use crate::contract::Contract;
 use crate::fault_engine::{FaultEngine, Plan};
 use crate::record::{Journal, KeyStore, Ledger};
 use crate::wire::FakeResponse;
+use vocabulary::contract::Contract;
 
 /// All mutable state of one service.
 pub struct Inner<S> {

@@ -12,8 +12,8 @@ use super::payload::read_payload;
 use super::store::{FilesState, object_id};
 use super::xml::{self, Document, S3Error};
 use crate::core::{Commit, Inner, Mode, Stamp};
-use crate::record::Effect;
 use crate::wire::{FakeRequest, FakeResponse};
+use vocabulary::Effect;
 
 impl Files {
     pub(super) fn prepare_delete(

@@ -28,8 +28,8 @@ use super::payload::{header, read_payload, require_length, stored_headers, user_
 use super::store::{FilesState, Object, Part, Upload, object_id};
 use super::xml::{self, CompletedPart, Document, S3Error};
 use crate::core::{Commit, Inner, Mode, Stamp};
-use crate::record::Effect;
 use crate::wire::{FakeRequest, FakeResponse};
+use vocabulary::Effect;
 
 /// S3's smallest part but the last: 5 MiB.
 pub const PART_BYTES_MIN: usize = 5 * 1024 * 1024;

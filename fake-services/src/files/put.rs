@@ -15,8 +15,8 @@ use super::payload::{read_payload, require_length, stored_headers, user_metadata
 use super::store::{FilesState, Object, object_id};
 use super::xml::S3Error;
 use crate::core::{Commit, Inner, Mode, Stamp};
-use crate::record::Effect;
 use crate::wire::{FakeRequest, FakeResponse};
+use vocabulary::Effect;
 
 impl Files {
     pub(super) fn prepare_put(

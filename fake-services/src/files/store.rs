@@ -11,7 +11,7 @@ use bytes::Bytes;
 
 /// How far back a stale read can look: the longest lag a `stale_read` rule may ask for.
 /// Older versions of an object are forgotten.
-const HISTORY_MS: u64 = crate::rule::HOLD_MS_MAX;
+const HISTORY_MS: u64 = vocabulary::rule::HOLD_MS_MAX;
 
 /// One stored object.
 #[derive(Debug)]

@@ -11,8 +11,9 @@ use super::answer::{invalid, resend};
 use super::{DELIVERED, TO_FIELD};
 use crate::core::{ApiError, Inner, Mode, Stamp};
 use crate::files::http::iso_date;
-use crate::record::{Effect, PROVIDER_REDELIVERY};
 use crate::wire::{FakeRequest, FakeResponse};
+use vocabulary::Effect;
+use vocabulary::PROVIDER_REDELIVERY;
 
 /// Most messages a mailbox read answers at once.
 const PAGE_MAX: usize = 100;

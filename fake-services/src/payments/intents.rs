@@ -20,8 +20,8 @@ use super::answer::{missing, stripe_error};
 use super::params::{check_key, check_metadata, optional_string, positive_integer, unknown_parameters};
 use crate::core::{ApiError, Commit, Inner, Mode, Stamp};
 use crate::form;
-use crate::record::Effect;
 use crate::wire::{FakeRequest, FakeResponse};
+use vocabulary::Effect;
 
 /// Where a PaymentIntent is in Stripe's state machine. Only the states this fake reaches:
 /// it has no 3-D Secure (`requires_action`), no manual capture (`requires_capture`) and no

@@ -18,8 +18,8 @@ use super::params::{
 };
 use crate::core::{ApiError, Check, Commit, Inner, Mode, Stamp};
 use crate::form;
-use crate::record::Effect;
 use crate::wire::{FakeRequest, FakeResponse};
+use vocabulary::Effect;
 
 const REASONS: &[&str] = &["duplicate", "fraudulent", "requested_by_customer"];
 const CREATE_PARAMS: &[&str] =

@@ -9,9 +9,12 @@ use alloy_consensus::{SignableTransaction, TxEnvelope, TxLegacy};
 use alloy_eips::eip2718::Encodable2718;
 use alloy_primitives::{Address, Signature, TxKind, U256};
 use fake_services::chain::{address_of, sign_transfer};
-use fake_services::{Disposition, Fake, FakeRequest, Fakes, FaultRule, FaultSpec, ManualClock, Server};
+use fake_services::{Disposition, Fake, FakeRequest, Fakes, Server};
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
+use vocabulary::ManualClock;
 
 use crate::client::{self, Req, Seen};
 
@@ -170,7 +173,7 @@ impl Rig {
         U256::from_str_radix(hex.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
     }
 
-    fn mined(&self) -> Vec<fake_services::Effect> {
+    fn mined(&self) -> Vec<vocabulary::Effect> {
         self.fake().ledger()
     }
 }

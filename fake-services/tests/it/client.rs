@@ -5,9 +5,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fake_services::{Fake, Fakes, ManualClock, Server, TokioClock};
+use fake_services::{Fake, Fakes, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use vocabulary::ManualClock;
+use vocabulary::TokioClock;
 
 /// What the caller saw.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,8 +1,10 @@
 //! The control API under `/__twice/`, and determinism: the same seed and the same requests
 //! give the same bytes.
 
-use fake_services::{Disposition, FakeRequest, Fakes, FaultRule, FaultSpec};
+use fake_services::{Disposition, FakeRequest, Fakes};
 use serde_json::{Value, json};
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 use crate::client::manual_fakes;
 

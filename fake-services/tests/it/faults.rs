@@ -971,11 +971,11 @@ async fn every_fault_on_every_service() {
 #[test]
 fn the_table_covers_every_fault_on_both_services() {
     let only_on = |kind: &str| match kind {
-        "deliver_late" | "redeliver" => fake_services::rule::DELIVERY_SERVICES,
+        "deliver_late" | "redeliver" => vocabulary::rule::DELIVERY_SERVICES,
         _ => &[P, W, F, C, M],
     };
     for service in [P, W, F, C, M] {
-        for kind in fake_services::rule::FAULT_KINDS.iter().filter(|k| only_on(k).contains(&service)) {
+        for kind in vocabulary::rule::FAULT_KINDS.iter().filter(|k| only_on(k).contains(&service)) {
             let covered = cases().iter().any(|c| c.service == service && c.rules.to_string().contains(kind));
             assert!(covered, "no case injects {kind} on {service}");
         }

@@ -8,12 +8,15 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use fake_services::{Disposition, Effect, Fake, FakeRequest, FaultRule, FaultSpec};
+use fake_services::{Disposition, Fake, FakeRequest};
 use md5::{Digest, Md5};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use vocabulary::Effect;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 use crate::client::{self, Req, Running, Seen, manual_fakes};
 
@@ -245,10 +248,7 @@ async fn without_conditional_writes_in_the_contract_conditions_are_ignored() {
     // S3 before August 2024: If-None-Match on a PUT was accepted and ignored.
     let (running, addr) = start().await;
     let fake = files(&running);
-    fake.patch_contract(fake_services::ContractPatch {
-        conditional_writes: Some(false),
-        ..Default::default()
-    });
+    fake.patch_contract(vocabulary::ContractPatch { conditional_writes: Some(false), ..Default::default() });
     send(addr, put("k", "v1")).await;
     let blind = send(addr, put("k", "v2").header("If-None-Match", "*")).await;
     assert_eq!(blind.status(), Some(200), "{blind:?}");

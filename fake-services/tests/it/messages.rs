@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
-use fake_services::{Disposition, Fake, FakeRequest, Fakes, FaultRule, FaultSpec, TokioClock};
+use fake_services::{Disposition, Fake, FakeRequest, Fakes};
 use serde_json::{Value, json};
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
+use vocabulary::TokioClock;
 
 use crate::client::manual_fakes;
 

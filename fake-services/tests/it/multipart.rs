@@ -4,9 +4,11 @@
 
 use std::net::SocketAddr;
 
-use fake_services::{Fake, FaultRule, FaultSpec};
+use fake_services::Fake;
 use md5::{Digest, Md5};
 use serde_json::json;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 use crate::client::{self, Req, Running, Seen};
 

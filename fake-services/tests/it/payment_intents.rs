@@ -4,8 +4,10 @@
 
 use std::net::SocketAddr;
 
-use fake_services::{Effect, FaultRule, FaultSpec};
 use serde_json::{Value, json};
+use vocabulary::Effect;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 use crate::client::{self, Req, Running, Seen};
 

@@ -5,8 +5,10 @@
 
 use std::time::Duration;
 
-use fake_services::{Fake, FaultRule, FaultSpec, Pending, PendingKind};
+use fake_services::{Fake, Pending, PendingKind};
 use serde_json::json;
+use vocabulary::FaultRule;
+use vocabulary::FaultSpec;
 
 use crate::chain::{self, KEY};
 use crate::client::{self, Req, Running, Seen};

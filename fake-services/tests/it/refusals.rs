@@ -41,7 +41,7 @@ fn words(service: &str, seen: &Seen) -> String {
     }
 }
 
-async fn last_journal_entry(running: &Running, service: &str) -> fake_services::JournalEntry {
+async fn last_journal_entry(running: &Running, service: &str) -> vocabulary::JournalEntry {
     running.fake(service).journal().into_iter().last().expect("the request is journaled")
 }
 

@@ -3,8 +3,9 @@
 //! reads, and keeps them in its effect's `params` (`metadata`; `headers` and `tags`), where a
 //! careful caller's read-back key and the checker both find them.
 
-use fake_services::{Disposition, Effect, Fake, FakeRequest, Fakes};
+use fake_services::{Disposition, Fake, FakeRequest, Fakes};
 use serde_json::{Value, json};
+use vocabulary::Effect;
 
 use crate::client::manual_fakes;
 

@@ -5,10 +5,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use fake_services::Clock;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+use vocabulary::Clock;
 
 use super::TIMELINE_MOMENTS_MAX;
 use crate::phase_engine::{Life, Timeline};
@@ -228,7 +228,7 @@ impl Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fake_services::TokioClock;
+    use vocabulary::TokioClock;
 
     #[test]
     fn stdout_lines_follow_the_protocol_rules() {

@@ -47,10 +47,10 @@ pub struct WorkerSetup {
     /// ([`executor::Executor::open_in_memory`]): the backend keeps it open for the whole
     /// run, so that it outlives every crash of every worker.
     pub log_name: String,
-    pub services: BTreeMap<String, executor::Service>,
+    pub services: BTreeMap<String, vocabulary::protocol::Service>,
     /// As the protocol's `init.secrets`: `payments_api_key`, `messages_api_key`, `chain_private_key`.
     pub secrets: BTreeMap<String, String>,
-    pub limits: executor::Limits,
+    pub limits: vocabulary::protocol::Limits,
     /// Virtual time, shared by every worker of the run.
     pub clock: executor::world::TokioClock,
     pub transport: Arc<dyn Transport>,
@@ -84,7 +84,7 @@ impl SimFactory for Reference {
     }
 
     fn start(&self, setup: WorkerSetup) -> Result<Box<dyn SimExecutor>, String> {
-        let config = executor::Config {
+        let config = vocabulary::protocol::Config {
             worker_id: setup.worker_id.clone(),
             services: setup.services,
             secrets: setup.secrets,

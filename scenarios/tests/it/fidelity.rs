@@ -175,7 +175,7 @@ fn events_and_points_are_the_models() {
 fn actions_and_states_are_the_reference_executors() {
     let names: Vec<&str> = ACTIONS.iter().map(|a| a.name).collect();
     assert_eq!(names, executor::model::ACTIONS);
-    let states: Vec<&str> = executor::State::ALL.iter().map(|s| s.as_str()).collect();
+    let states: Vec<&str> = vocabulary::State::ALL.iter().map(|s| s.as_str()).collect();
     assert_eq!(states, STATES);
     for spec in ACTIONS {
         let params: serde_json::Map<String, Value> =

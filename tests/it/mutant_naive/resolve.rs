@@ -3,8 +3,8 @@
 //! only once the settle and read-lag bounds have passed (`settled`).
 
 use executor::Action;
-use executor::config::{Contract, KeyPolicy};
 use executor::services::{self, Lookup};
+use vocabulary::{Contract, KeyPolicy};
 
 use super::store::{Rec, St};
 use super::worker::Turn;

@@ -2,11 +2,12 @@
 //! write request minus what a bug leaves out, and what an answer makes of the intent (a
 //! [`Style::LookupFirst`](super::Style::LookupFirst) worker reads back at once).
 
-use executor::config::{Acks, Reads};
+use executor::Action;
 use executor::services::{self, Lookup, WriteOutcome};
 use executor::world::{HttpRequest, HttpResponse, SendError};
-use executor::{Action, Service};
 use serde_json::json;
+use vocabulary::protocol::Service;
+use vocabulary::{Acks, Reads};
 
 use super::store::{Rec, St};
 use super::worker::Turn;

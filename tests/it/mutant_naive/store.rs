@@ -117,7 +117,7 @@ impl Rec {
             params: self.params.to_string(),
             params_hash: String::new(),
             key: self.key.clone(),
-            state: executor::State::Submitted,
+            state: vocabulary::State::Submitted,
             attempts: self.attempts,
             replaces: self.replaces.clone(),
             after: self.after.clone(),

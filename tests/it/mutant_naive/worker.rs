@@ -7,12 +7,14 @@ use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use executor::Action;
 use executor::model::ActionError;
 use executor::world::Clock;
-use executor::{Action, Limits, Service};
 use runner::sim::{Refusal, StateChange};
 use scenarios::IntentSpec;
 use serde_json::Value;
+use vocabulary::protocol::Limits;
+use vocabulary::protocol::Service;
 
 use super::store::{Rec, St, Store};
 use super::{Bug, Worker};

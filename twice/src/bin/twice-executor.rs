@@ -99,7 +99,8 @@ fn list_escalations(dir: &std::path::Path) -> ExitCode {
         eprintln!("twice-executor: no intent log at {}", path.display());
         return ExitCode::from(2);
     }
-    match IntentLog::open(&path, Durability::Full).and_then(|log| log.in_state(executor::State::Escalated)) {
+    match IntentLog::open(&path, Durability::Full).and_then(|log| log.in_state(vocabulary::State::Escalated))
+    {
         Ok(intents) => {
             for intent in intents {
                 println!("{}", intent.view());

@@ -519,7 +519,7 @@ fn the_openapi_set_scenario_body_is_exactly_what_serve_takes() {
 /// generated a 400, so `cargo xtask fuzz-api` never reached the rules' bookkeeping).
 #[test]
 fn the_openapi_fault_names_are_the_faults_a_fake_arms() {
-    use fake_services::rule::FAULT_KINDS;
+    use vocabulary::rule::FAULT_KINDS;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi/fakes.json");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let documented: Vec<&str> = doc["components"]["schemas"]["FaultKind"]["enum"]

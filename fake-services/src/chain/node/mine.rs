@@ -11,7 +11,7 @@ use super::BASE_FEE_WEI;
 use super::json::{hex_address, hex_hash};
 use super::state::{Block, ChainState, Mined};
 use crate::core::Inner;
-use crate::record::Effect;
+use vocabulary::Effect;
 
 impl ChainState {
     fn credit(&mut self, address: Address, block: u64, amount: U256) {
