@@ -602,12 +602,12 @@ fn sources(files: &[(&str, &str)]) -> Vec<Source> {
 fn each_kind_of_crossing_is_found_however_it_is_spelt() {
     let found = runner_problems(&sources(&[
         ("live.rs", "use executor::protocol::code;"),
-        ("setup.rs", "fn f() -> vocabulary::protocol::Limits { Default::default() }"),
+        ("setup.rs", "fn f() -> executor::Limits { Default::default() }"),
         ("engine.rs", "use {executor::World, std::fmt};"),
     ]));
     let expected = [
         "x/src/live.rs: uses executor::protocol::code",
-        "x/src/setup.rs: uses vocabulary::protocol::Limits",
+        "x/src/setup.rs: uses executor::Limits",
         "x/src/engine.rs: uses executor::World",
     ];
     for want in expected {
@@ -619,7 +619,7 @@ fn each_kind_of_crossing_is_found_however_it_is_spelt() {
 #[test]
 fn comments_strings_and_allowed_places_are_no_crossing() {
     let found = runner_problems(&sources(&[
-        ("engine.rs", "/// vocabulary::protocol::Limits\nconst T: &str = \"twice::executor\";"),
+        ("engine.rs", "/// executor::Limits\nconst T: &str = \"twice::executor\";"),
         ("sim.rs", "use executor::log::IntentLog;"),
         ("sim/executors.rs", "use executor::World;"),
         ("bin/twice-executor.rs", "use executor::World;"),

@@ -59,7 +59,7 @@ const DEFAULT_PYTHON: &str = "target/twice-venv/bin/python";
 const EXECUTOR: &str = "examples/executors/python/executor.py";
 
 fn main() -> Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().ok_or("the harness crate has no parent")?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().ok_or("the twice crate has no parent")?;
     let python = match std::env::var_os("TWICE_PYTHON") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => root.join(DEFAULT_PYTHON),
