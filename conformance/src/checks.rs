@@ -46,7 +46,7 @@ impl Probe<'_> {
             "worker_id": WORKER,
             "state_dir": state_dir,
             "services": self.services,
-            "secrets": setup::secrets(),
+            "secrets": vocabulary::protocol::secrets(),
             "limits": setup::limits(),
         })
     }

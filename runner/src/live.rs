@@ -105,7 +105,7 @@ const SERVER_STOP_MS_MAX: u64 = 5_000;
 /// grow the harness without bound (later events are dropped).
 pub const TIMELINE_MOMENTS_MAX: usize = 100_000;
 /// The payments API key every worker is given.
-pub const PAYMENTS_API_KEY: &str = setup::PAYMENTS_API_KEY;
+pub const PAYMENTS_API_KEY: &str = vocabulary::protocol::PAYMENTS_API_KEY;
 
 mod messages;
 mod tap;
@@ -211,7 +211,7 @@ impl Backend for LiveBackend<'_> {
             "worker_id": name,
             "state_dir": self.state_dir,
             "services": services,
-            "secrets": setup::secrets(),
+            "secrets": vocabulary::protocol::secrets(),
             "limits": self.limits,
         });
         let rx = match self.enqueue(name, "init", init).await {

@@ -12,18 +12,6 @@ use vocabulary::Contract;
 /// The start of time in simulations: 2026-01-01T00:00:00Z.
 pub const EPOCH_MS: u64 = 1_767_225_600_000;
 
-/// The payments API key every worker is given (`secrets.payments_api_key`).
-pub const PAYMENTS_API_KEY: &str = "sk_test_twice";
-
-/// The messages API key every worker is given (`secrets.messages_api_key`): Resend's keys
-/// start with `re_`, and the fake refuses others.
-pub const MESSAGES_API_KEY: &str = "re_test_twice";
-
-/// The private key of the one chain account of every scenario (`secrets.chain_private_key`):
-/// keccak256("twice chain account 1"). Fixed, so that runs are reproducible; the harness
-/// seeds its address with [`CHAIN_ACCOUNT_BALANCE_WEI`].
-pub const CHAIN_PRIVATE_KEY: &str = "0xbebd77e4aa6898d625823fb3dfffda55489b1c9249b01c5912c0ab964a68db9d";
-
 /// The services every run announces to its workers and reports ledgers for, used or not: the
 /// services of the first catalog, whose reports stay as they were. Any other service is
 /// announced and reported only where the scenario uses it.
@@ -87,23 +75,14 @@ pub fn contracts(scenario: &Scenario, fakes: &Fakes) -> BTreeMap<String, Contrac
         .collect()
 }
 
-/// The secrets every worker is given: the same in both drivers.
-pub fn secrets() -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("payments_api_key".to_string(), PAYMENTS_API_KEY.to_string()),
-        (vocabulary::CHAIN_PRIVATE_KEY_SECRET.to_string(), CHAIN_PRIVATE_KEY.to_string()),
-        (vocabulary::MESSAGES_API_KEY_SECRET.to_string(), MESSAGES_API_KEY.to_string()),
-    ])
-}
-
-/// The address of the chain account, from [`CHAIN_PRIVATE_KEY`].
+/// The address of the chain account, from [`vocabulary::protocol::CHAIN_PRIVATE_KEY`](vocabulary::protocol::CHAIN_PRIVATE_KEY).
 pub fn chain_account() -> String {
     // Derived once: it is an elliptic-curve multiplication, and every run seeds the account.
     static ACCOUNT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     ACCOUNT
         .get_or_init(|| {
-            fake_services::chain::address_of(CHAIN_PRIVATE_KEY)
-                .expect("CHAIN_PRIVATE_KEY is a valid key (a unit test checks it)")
+            fake_services::chain::address_of(vocabulary::protocol::CHAIN_PRIVATE_KEY)
+                .expect("vocabulary::protocol::CHAIN_PRIVATE_KEY is a valid key (a unit test checks it)")
         })
         .clone()
 }
@@ -151,10 +130,10 @@ pub fn prepare(scenario: &Scenario, fakes: &Fakes) -> Result<(), SetupError> {
     Ok(())
 }
 
-/// Strict keys on the payments fake: it accepts only [`PAYMENTS_API_KEY`], the key every
+/// Strict keys on the payments fake: it accepts only [`vocabulary::protocol::PAYMENTS_API_KEY`], the key every
 /// worker is given, and the restricted keys seeded after this.
 pub fn strict_keys(fakes: &Fakes) -> Result<(), String> {
-    fakes.payments.seed_secret_key(PAYMENTS_API_KEY)?;
+    fakes.payments.seed_secret_key(vocabulary::protocol::PAYMENTS_API_KEY)?;
     fakes.payments.set_strict_keys(true);
     Ok(())
 }
@@ -202,7 +181,10 @@ mod tests {
     fn the_chain_account_is_the_keys_address() {
         // keccak256("twice chain account 1") and its address, as any Ethereum tool derives them.
         assert_eq!(chain_account(), "0x1cbc11e4f4f8b32508b5375e0c2e87473f393802");
-        assert_eq!(secrets()["chain_private_key"], CHAIN_PRIVATE_KEY);
+        assert_eq!(
+            vocabulary::protocol::secrets()["chain_private_key"],
+            vocabulary::protocol::CHAIN_PRIVATE_KEY
+        );
     }
 
     #[test]

@@ -175,7 +175,7 @@ impl Backend for SimBackend<'_> {
             state_dir: self.state_dir.clone(),
             log_name: self.log_name.clone(),
             services: self.services.clone(),
-            secrets: setup::secrets(),
+            secrets: vocabulary::protocol::secrets(),
             limits: setup::limits_for(self.scenario),
             clock: self.clock.clone(),
             transport: Arc::new(transport),

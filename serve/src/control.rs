@@ -318,7 +318,7 @@ pub fn describe(world: &World) -> Option<Value> {
         // The credentials an application under test is given, as every executor is in
         // `init`: the payments key (the one accepted under strict keys), the messages key,
         // and the scenario's chain account, funded where the scenario uses the chain.
-        "secrets": runner::setup::secrets(),
+        "secrets": vocabulary::protocol::secrets(),
         "chain_account": runner::setup::chain_account(),
         "dev_accounts": super::accounts::json(),
         "scenario": scenario,

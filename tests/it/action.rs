@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::executor_process::bin;
+use crate::process::bin;
 use crate::python_executor::{machine, python_executor};
 
 fn repo() -> PathBuf {

@@ -120,7 +120,7 @@ async fn through_serve(bug: &[&str], state_dir: &Path) -> Value {
         .map(|(name, contract)| (name.clone(), json!({"url": world["urls"][name], "contract": contract})))
         .collect();
     let init = json!({"type": "init", "protocol": "twice/1", "worker_id": "w1", "state_dir": state_dir,
-        "services": services, "secrets": runner::setup::secrets(), "limits": world["limits"]});
+        "services": services, "secrets": vocabulary::protocol::secrets(), "limits": world["limits"]});
     assert_eq!(app.ask(init).await["type"], "init_ok");
     for intent in world["intents"].as_array().unwrap() {
         assert_eq!(app.ask(json!({"type": "propose", "intent": intent})).await["type"], "propose_ok");

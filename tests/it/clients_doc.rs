@@ -16,7 +16,7 @@ use executor::world::{HttpRequest, HttpTransport, Transport};
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
-use crate::executor_process::bin;
+use crate::process::bin;
 use crate::python::SCRIPT_WAIT;
 
 /// The page under test; `include_str!` rebuilds the tests when it changes.

@@ -21,8 +21,8 @@ use vocabulary::JournalEntry;
 use vocabulary::State;
 use vocabulary::TokioClock;
 
-use crate::executor_process::{ExecutorProcess, REPLY_WAIT, fresh_dir};
-use crate::executor_world::{propose, resolve};
+use crate::process::{ExecutorProcess, REPLY_WAIT, fresh_dir};
+use crate::world::{propose, resolve};
 
 /// The services a workflow here uses.
 const SERVICES: [&str; 3] = ["payments", "workspaces", "files"];

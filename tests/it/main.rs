@@ -4,8 +4,8 @@
 //! - `sdk_*`, `clients_doc`, `python`: the real client libraries (stripe-python and -node,
 //!   boto3, web3.py, resend, the AWS SDK for JavaScript) against the fakes over loopback HTTP,
 //!   driven by the scripts of `tests/python` and `tests/node`.
-//! - `executor_*`: the reference executor as a library and as the `twice-executor` process
-//!   (crashes, fencing, faults, payloads, the protocol, workflows) against real fakes.
+//! - `executor_workflow`: workflows through the reference, Python and TypeScript executors (the
+//!   reference executor's own integration tests are `executor/tests/it`).
 //! - `mutant*`, `accuracy`, `soak`: the checker against executors that are wrong on purpose,
 //!   over the catalog and generated cases; the accuracy grid; the long soak (`cargo xtask soak`).
 //! - `python_executor`, `typescript_executor`, `agents`, `byo*`, `examples`, `pytest`,
@@ -25,17 +25,9 @@ mod byo;
 mod byo_python;
 mod clients_doc;
 mod examples;
-mod executor_crash;
-mod executor_decisions;
-mod executor_faults;
-mod executor_fencing;
-mod executor_lineage;
-mod executor_payload;
-mod executor_process;
-mod executor_protocol;
-mod executor_rig;
+// The executor's process and world rigs, kept with its own tests; these tests drive the binary
+// with them too, and use only part of them.
 mod executor_workflow;
-mod executor_world;
 mod mcp_clients;
 mod modules;
 mod mutant_naive;
@@ -43,6 +35,9 @@ mod mutant_table;
 mod mutants;
 mod node_kit;
 mod packages;
+#[path = "../../executor/tests/it/process.rs"]
+#[allow(dead_code)]
+mod process;
 mod pytest;
 mod python;
 mod python_executor;
@@ -57,3 +52,6 @@ mod sdk_node;
 mod sdk_payments;
 mod soak;
 mod typescript_executor;
+#[path = "../../executor/tests/it/world.rs"]
+#[allow(dead_code)]
+mod world;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::executor_process::bin;
 use super::packages::run;
+use super::process::bin;
 
 /// The longest the kit's suite may take (it starts a serve per test, each in well under a
 /// second).

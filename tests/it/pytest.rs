@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::executor_process::bin;
+use super::process::bin;
 
 /// How often a running pytest is looked at.
 const POLL: Duration = Duration::from_millis(50);

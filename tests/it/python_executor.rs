@@ -310,7 +310,7 @@ fn an_executor_with_fewer_actions_is_judged_on_those_and_the_rest_are_unsupporte
 
 /// `twice run` as a user runs it, with `args`, in `dir`: the exit code, and stderr.
 fn twice_run(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let out = std::process::Command::new(crate::executor_process::bin("twice"))
+    let out = std::process::Command::new(crate::process::bin("twice"))
         .arg("run")
         .args(args)
         .current_dir(dir)

@@ -10,8 +10,8 @@ use results::{Outcome, ScenarioResult, Source};
 use runner::run::{self, Case, Driver, Progress, RunContext};
 use serde_json::{Value, json};
 
-use crate::executor_process::bin;
 use crate::mutant_naive::{Bug, Naive, Style};
+use crate::process::bin;
 
 struct Quiet;
 impl Progress for Quiet {

@@ -32,8 +32,8 @@ use scenarios::Scenario;
 use serde_json::{Value, json};
 use vocabulary::TokioClock;
 
-use crate::executor_process::{ExecutorProcess, REPLY_WAIT, XorShift, fresh_dir};
-use crate::executor_world::{propose, propose_in_batches};
+use crate::process::{ExecutorProcess, REPLY_WAIT, XorShift, fresh_dir};
+use crate::world::{propose, propose_in_batches};
 
 /// Requests each fake journals in a soak (the default bound, 100,000, fits a scenario).
 const SOAK_JOURNAL_ENTRIES_MAX: usize = 10_000_000;
@@ -254,7 +254,7 @@ impl World {
             "worker_id": worker_id,
             "state_dir": self.state_dir,
             "services": services,
-            "secrets": setup::secrets(),
+            "secrets": vocabulary::protocol::secrets(),
             "limits": {
                 "request_timeout_ms": REQUEST_TIMEOUT_MS,
                 "lease_ms": LEASE_MS,

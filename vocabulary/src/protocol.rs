@@ -15,6 +15,30 @@ pub const PROTOCOL: &str = "twice/1";
 /// Longest line either end writes or reads; a longer one breaks the protocol.
 pub const LINE_BYTES_MAX: usize = 1024 * 1024;
 
+// The credentials every worker of every run is given in `init.secrets`, fixed so that runs
+// are reproducible; the fakes accept them.
+
+/// The payments API key every worker is given (`secrets.payments_api_key`).
+pub const PAYMENTS_API_KEY: &str = "sk_test_twice";
+
+/// The messages API key every worker is given (`secrets.messages_api_key`): Resend's keys
+/// start with `re_`, and the fake refuses others.
+pub const MESSAGES_API_KEY: &str = "re_test_twice";
+
+/// The private key of the one chain account of every scenario (`secrets.chain_private_key`):
+/// keccak256("twice chain account 1"). Fixed, so that runs are reproducible; the runner
+/// seeds its address with `scenarios::model::CHAIN_ACCOUNT_BALANCE_WEI`.
+pub const CHAIN_PRIVATE_KEY: &str = "0xbebd77e4aa6898d625823fb3dfffda55489b1c9249b01c5912c0ab964a68db9d";
+
+/// The secrets every worker is given: the same in both drivers.
+pub fn secrets() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("payments_api_key".to_string(), PAYMENTS_API_KEY.to_string()),
+        (crate::CHAIN_PRIVATE_KEY_SECRET.to_string(), CHAIN_PRIVATE_KEY.to_string()),
+        (crate::MESSAGES_API_KEY_SECRET.to_string(), MESSAGES_API_KEY.to_string()),
+    ])
+}
+
 /// Error codes, after Maelstrom's: definite errors say the request did nothing.
 pub mod code {
     /// The request timed out (indefinite).

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::tools::Tool;
 use crate::client::{self, Answer, ClientError};
-use runner::setup::{CHAIN_PRIVATE_KEY, MESSAGES_API_KEY, PAYMENTS_API_KEY};
+use vocabulary::protocol::{CHAIN_PRIVATE_KEY, MESSAGES_API_KEY, PAYMENTS_API_KEY};
 
 /// Who sends `send_message`'s emails.
 pub const SENDER: &str = "twice agent <agent@twice.invalid>";

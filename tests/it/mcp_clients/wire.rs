@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::executor_process::bin;
+use crate::process::bin;
 
 /// The longest a process may take to exit once asked (stdin closed, or SIGTERM).
 pub(super) const EXIT_WAIT: Duration = Duration::from_secs(15);

@@ -66,7 +66,7 @@ fn the_dev_accounts_are_funded_in_every_world_and_listed_in_the_urls_file() {
         assert!(scenario.get("error").is_none(), "{scenario}");
         every_dev_account_is_funded(&chain, "under a chain scenario").await;
         let (_, described) = json_of("GET", format!("{control}/__twice/scenario"), Value::Null).await;
-        assert_eq!(described["secrets"]["chain_private_key"], json!(runner::setup::CHAIN_PRIVATE_KEY));
+        assert_eq!(described["secrets"]["chain_private_key"], json!(vocabulary::protocol::CHAIN_PRIVATE_KEY));
         assert_eq!(described["secrets"]["payments_api_key"], json!("sk_test_twice"));
         assert_eq!(described["chain_account"], json!(runner::setup::chain_account()));
         assert_eq!(described["dev_accounts"], file["accounts"]);

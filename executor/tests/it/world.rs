@@ -14,7 +14,7 @@ use vocabulary::Effect;
 use vocabulary::JournalEntry;
 use vocabulary::TokioClock;
 
-use crate::executor_process::{ExecutorProcess, REPLY_WAIT, XorShift};
+use crate::process::{ExecutorProcess, REPLY_WAIT, XorShift};
 
 /// Refundable amount of every seeded payment intent: far more than any test refunds.
 pub const PAYMENT_AMOUNT: u64 = 1_000_000_000_000;

@@ -15,9 +15,7 @@ use vocabulary::Reads;
 use vocabulary::State;
 use vocabulary::protocol::Limits;
 
-use crate::executor_rig::{
-    self, CHAIN, FILES, MESSAGES, PAYMENTS, Rig, SEEDED_KEY, WORKSPACES, judge, limits,
-};
+use crate::rig::{self, CHAIN, FILES, MESSAGES, PAYMENTS, Rig, SEEDED_KEY, WORKSPACES, judge, limits};
 
 /// Reconciliation rounds after the heal, and the pause between them: about 7.5 s at most,
 /// several times the longest bound any case has to wait out.
@@ -86,28 +84,21 @@ impl Case {
     fn intents(&self) -> Vec<Proposal> {
         match self.service {
             PAYMENTS => {
-                vec![executor_rig::refund("refund-a", 1_000), executor_rig::refund("refund-b", 1_500)]
+                vec![rig::refund("refund-a", 1_000), rig::refund("refund-b", 1_500)]
             }
             // A new object (If-None-Match: *) and an overwrite (If-Match).
             FILES => vec![
-                executor_rig::put("put-new", "exports/q3.csv", "region,revenue\nemea,1200\n"),
-                executor_rig::put("put-over", SEEDED_KEY, "version 2"),
+                rig::put("put-new", "exports/q3.csv", "region,revenue\nemea,1200\n"),
+                rig::put("put-over", SEEDED_KEY, "version 2"),
             ],
             CHAIN => vec![
-                executor_rig::transfer("pay-a", "0x00000000000000000000000000000000000000a1", 10u128.pow(17)),
-                executor_rig::transfer(
-                    "pay-b",
-                    "0x00000000000000000000000000000000000000b2",
-                    2 * 10u128.pow(17),
-                ),
+                rig::transfer("pay-a", "0x00000000000000000000000000000000000000a1", 10u128.pow(17)),
+                rig::transfer("pay-b", "0x00000000000000000000000000000000000000b2", 2 * 10u128.pow(17)),
             ],
             MESSAGES => {
-                vec![
-                    executor_rig::message("msg-a", "ada@example.com"),
-                    executor_rig::message("msg-b", "grace@example.com"),
-                ]
+                vec![rig::message("msg-a", "ada@example.com"), rig::message("msg-b", "grace@example.com")]
             }
-            _ => vec![executor_rig::workspace("ws-a", "org-a"), executor_rig::workspace("ws-b", "org-b")],
+            _ => vec![rig::workspace("ws-a", "org-a"), rig::workspace("ws-b", "org-b")],
         }
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::executor_process::{EXIT_WAIT, ExecutorProcess, REPLY_WAIT, fresh_dir};
-use crate::executor_world::{Services, init, propose, refund};
+use crate::process::{EXIT_WAIT, ExecutorProcess, REPLY_WAIT, fresh_dir};
+use crate::world::{Services, init, propose, refund};
 
 /// The protocol's error codes (design §6, Maelstrom's numbering).
 const NOT_SUPPORTED: u64 = 10;
@@ -224,7 +224,7 @@ async fn protocol_proposals_written_together_get_every_reply_in_order() {
     assert_eq!(code.code(), Some(0), "exit after shutdown: {code}");
 }
 
-#[path = "../examples/fuzz_executor/driver.rs"]
+#[path = "../../../tests/examples/fuzz_executor/driver.rs"]
 mod fuzz_driver;
 
 /// Fuzzed stdin (`cargo xtask fuzz-http --target executor`, short): random bytes, truncated
@@ -235,7 +235,7 @@ mod fuzz_driver;
 #[test]
 fn protocol_fuzzed_stdin_gets_a_reply_per_line_and_a_clean_exit() {
     let scratch = fresh_dir("protocol_fuzz");
-    let report = fuzz_driver::run(&crate::executor_process::bin("twice-executor"), &scratch, 11, 0..150);
+    let report = fuzz_driver::run(&crate::process::bin("twice-executor"), &scratch, 11, 0..150);
     report.print();
     assert!(report.failures.is_empty(), "{} sessions failed, listed above", report.failures.len());
     assert!(report.replies > 0);

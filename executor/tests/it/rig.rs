@@ -144,7 +144,8 @@ impl Rig {
         fakes.payments.seed_payment_intent(Some("pi_1"), PI_AMOUNT, "usd")?;
         fakes.files.seed_bucket(BUCKET)?;
         fakes.files.seed_object(BUCKET, SEEDED_KEY, b"version 1")?;
-        fakes.chain.seed_account(&runner::setup::chain_account(), CHAIN_ACCOUNT_BALANCE_WEI)?;
+        let account = fake_services::chain::address_of(vocabulary::protocol::CHAIN_PRIVATE_KEY)?;
+        fakes.chain.seed_account(&account, CHAIN_ACCOUNT_BALANCE_WEI)?;
         let rig_fakes = fakes.clone();
         for (service, rule) in rules {
             let fake = fakes.get(service).ok_or_else(|| format!("no service {service}"))?;
@@ -152,7 +153,8 @@ impl Rig {
             fake.add_rule(rule.clone()).map_err(|e| format!("rule {rule:?}: {e}"))?;
         }
         let state = StateDir::new(tag);
-        let config = Config { worker_id: "w1".into(), services, secrets: runner::setup::secrets(), limits };
+        let config =
+            Config { worker_id: "w1".into(), services, secrets: vocabulary::protocol::secrets(), limits };
         let executor = Executor::open(config, &state.0, Durability::Normal, World::real())
             .map_err(|e| format!("cannot open the executor: {e}"))?;
         Ok(Rig { fakes: rig_fakes, _servers: servers, executor, _state: state })

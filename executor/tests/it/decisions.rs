@@ -13,7 +13,7 @@ use vocabulary::Reads;
 use vocabulary::State;
 use vocabulary::protocol::Limits;
 
-use crate::executor_rig::{self, PAYMENTS, Rig, judge, limits};
+use crate::rig::{self, PAYMENTS, Rig, judge, limits};
 
 /// How long a step may take before the test gives up on it.
 const STEP_MS: u64 = 10_000;
@@ -48,7 +48,7 @@ fn refund_posts(rig: &Rig) -> usize {
 async fn a_refusal_of_the_first_send_is_escalated_and_never_sent_again() {
     let rules = [(PAYMENTS, refunds("POST", FaultSpec::Reject { status: 403, body: None }).times(1))];
     let rig = Rig::start("decision-first-send", 3, &[], &rules, limits()).await.expect("the rig starts");
-    rig.executor.propose(executor_rig::refund("refund-a", 1_000)).expect("recorded");
+    rig.executor.propose(rig::refund("refund-a", 1_000)).expect("recorded");
     rig.drain().await.expect("drain");
     // Healed, and reconciled: the permission is there now, and still nothing is sent.
     rig.heal();
@@ -85,7 +85,7 @@ async fn a_refusal_of_a_resend_that_lookups_never_settle_says_it_could_duplicate
     let rig = Rig::start("decision-resend", 5, &[(PAYMENTS, eventual)], &rules, limits)
         .await
         .expect("the rig starts");
-    rig.executor.propose(executor_rig::refund("refund-a", 1_000)).expect("recorded");
+    rig.executor.propose(rig::refund("refund-a", 1_000)).expect("recorded");
     rig.drain().await.expect("drain");
     pass_until(&rig, "refund-a", "refused", |i| i.evidence.decision.is_some()).await;
     let refused = rig.intent("refund-a");

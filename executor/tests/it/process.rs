@@ -236,6 +236,8 @@ impl ExecutorProcess {
     }
 
     /// Whether the process has exited (reaping it if so), without waiting.
+    // The soak of the workspace's tests (tests/it/soak.rs, which includes this file) uses it.
+    #[allow(dead_code)]
     pub fn has_exited(&mut self) -> bool {
         if self.exited.is_none()
             && let Ok(Some(status)) = self.child.try_wait()

@@ -32,8 +32,8 @@ use vocabulary::Effect;
 use vocabulary::FaultRule;
 use vocabulary::FaultSpec;
 
-use crate::executor_process::{EXIT_WAIT, ExecutorProcess, REPLY_WAIT, fresh_dir};
-use crate::executor_world::{Services, check, init, propose, refund, resolve, start_with, workspace};
+use crate::process::{EXIT_WAIT, ExecutorProcess, REPLY_WAIT, fresh_dir};
+use crate::world::{Services, check, init, propose, refund, resolve, start_with, workspace};
 
 const LEASE_MS: u64 = 1_500;
 /// Longer than the time the test needs to see A's request arrive and stop A.

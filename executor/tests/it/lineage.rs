@@ -7,7 +7,7 @@ use vocabulary::FaultRule;
 use vocabulary::FaultSpec;
 use vocabulary::State;
 
-use crate::executor_rig::{PAYMENTS, Rig, judge, limits, refund};
+use crate::rig::{PAYMENTS, Rig, judge, limits, refund};
 
 fn replacing(mut proposal: Proposal, original: &str) -> Proposal {
     proposal.replaces = Some(original.to_string());

@@ -4,7 +4,7 @@
 //!
 //! The random test kills `TWICE_CRASH_KILLS` processes (1,000 unless set), each round's
 //! proposals written in a few batches of lines at once (committed together); a longer soak:
-//! `TWICE_CRASH_KILLS=5000 cargo xtask test -p twice-tests crash`.
+//! `TWICE_CRASH_KILLS=5000 cargo xtask test -p executor crash`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use vocabulary::FaultRule;
 use vocabulary::FaultSpec;
 
-use crate::executor_process::{Died, REPLY_WAIT, XorShift, fresh_dir};
-use crate::executor_world::{
+use crate::process::{Died, REPLY_WAIT, XorShift, fresh_dir};
+use crate::world::{
     Services, Verdict, check, lines, propose, propose_in_batches, refund, resolve, start_executor, workspace,
 };
 

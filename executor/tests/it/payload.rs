@@ -7,7 +7,7 @@ use executor::{Proposal, ProposeError};
 use serde_json::json;
 use vocabulary::State;
 
-use crate::executor_rig::{PAYMENTS, Rig, judge, limits, refund, workspace};
+use crate::rig::{PAYMENTS, Rig, judge, limits, refund, workspace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupted_payload_is_escalated_and_never_sent() {
