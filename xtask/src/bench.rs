@@ -64,9 +64,9 @@ pub(crate) fn bench() -> Result<i32> {
 /// Runs one timed benchmark target and adds its `BENCH` records to `records`, echoing its
 /// output; `Some(code)` when it failed (the documents are then left as they were).
 fn run_bench(root: &Path, bench: &Bench, python: &Path, records: &mut Records) -> Result<Option<i32>> {
-    println!("xtask: running cargo bench -p {} --bench {}", bench.cargo_package(), bench.target);
+    println!("xtask: running cargo bench -p {} --bench {}", bench.package, bench.target);
     let mut child = cargo()
-        .args(["bench", "-p", bench.cargo_package(), "--bench", bench.target])
+        .args(["bench", "-p", bench.package, "--bench", bench.target])
         .current_dir(root)
         .env("TWICE_PYTHON", python)
         .stdin(Stdio::null())

@@ -8,7 +8,8 @@ pub(crate) const COUNTS: &str = "xtask/counts";
 
 /// A benchmark target that `cargo xtask bench` runs, in this order.
 pub(crate) struct Bench {
-    /// The folder of the package, as the benchmark's records name it (`twice/python`).
+    /// The cargo package that holds the target, named as its folder, as the benchmark's
+    /// records name it (`twice/python`).
     pub(crate) package: &'static str,
     pub(crate) target: &'static str,
     /// One paragraph under the section heading: what is measured.
@@ -19,11 +20,6 @@ impl Bench {
     /// The value of `bench` in its records.
     pub(crate) fn id(&self) -> String {
         format!("{}/{}", self.package, self.target)
-    }
-
-    /// The cargo package that holds the target: each package is named as its folder.
-    pub(crate) fn cargo_package(&self) -> &'static str {
-        self.package
     }
 }
 
@@ -139,13 +135,13 @@ mod tests {
         for bench in BENCHES.iter().filter(|b| b.package != "xtask") {
             let package = packages
                 .iter()
-                .find(|p| p["name"] == bench.cargo_package())
-                .unwrap_or_else(|| panic!("no package {} for {}", bench.cargo_package(), bench.id()));
+                .find(|p| p["name"] == bench.package)
+                .unwrap_or_else(|| panic!("no package {} for {}", bench.package, bench.id()));
             let found = package["targets"].as_array().expect("targets").iter().any(|t| {
                 t["name"] == bench.target
                     && t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "bench"))
             });
-            assert!(found, "package {} has no bench target {}", bench.cargo_package(), bench.target);
+            assert!(found, "package {} has no bench target {}", bench.package, bench.target);
         }
     }
 }
