@@ -516,42 +516,43 @@ fn no_product_file_is_over_the_line_limit() {
 /// its name, the line its `fn` is on (from 1) and its length in lines. A declaration without
 /// a body (a trait's) is none; a function inside another is counted in both.
 fn functions(code: &str) -> Vec<(String, usize, usize)> {
-    let tokens: Vec<(usize, char)> = code.char_indices().collect();
-    let line_at = |byte: usize| code[..byte].matches('\n').count() + 1;
     let mut found = Vec::new();
     // Open bodies: the function's name and line, and the brace depth its body opened at.
     let mut open: Vec<(String, usize, usize)> = Vec::new();
     let mut pending: Option<(String, usize)> = None;
-    let mut depth = 0;
-    let mut i = 0;
-    while i < tokens.len() {
-        let (at, c) = tokens[i];
-        let starts_word = !ident_char(code[..at].chars().last());
-        if c == 'f'
-            && starts_word
-            && code[at..].starts_with("fn")
-            && !ident_char(code[at + 2..].chars().next())
-        {
-            let name: String =
-                code[at + 2..].trim_start().chars().take_while(|c| ident_char(Some(*c))).collect();
-            if !name.is_empty() {
-                pending = Some((name, line_at(at)));
+    let (mut depth, mut nesting, mut line) = (0, 0, 1);
+    for (at, c) in code.char_indices() {
+        match c {
+            '\n' => line += 1,
+            'f' if code[at..].starts_with("fn")
+                && !ident_char(code[..at].chars().last())
+                && !ident_char(code[at + 2..].chars().next()) =>
+            {
+                let name: String =
+                    code[at + 2..].trim_start().chars().take_while(|c| ident_char(Some(*c))).collect();
+                if !name.is_empty() {
+                    pending = Some((name, line));
+                }
             }
-        } else if c == ';' && pending.is_some() && open.last().is_none_or(|o| o.2 < depth) {
-            pending = None;
-        } else if c == '{' {
-            depth += 1;
-            if let Some((name, line)) = pending.take() {
-                open.push((name, line, depth));
+            // A `;` outside brackets before the body ends a declaration (`[u8; 4]` does not).
+            ';' if nesting == 0 => pending = None,
+            '(' | '[' => nesting += 1,
+            ')' | ']' => nesting -= 1,
+            '{' => {
+                depth += 1;
+                if let Some((name, start)) = pending.take() {
+                    open.push((name, start, depth));
+                }
             }
-        } else if c == '}' {
-            if open.last().is_some_and(|o| o.2 == depth) {
-                let (name, line, _) = open.pop().expect("an open body");
-                found.push((name, line, line_at(at) - line + 1));
+            '}' => {
+                if open.last().is_some_and(|o| o.2 == depth) {
+                    let (name, start, _) = open.pop().expect("an open body");
+                    found.push((name, start, line - start + 1));
+                }
+                depth -= 1;
             }
-            depth -= 1;
+            _ => {}
         }
-        i += 1;
     }
     found
 }
@@ -582,11 +583,17 @@ fn no_product_function_is_over_the_line_limit() {
 fn a_function_is_measured_from_its_fn_line_to_its_closing_brace() {
     let text = "trait T { fn declared(&self); }\n\
                 fn outer() {\n    let s = \"{ not a brace\n}\";\n    fn inner() -> u8 {\n        1\n    }\n}\n\
-                impl X { pub(crate) async fn method<'a>(&'a self) -> impl Fn(u8) -> u8 { |x| x } }\n";
+                impl X { pub(crate) async fn method<'a>(&'a self) -> impl Fn(u8) -> u8 { |x| x } }\n\
+                fn array() -> [u8; 2] {\n    [0; 2]\n}\n";
     let found = functions(&without_tests(&code_of(text)).0);
     assert_eq!(
         found,
-        vec![("inner".to_string(), 5, 3), ("outer".to_string(), 2, 7), ("method".to_string(), 9, 1)],
+        vec![
+            ("inner".to_string(), 5, 3),
+            ("outer".to_string(), 2, 7),
+            ("method".to_string(), 9, 1),
+            ("array".to_string(), 10, 3)
+        ],
         "{found:?}"
     );
 }
