@@ -1,6 +1,6 @@
 //! twice as a Python or Node team installs it, with no Rust: the wheel and the npm packages
-//! that `cargo xtask package` builds from the release binaries (`cargo xtask test` builds them
-//! first and names them in `TWICE_WHEEL`, `TWICE_NPM_KIT` and `TWICE_NPM_PLATFORM`), each
+//! that `cargo xtask package` builds (`cargo xtask test` makes them first, from the debug
+//! binaries, and names them in `TWICE_WHEEL`, `TWICE_NPM_KIT` and `TWICE_NPM_PLATFORM`), each
 //! installed into a fresh venv or a fresh Node project whose PATH holds no cargo. The
 //! installed `twice` runs a catalog scenario, and each kit's example passes against the
 //! binary it came with (no `TWICE_BIN`).

@@ -16,9 +16,7 @@ use std::process::Stdio;
 
 use anyhow::{Context, Result, bail};
 
-use crate::node::prepare_node_executor;
-use crate::test::{prepare_chromium, selects_package, with_prepared_tests};
-use crate::venv::prepare_venv;
+use crate::test::{prepare, selects_package, with_prepared_tests};
 use crate::{cargo, exit_code, output_of, root, target_dir};
 
 /// How much of one failure's output the summary prints.
@@ -217,34 +215,20 @@ pub(crate) fn flake(args: &[String]) -> Result<i32> {
         None => (target.join("flake"), false),
     };
     if request.runs > 0 {
-        run_many(&root, &target, &logs, appending, &request)?;
+        run_many(&root, &logs, appending, &request)?;
     }
     summarise(&root, &logs)
 }
 
 /// Builds once, then runs the suite `request.runs` times, each into the next `K.log` of `logs`.
-fn run_many(root: &Path, target: &Path, logs: &Path, appending: bool, request: &Request) -> Result<()> {
+fn run_many(root: &Path, logs: &Path, appending: bool, request: &Request) -> Result<()> {
     let args = &with_prepared_tests(&request.args);
-    let python = prepare_venv(root)?;
-    let node_executor = prepare_node_executor(root)?;
-    println!("xtask: building the binaries (cargo build --workspace --bins)");
-    let built = cargo().args(["build", "--workspace", "--bins"]).current_dir(root).status();
-    if !built.context("could not start cargo build")?.success() {
-        bail!("cargo build --workspace --bins failed");
-    }
-    let chromium = prepare_chromium();
+    let vars = prepare(root)?;
     // The same command line as `cargo xtask test` (the prepared tests included), plus
     // --no-fail-fast (every binary runs).
     let command = |extra: &[&str]| {
         let mut command = cargo();
-        command
-            .arg("test")
-            .env("TWICE_BIN_DIR", target.join("debug"))
-            .env("TWICE_PYTHON", &python)
-            .env("TWICE_NODE_EXECUTOR", &node_executor);
-        if let Some(chromium) = &chromium {
-            command.env("TWICE_CHROMIUM", chromium);
-        }
+        command.arg("test").envs(vars.iter().map(|(k, v)| (k, v)));
         if !selects_package(args) {
             command.arg("--workspace");
         }

@@ -56,8 +56,9 @@ const COMMANDS: [(&str, &str); 11] = [
 
 const TEST: &str = "\
   test [ARGS...]  prepare the Python venv for the SDK tests (target/twice-venv, from
-                  tests/requirements.txt), then run `cargo test --workspace ARGS...`
-                  with TWICE_PYTHON set to its interpreter";
+                  tests/requirements.txt), Node's lockfiles, the binaries and packages,
+                  then run `cargo nextest run --workspace ARGS...` (or `cargo test` when
+                  cargo-nextest is not installed) with TWICE_* naming what it prepared";
 const SOAK: &str = "\
   soak [--kills N] [--seed S] [--workers W]
                   the release executor under N random SIGKILLs (default 10,000) and
@@ -194,8 +195,11 @@ fn run(command: impl FnOnce() -> Result<i32>) -> i32 {
 
 /// The workspace root: xtask lives one level below it.
 fn root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).to_path_buf()
+    // `cargo run` names the manifest's folder at run time; the compile-time one is kept by a
+    // build that cargo found fresh in another checkout sharing the target directory.
+    let manifest = env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    manifest.parent().map_or_else(|| manifest.clone(), Path::to_path_buf)
 }
 
 /// The target directory: `CARGO_TARGET_DIR` when set, `target/` at the root otherwise.

@@ -1,13 +1,16 @@
 //! `cargo xtask test`: the venv and the binaries that the end-to-end tests need, Chromium for
-//! the HTML report test, the TypeScript example executor, the wheel and npm packages of a
-//! release (`package.rs`), then `cargo test` with `TWICE_PYTHON`, `TWICE_NODE_EXECUTOR`,
-//! `TWICE_BIN_DIR`, `TWICE_CHROMIUM`, `TWICE_WHEEL`, `TWICE_NPM_KIT` and `TWICE_NPM_PLATFORM` set.
+//! the HTML report test, the TypeScript example executor, the wheel and npm packages
+//! (`package.rs`, from the debug binaries), then the suite (cargo-nextest when installed, else
+//! `cargo test`) with `TWICE_PYTHON`, `TWICE_NODE_EXECUTOR`, `TWICE_BIN_DIR`,
+//! `TWICE_CHROMIUM`, `TWICE_WHEEL`, `TWICE_NPM_KIT` and `TWICE_NPM_PLATFORM` set. Each step
+//! prints how long it took.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::node::{install_lockfile, prepare_node_executor};
 use crate::package;
@@ -16,62 +19,110 @@ use crate::{cargo, exit_code, output_of, root, target_dir};
 
 pub(crate) fn test(args: &[String]) -> Result<i32> {
     let root = root();
-    let python = prepare_venv(&root)?;
+    let started = Instant::now();
+    let vars = prepare(&root)?;
+    println!("xtask: prepared in {} s", started.elapsed().as_secs());
+    let code = run_tests(&root, args, &vars)?;
+    println!("xtask: the suite took {} s in all", started.elapsed().as_secs());
+    Ok(code)
+}
+
+/// What the suite's prepared tests are told, by name: an environment variable and its path.
+pub(crate) type Prepared = Vec<(&'static str, PathBuf)>;
+
+/// Everything the prepared tests need (the venv, the Node packages, the binaries, the
+/// packages, Chromium), made or checked, each step timed; the variables that name them.
+pub(crate) fn prepare(root: &Path) -> Result<Prepared> {
+    let python = step("the Python venv", || prepare_venv(root))?;
     // The TypeScript example runs on the Node SDKs of its lockfile, compiled to dist/.
-    let node_executor = prepare_node_executor(&root)?;
+    let node_executor = step("the TypeScript example", || prepare_node_executor(root))?;
     // The MCP client tests (tests/it/mcp_clients.rs) run the TypeScript MCP SDK of tests/mcp.
-    install_lockfile(&root, "tests/mcp", "cargo xtask test")?;
+    step("the MCP clients", || install_lockfile(root, "tests/mcp", "cargo xtask test"))?;
     // End-to-end tests run the project's binaries (`twice`, `twice-executor`) as real child
     // processes; cargo builds a package's binaries only for that package's own tests, so
     // build them all first and tell the tests where they are.
     println!("xtask: building the binaries (cargo build --workspace --bins)");
-    let built = cargo().args(["build", "--workspace", "--bins"]).current_dir(&root).status();
-    let built = built.context("could not start cargo build")?;
-    if !built.success() {
-        return Ok(exit_code(built));
-    }
-    let bin_dir = target_dir(&root).join("debug");
-    // The packagings' tests (tests/it/packages.rs) install the wheel and the npm packages a
-    // release makes, from the release binaries, as a Python or Node team would.
-    let code = package::build_release(&root, None)?;
-    if code != 0 {
-        return Ok(code);
-    }
+    step("the binaries", || {
+        let built = cargo().args(["build", "--workspace", "--bins"]).current_dir(root).status();
+        let built = built.context("could not start cargo build")?;
+        if !built.success() {
+            bail!("cargo build --workspace --bins failed ({})", exit_code(built));
+        }
+        Ok(())
+    })?;
+    let bin_dir = target_dir(root).join("debug");
+    // The packagings' tests (tests/it/packages.rs) install the wheel and the npm packages as a
+    // Python or Node team would. They are made here from the debug binaries just built: the
+    // packaging is what is under test, and a release build would double the suite's compile.
     let host = package::host().context("this machine is none of the platforms twice is packaged for")?;
     let packages =
-        package::make(&root, &target_dir(&root).join("release"), &target_dir(&root).join("packages"), host)?;
-    let mut command = cargo();
-    command.arg("test").env("TWICE_BIN_DIR", &bin_dir);
-    for (name, path) in [
-        ("TWICE_WHEEL", &packages.wheel),
-        ("TWICE_NPM_KIT", &packages.npm_kit),
-        ("TWICE_NPM_PLATFORM", &packages.npm_platform),
-    ] {
-        println!("xtask: {name}={}", path.display());
-        command.env(name, path);
-    }
+        step("the packages", || package::make(root, &bin_dir, &target_dir(root).join("packages"), host))?;
+    let mut vars = vec![
+        ("TWICE_BIN_DIR", bin_dir),
+        ("TWICE_WHEEL", packages.wheel),
+        ("TWICE_NPM_KIT", packages.npm_kit),
+        ("TWICE_NPM_PLATFORM", packages.npm_platform),
+        ("TWICE_PYTHON", python),
+        ("TWICE_NODE_EXECUTOR", node_executor),
+    ];
     // The HTML report test loads report.html in headless Chromium.
     match prepare_chromium() {
-        Some(chromium) => {
-            println!("xtask: TWICE_CHROMIUM={}", chromium.display());
-            command.env("TWICE_CHROMIUM", chromium);
-        }
+        Some(chromium) => vars.push(("TWICE_CHROMIUM", chromium)),
         None => println!(
             "xtask: warning: no Chromium found; the HTML report test checks the page's structure only \
              (and fails under CI)"
         ),
     }
+    for (name, value) in &vars {
+        println!("xtask: {name}={}", value.display());
+    }
+    Ok(vars)
+}
+
+/// Runs one preparation step and says how long it took, so that a slow one is seen.
+fn step<T>(what: &str, work: impl FnOnce() -> Result<T>) -> Result<T> {
+    let started = Instant::now();
+    let out = work()?;
+    println!("xtask: {what}: ready in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(out)
+}
+
+/// The test run proper, with `vars` set: under cargo-nextest when it is installed (every test
+/// binary's tests side by side, so one long test no longer holds the binaries after it, and
+/// `.config/nextest.toml` bounds each test), then the doc tests, which nextest does not run;
+/// under `cargo test` otherwise.
+fn run_tests(root: &Path, args: &[String], vars: &[(&str, PathBuf)]) -> Result<i32> {
+    let nextest = cargo()
+        .args(["nextest", "--version"])
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let mut command = cargo();
+    if nextest {
+        command.args(["nextest", "run"]);
+    } else {
+        println!("xtask: cargo-nextest is not installed (cargo install cargo-nextest): using cargo test");
+        command.arg("test");
+    }
     // `--workspace` would override a `-p`, so add it only when no package is chosen.
-    if !selects_package(args) {
+    let whole = !selects_package(args);
+    if whole {
         command.arg("--workspace");
     }
-    command.args(with_prepared_tests(args)).current_dir(&root).env("TWICE_PYTHON", &python);
-    println!("xtask: TWICE_PYTHON={}", python.display());
-    command.env("TWICE_NODE_EXECUTOR", &node_executor);
-    println!("xtask: TWICE_NODE_EXECUTOR={}", node_executor.display());
-    println!("xtask: running cargo test{}", if selects_package(args) { "" } else { " --workspace" });
-    let status = command.status().context("could not start cargo test")?;
-    Ok(exit_code(status))
+    command.args(with_prepared_tests(args)).current_dir(root).envs(vars.iter().map(|(k, v)| (k, v)));
+    println!(
+        "xtask: running cargo {}{}",
+        if nextest { "nextest run" } else { "test" },
+        if whole { " --workspace" } else { "" }
+    );
+    let code = exit_code(command.status().context("could not start the tests")?);
+    if code != 0 || !nextest || !args.is_empty() {
+        return Ok(code);
+    }
+    println!("xtask: running the doc tests (cargo test --workspace --doc)");
+    let mut doc = cargo();
+    doc.args(["test", "--workspace", "--doc"]).current_dir(root).envs(vars.iter().map(|(k, v)| (k, v)));
+    Ok(exit_code(doc.status().context("could not start cargo test --doc")?))
 }
 
 /// The tests that need what this command prepares (the venv, Node, the packages) are
