@@ -3,6 +3,9 @@
 //! described in `xtask/src/main.rs`) and compares figures from one run to the next, which only
 //! means something when every benchmark summarises its samples alike.
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 use std::path::PathBuf;
 
 use serde_json::{Value, json};

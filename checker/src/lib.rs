@@ -123,6 +123,9 @@
 //! the last arrow, the state is the first word after it (a note may follow, e.g.
 //! `r1 -> failed (card declined)`), and states compare case-insensitively.
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 use std::collections::BTreeMap;
 
 use scenarios::Scenario;

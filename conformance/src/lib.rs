@@ -17,6 +17,9 @@
 //! A scenario's verdicts belong to the whole scenario, so a scenario that uses two actions
 //! counts for both rows (the checker does not tell which intent broke an invariant).
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

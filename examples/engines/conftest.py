@@ -13,7 +13,10 @@ which checks the claims, records the finding and then:
   something twice is a bug in the example, never a finding);
 - for both apps, fails the test when its outcome or its violated invariants differ from the
   engine's `findings.json` (unless `TWICE_ENGINES_UPDATE=1`, which `cargo xtask engines` sets when
-  it refreshes them), so that `docs/engines.md` states what the latest run showed.
+  it refreshes them), so that `docs/engines.md` states what the latest run showed. Where the
+  engine itself races (a kill that lands before or after a checkpoint it writes in the
+  background), a result's `also_seen` lists the other outcomes a run has shown, each with its
+  evidence and date; a run that gives one of them passes, and the table states them all.
 
 Environment: `TWICE_ENGINES_OUT` (a JSON-lines file each finding is appended to),
 `TWICE_ENGINES_UPDATE` (record without comparing). Marker: `short`, the tests
@@ -126,11 +129,15 @@ class EngineFindings:
             return
         seen = (finding.outcome, finding.violated)
         expected = (committed.get("outcome"), committed.get("violated"))
-        if seen != expected:
+        also = [(other.get("outcome"), other.get("violated")) for other in committed.get("also_seen") or []]
+        if seen != expected and seen in also:
+            print(f"{finding.test}: {seen[0]} {seen[1]}, an outcome findings.json lists under also_seen")
+        elif seen != expected:
             pytest.fail(
                 f"{finding.test}: this run gave {seen[0]} {seen[1]}, but {self._folder.name}/findings.json "
                 f"says {expected[0]} {expected[1]}. If the engine's behaviour changed, "
-                f"`cargo xtask engines --only {self.engine}` reruns it and refreshes the findings.\n"
+                f"`cargo xtask engines --only {self.engine}` reruns it and refreshes the findings; if the "
+                f"engine races and both outcomes happen, add this one to the result's `also_seen`.\n"
                 f"{verdict.summary}"
             )
 

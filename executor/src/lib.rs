@@ -21,6 +21,9 @@
 //!   code on virtual time. `twice-executor` (in `src/bin`) speaks the stdio protocol
 //!   `twice/1` of `docs/protocol.md`.
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 pub mod intent_engine;
 pub mod log;
 pub mod model;

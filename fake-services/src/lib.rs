@@ -30,6 +30,9 @@
 //! [`contract`], [`rule`], [`record`] and [`clock`] re-export them, so every path above still
 //! names the one type.
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 pub mod chain;
 pub mod clock;
 pub mod core;

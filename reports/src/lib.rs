@@ -3,6 +3,9 @@
 //! [`results::RunResults`] and never runs anything, so every file can be rebuilt from
 //! `results.json` alone (`twice report merge` does exactly that).
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 pub mod baseline;
 pub mod html;
 pub mod json;

@@ -7,6 +7,9 @@
 //! can always be rebuilt from `results.json` alone. [`names`] makes file names from the names
 //! these carry.
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 pub mod names;
 mod observed;
 mod schema;

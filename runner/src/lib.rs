@@ -36,6 +36,9 @@
 //! - [`workdir`]: scratch directories gone on every path, an interrupt included;
 //!   [`interrupt`]: whether one has come, and the hold that keeps the run from acting on it.
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 pub mod exit;
 pub mod interrupt;
 pub mod live;

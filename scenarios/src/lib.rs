@@ -13,6 +13,9 @@
 //!
 //! The format is documented in `docs/scenarios.md`.
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 // The format's bounds, below the model whose schema states some of them; public through
 // `validate`, which checks them.
 mod bounds;

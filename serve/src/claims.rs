@@ -14,14 +14,14 @@ use vocabulary::State;
 /// The body: `{"claims": [...]}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ClaimsDoc {
+pub(crate) struct ClaimsDoc {
     pub claims: Vec<AppClaim>,
 }
 
 /// What the application says of one intent at the end of the test.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AppClaim {
+pub(crate) struct AppClaim {
     /// The scenario intent's id.
     pub id: String,
     /// Its action (`payments.refund`, ...): must be the scenario intent's.
@@ -45,7 +45,7 @@ pub struct AppClaim {
 
 /// Claims as the checker takes them.
 #[derive(Debug, Default)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     /// Every claimed intent counts as recorded by the application.
     pub acknowledged: Vec<String>,
     /// The scenario's intents the claims leave out, with why.
@@ -54,7 +54,7 @@ pub struct Parsed {
 }
 
 /// Reads `body` against `scenario`; the error names the field and the value.
-pub fn parse(body: &[u8], scenario: &Scenario) -> Result<Parsed, String> {
+pub(crate) fn parse(body: &[u8], scenario: &Scenario) -> Result<Parsed, String> {
     let doc: ClaimsDoc = serde_json::from_slice(body).map_err(|e| {
         format!(
             "claims: {e}; expected {{\"claims\": [{{\"id\": ..., \"action\": ..., \"state\": ..., \"params\": ..., \

@@ -2,14 +2,17 @@
 //! endpoint (a scenario's world on demand, its steps, the verdict on an application's
 //! claims, a reset of every fake), until Ctrl-C or SIGTERM. `docs/byo.md` is the user's view.
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 pub mod accounts;
 pub mod check;
-pub mod claims;
+mod claims;
 pub mod client;
 pub mod clients;
 pub mod control;
 pub mod mcp;
-pub mod settle;
+mod settle;
 pub mod world;
 
 pub use check::{CheckArgs, check};

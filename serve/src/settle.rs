@@ -23,19 +23,19 @@ use runner::setup;
 
 /// Past the scenario's settle bound, how long the check still waits: a fake's timers (a late
 /// commit's sleep) may fire a little after their due time on a loaded machine.
-pub const SETTLE_MARGIN_MS: u64 = 1_000;
+pub(crate) const SETTLE_MARGIN_MS: u64 = 1_000;
 /// The longest the check waits, whatever a contract announces: the longest settle bound a
 /// scenario may announce (a `settle_ms_max` and a `read_lag_ms_max` of at most
 /// `HOLD_MS_MAX`, 600 s, each) plus the margin. A contract patched past it over a fake's
 /// control API is cut to it.
-pub const SETTLE_WAIT_MS_MAX: u64 = 2 * vocabulary::rule::HOLD_MS_MAX + SETTLE_MARGIN_MS;
+pub(crate) const SETTLE_WAIT_MS_MAX: u64 = 2 * vocabulary::rule::HOLD_MS_MAX + SETTLE_MARGIN_MS;
 /// How often the fakes are asked, while the check waits.
 const POLL_MS: u64 = 20;
 
 /// How the wait ended: what to record of it, and, when the world could not settle, what was
 /// still moving.
 #[derive(Debug, Clone)]
-pub struct Settling {
+pub(crate) struct Settling {
     pub wait: SettleWait,
     /// Empty when the world settled (or the caller asked not to wait); otherwise one line per
     /// thing still moving, for the single `world-unsettled` verdict.
@@ -46,7 +46,7 @@ pub struct Settling {
 /// contracts the fakes hold now (a test may have patched one), or the bound of any other fake
 /// with work under way if longer, plus [`SETTLE_MARGIN_MS`], at most [`SETTLE_WAIT_MS_MAX`].
 /// `None` with no scenario set up.
-pub fn bound_ms(world: &World) -> Option<u64> {
+pub(crate) fn bound_ms(world: &World) -> Option<u64> {
     let guard = world.lock();
     let scenario = &guard.as_ref()?.case.scenario;
     let settle_ms = setup::settle_ms(scenario, &setup::contracts(scenario, &world.fakes));
@@ -69,7 +69,7 @@ pub fn bound_ms(world: &World) -> Option<u64> {
 /// Waits until nothing pending at the scenario's fakes can change a ledger by itself, at most
 /// `bound_ms`; at once when `wait` is false. Returns early, with what holds it, when a request
 /// is held at a step the test has not said is done.
-pub async fn settle(world: &World, bound_ms: u64, wait: bool) -> Settling {
+pub(crate) async fn settle(world: &World, bound_ms: u64, wait: bool) -> Settling {
     let started = Instant::now();
     let record = |waited: bool| SettleWait {
         waited,

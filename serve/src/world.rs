@@ -331,7 +331,7 @@ impl World {
     /// when the ledgers were read, and the ledgers and journals of every service the scenario
     /// announces. What is pending is read before the ledgers, so that nothing it leaves out
     /// lands after them unseen.
-    pub fn observed(&self, current: &Current, parsed: crate::claims::Parsed) -> Observed {
+    pub(crate) fn observed(&self, current: &Current, parsed: crate::claims::Parsed) -> Observed {
         let mut pending = runner::world::World::pending(&self.fakes);
         pending.extend(Self::held_at_steps(current).into_iter().map(|held| Pending {
             service: held.service.to_string(),

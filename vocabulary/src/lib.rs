@@ -32,6 +32,9 @@
 //! - [`schema`]: the JSON Schema parts serde's derives cannot say (a fault as a name or a
 //!   table, parameters by kind), for the schemas in `schemas/`.
 
+// What the crate does not export is `pub(crate)`, so that its API is what it says it is.
+#![warn(unreachable_pub)]
+
 pub mod action;
 pub mod clock;
 pub mod contract;

@@ -17,6 +17,7 @@ pub(crate) use crate::benches::BENCHES;
 use crate::benches::Bench;
 use crate::counts::{BENCH as COUNTS, Programs, count};
 use crate::headlines::{README, headlines, with_headlines};
+use crate::inner_loop;
 use crate::machine::machine;
 use crate::records::{Records, Saved};
 use crate::render::{COUNTS_END, COUNTS_START, counts_block, render, section_block};
@@ -53,6 +54,7 @@ pub(crate) fn bench() -> Result<i32> {
     // The counts first: they judge the targets, and they do not care what runs beside them.
     let programs = Programs::build(&root, None)?;
     records.figures.extend(count(&programs)?);
+    records.figures.extend(inner_loop::measure(&root)?);
     for bench in BENCHES.iter().filter(|b| b.package != "xtask") {
         if let Some(failed) = run_bench(&root, bench, &python, &mut records)? {
             return Ok(failed);
@@ -112,11 +114,14 @@ pub(crate) fn bench_only(id: &str) -> Result<i32> {
     let root = root();
     let (doc, mut saved) = read_saved(&root)?;
     // Refused before minutes of measuring when the section has nowhere to go.
+    let doc = with_place_for(&doc, id)?;
     with_section(&doc, id, "")?;
     let python = prepare_venv(&root)?;
     println!("xtask: TWICE_PYTHON={}", python.display());
     let mut records = Records::default();
-    if let Some(failed) = run_bench(&root, bench, &python, &mut records)? {
+    if id == inner_loop::BENCH {
+        records.figures.extend(inner_loop::measure(&root)?);
+    } else if let Some(failed) = run_bench(&root, bench, &python, &mut records)? {
         return Ok(failed);
     }
     let measured = format!(
@@ -132,6 +137,20 @@ pub(crate) fn bench_only(id: &str) -> Result<i32> {
     write_partial(&root, &doc, &saved)?;
     println!("xtask: rewrote {id} in {BENCH_DOC} and {BENCH_JSON}, and the headlines");
     Ok(0)
+}
+
+/// `doc` as it is when it has a section `## ID`; else with an empty one where a full run puts it,
+/// before the section of the first benchmark after it in [`BENCHES`] that `doc` has (a
+/// benchmark new since the last full run).
+fn with_place_for(doc: &str, id: &str) -> Result<String> {
+    if doc.contains(&format!("\n## {id}\n")) {
+        return Ok(doc.to_string());
+    }
+    let after = BENCHES.iter().map(Bench::id).skip_while(|b| b != id).skip(1);
+    let at = after.filter_map(|b| doc.find(&format!("\n## {b}\n"))).next().with_context(|| {
+        format!("{BENCH_DOC} has no section {id} nor any after it; run `cargo xtask bench` once")
+    })?;
+    Ok(format!("{}\n## {id}\n{}", &doc[..at], &doc[at..]))
 }
 
 /// `doc` with the section `## ID` (up to the next section) replaced by `block`, which starts
@@ -308,7 +327,20 @@ fn write(root: &Path, readme: &str, records: &Records) -> Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{with_doc_headlines, with_section};
+    use super::{BENCHES, Bench, with_doc_headlines, with_place_for, with_section};
+
+    #[test]
+    fn a_new_section_goes_before_the_next_one_a_full_run_writes() {
+        let ids: Vec<String> = BENCHES.iter().map(Bench::id).collect();
+        let (new, next) = (&ids[1], &ids[2]);
+        let doc = format!("# B\n\n## {next}\n\nx\n");
+        assert_eq!(
+            with_place_for(&doc, new).expect("a place"),
+            format!("# B\n\n## {new}\n\n## {next}\n\nx\n")
+        );
+        assert_eq!(with_place_for(&doc, next).expect("its own section"), doc);
+        assert!(with_place_for("# B\n", new).is_err());
+    }
 
     #[test]
     fn one_section_is_replaced_up_to_the_next_and_nothing_else() {

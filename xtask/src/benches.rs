@@ -36,6 +36,17 @@ pub(crate) const BENCHES: &[Bench] = &[
                 rewrites this section; `cargo xtask bench --compare BASE` counts another commit beside \
                 this one.",
     },
+    // Timed by xtask itself (`inner_loop.rs`), not by a `cargo bench` target.
+    Bench {
+        package: "xtask",
+        target: "build",
+        about: "The inner loop: `cargo build` of the CLI in the dev profile, as a developer runs it in this \
+                checkout, right after a build (nothing changed: nothing may compile, so a stamp or a build \
+                script that reruns for nothing is seen here), and after a change to one source file low in \
+                the crate graph (the checker, which every runner, serve and CLI build depends on) and at its \
+                top (the CLI). Each figure is the median of 5 builds. `cargo xtask bench --only xtask/build` \
+                measures this section alone.",
+    },
     Bench {
         package: "fake-services",
         target: "throughput",

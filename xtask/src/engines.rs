@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
 use crate::node::install_lockfile;
@@ -30,7 +30,9 @@ pub(crate) const USAGE: &str = "\
                   run the real engines of examples/engines (celery, dbos, langgraph,
                   restate, temporal), each app through twice; a full run rewrites each
                   engine's findings.json and the table of docs/engines.md; --short runs
-                  the tests marked short (CI) and checks them against findings.json";
+                  the tests marked short (CI) and checks them against findings.json
+  engines --table rewrite the table of docs/engines.md from the committed findings.json
+                  files, running nothing (after an edit by hand, an `also_seen` say)";
 
 /// One engine's folder under `examples/engines/` and what it needs besides its venv.
 struct Engine {
@@ -106,8 +108,13 @@ fn names() -> Vec<&'static str> {
 }
 
 pub(crate) fn engines(args: &[String]) -> Result<i32> {
-    let args = parse(args)?;
     let root = root();
+    if args == ["--table"] {
+        write_table(&root)?;
+        println!("xtask: wrote the findings table of {DOC}");
+        return Ok(0);
+    }
+    let args = parse(args)?;
     println!("xtask: building twice (cargo build --bin twice)");
     let built = cargo().args(["build", "-p", "twice", "--bin", "twice"]).current_dir(&root).status();
     if !built.context("could not start cargo build")?.success() {
@@ -118,9 +125,22 @@ pub(crate) fn engines(args: &[String]) -> Result<i32> {
     let refresh = !args.short && args.pytest.is_empty();
     let mut failed = Vec::new();
     let mut lines = Vec::new();
-    for engine in ENGINES.iter().filter(|e| args.only.is_empty() || args.only.iter().any(|o| o == e.name)) {
+    let selected: Vec<&Engine> =
+        ENGINES.iter().filter(|e| args.only.is_empty() || args.only.iter().any(|o| o == e.name)).collect();
+    // Every engine's venv and packages at once: pip and npm mostly wait on the network.
+    let started = Instant::now();
+    let prepared: Vec<Result<PathBuf>> = thread::scope(|s| {
+        let handles: Vec<_> =
+            selected.iter().map(|engine| s.spawn(|| prepare_engine(&root, engine))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("the thread that prepared it panicked"))))
+            .collect()
+    });
+    println!("xtask: the engines' venvs and packages: ready in {:.1} s", started.elapsed().as_secs_f64());
+    for (engine, python) in selected.into_iter().zip(prepared) {
         let started = Instant::now();
-        let outcome = run_engine(&root, engine, &twice, &args, refresh);
+        let outcome = python.and_then(|python| run_engine(&root, engine, &python, &twice, &args, refresh));
         let took_s = started.elapsed().as_secs_f64();
         match outcome {
             Ok(true) => lines.push(format!("{:<10} passed in {took_s:.0} s", engine.name)),
@@ -142,13 +162,12 @@ pub(crate) fn engines(args: &[String]) -> Result<i32> {
     if failed.is_empty() { Ok(0) } else { Ok(1) }
 }
 
-/// Prepares and runs one engine's tests; whether they passed.
-fn run_engine(root: &Path, engine: &Engine, twice: &Path, args: &Args, refresh: bool) -> Result<bool> {
+/// Makes one engine's venv and what else it needs (Redis, its npm lockfile); its venv's Python.
+fn prepare_engine(root: &Path, engine: &Engine) -> Result<PathBuf> {
     let name = engine.name;
     let folder = format!("examples/engines/{name}");
     let work = target_dir(root).join("engines").join(name);
     fs::create_dir_all(&work).with_context(|| format!("could not create {}", work.display()))?;
-    println!("\nxtask: === {name} ===");
     let rerun = format!("cargo xtask engines --only {name}");
     let requirements = format!("{folder}/requirements.txt");
     let venv = Venv {
@@ -168,9 +187,25 @@ fn run_engine(root: &Path, engine: &Engine, twice: &Path, args: &Args, refresh: 
     if engine.npm {
         install_lockfile(root, &folder, &rerun)?;
     }
+    Ok(python)
+}
+
+/// Runs one engine's tests on its prepared `python`; whether they passed.
+fn run_engine(
+    root: &Path,
+    engine: &Engine,
+    python: &Path,
+    twice: &Path,
+    args: &Args,
+    refresh: bool,
+) -> Result<bool> {
+    let name = engine.name;
+    let folder = format!("examples/engines/{name}");
+    let work = target_dir(root).join("engines").join(name);
+    println!("\nxtask: === {name} ===");
     let results = work.join("results.jsonl");
     let _ = fs::remove_file(&results);
-    let mut command = Command::new(&python);
+    let mut command = Command::new(python);
     command
         .args(["-m", "pytest", &folder, "-q", "-p", "no:cacheprovider", "--junitxml"])
         .arg(work.join("junit.xml"))
@@ -198,8 +233,10 @@ fn run_engine(root: &Path, engine: &Engine, twice: &Path, args: &Args, refresh: 
     }
     if refresh {
         let recorded = fs::read_to_string(&results).unwrap_or_default();
-        let findings = findings_json(name, &recorded, &today())?;
         let path = root.join(&folder).join("findings.json");
+        // Outcomes a maintainer recorded as also seen (an engine's own race) outlive a refresh.
+        let previous = fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok());
+        let findings = findings_json(name, &recorded, &today(), previous.as_ref())?;
         let text = serde_json::to_string_pretty(&findings)? + "\n";
         fs::write(&path, text).with_context(|| format!("could not write {}", path.display()))?;
         println!("xtask: wrote {}", path.display());
@@ -240,8 +277,12 @@ fn today() -> String {
 }
 
 /// An engine's `findings.json` from the JSON lines its tests recorded: one result per test,
-/// sorted by test name, and the versions they named.
-fn findings_json(engine: &str, recorded: &str, date: &str) -> Result<Value> {
+/// sorted by test name, and the versions they named; each test's `also_seen` (other outcomes
+/// of a racing engine, with their evidence) kept from `previous`.
+fn findings_json(engine: &str, recorded: &str, date: &str, previous: Option<&Value>) -> Result<Value> {
+    let also_seen = |test: &str| {
+        previous?["results"].as_array()?.iter().find(|r| r["test"] == test)?.get("also_seen").cloned()
+    };
     let mut results = BTreeMap::new();
     let mut versions = BTreeMap::new();
     for (n, line) in recorded.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -258,6 +299,9 @@ fn findings_json(engine: &str, recorded: &str, date: &str) -> Result<Value> {
         }
         let test =
             finding.get("test").and_then(Value::as_str).context("a result without `test`")?.to_string();
+        if let (Some(object), Some(also)) = (finding.as_object_mut(), also_seen(&test)) {
+            object.insert("also_seen".into(), also);
+        }
         results.insert(test, finding);
     }
     if results.is_empty() {
@@ -349,21 +393,9 @@ fn render_table(findings: &[(&str, Option<Value>)]) -> Result<String> {
             let cell = |app: &str| match apps.get(app) {
                 None => "not run".to_string(),
                 Some(r) => {
-                    let violated: Vec<String> = r["violated"]
-                        .as_array()
-                        .map(|v| v.iter().filter_map(Value::as_str).map(|s| format!("`{s}`")).collect())
-                        .unwrap_or_default();
-                    let hazards: Vec<String> = r["hazards"]
-                        .as_array()
-                        .map(|v| v.iter().filter_map(Value::as_str).map(|s| format!("`{s}`")).collect())
-                        .unwrap_or_default();
-                    let mut text = if violated.is_empty() {
-                        "passed".to_string()
-                    } else {
-                        format!("**violated** {}", violated.join(", "))
-                    };
-                    if !hazards.is_empty() {
-                        text.push_str(&format!(" (hazard: {})", hazards.join(", ")));
+                    let mut text = outcome_text(r);
+                    for other in r["also_seen"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                        text.push_str(&format!("; also seen: {}", outcome_text(other)));
                     }
                     text
                 }
@@ -382,6 +414,16 @@ fn render_table(findings: &[(&str, Option<Value>)]) -> Result<String> {
                         r["replay"].as_str().unwrap_or("?"),
                         evidence.map(|e| format!("\n  ({})", e.replace('\n', " "))).unwrap_or_default()
                     ));
+                    for other in r["also_seen"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                        let evidence =
+                            other["evidence"].as_array().and_then(|e| e.first()).and_then(Value::as_str);
+                        replays.push(format!(
+                            "  also seen{}: {}{}",
+                            other["date"].as_str().map(|d| format!(" on {d}")).unwrap_or_default(),
+                            evidence.map(|e| e.replace('\n', " ")).unwrap_or_else(|| outcome_text(other)),
+                            other["note"].as_str().map(|n| format!(" ({n})")).unwrap_or_default()
+                        ));
+                    }
                 }
             }
         }
@@ -394,6 +436,27 @@ fn render_table(findings: &[(&str, Option<Value>)]) -> Result<String> {
     out.push('\n');
     out.push_str(END);
     Ok(out)
+}
+
+/// A result's outcome as its table cell says it: passed, or the invariants it violated, and
+/// its hazards.
+fn outcome_text(r: &Value) -> String {
+    let names = |key: &str| -> Vec<String> {
+        r[key]
+            .as_array()
+            .map(|v| v.iter().filter_map(Value::as_str).map(|s| format!("`{s}`")).collect())
+            .unwrap_or_default()
+    };
+    let (violated, hazards) = (names("violated"), names("hazards"));
+    let mut text = if violated.is_empty() {
+        "passed".to_string()
+    } else {
+        format!("**violated** {}", violated.join(", "))
+    };
+    if !hazards.is_empty() {
+        text.push_str(&format!(" (hazard: {})", hazards.join(", ")));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -425,18 +488,26 @@ mod tests {
             r#"{"engine":"celery","app":"careful","scenario":"s","family":"lost-reply","outcome":"passed","violated":[],"hazards":[],"test":"t[a]","replay":"r2","versions":{"redis":"7"},"evidence":[]}"#,
             "\n"
         );
-        let findings = findings_json("celery", recorded, "2026-12-03").unwrap();
+        let other = json!({"outcome": "violated", "violated": ["expected-states"], "evidence": ["e2"], "date": "2026-12-05"});
+        let previous =
+            json!({"results": [{"test": "t[b]", "also_seen": [other]}, {"test": "gone", "also_seen": []}]});
+        let findings = findings_json("celery", recorded, "2026-12-03", Some(&previous)).unwrap();
         assert_eq!(findings["versions"], json!({"celery": "5.7.0", "redis": "7"}));
         let tests: Vec<&str> =
             findings["results"].as_array().unwrap().iter().map(|r| r["test"].as_str().unwrap()).collect();
         assert_eq!(tests, ["t[a]", "t[b]"]);
-        assert!(findings_json("celery", "\n", "d").is_err(), "no finding is an error");
+        assert_eq!(findings["results"][1]["also_seen"], json!([other]), "a refresh keeps what was also seen");
+        assert!(findings["results"][0].get("also_seen").is_none());
+        assert!(findings_json("celery", "\n", "d", None).is_err(), "no finding is an error");
         let table = render_table(&[("celery", Some(findings)), ("dbos", None)]).unwrap();
         assert!(
-            table.contains("| lost reply after commit | `s` | **violated** `no-duplicate-effect` | passed |"),
+            table.contains(
+                "| lost reply after commit | `s` | **violated** `no-duplicate-effect`; also seen: **violated** \
+                 `expected-states` | passed |"
+            ),
             "{table}"
         );
-        assert!(table.contains("- idiomatic, `s`: `r`\n  (e)"), "{table}");
+        assert!(table.contains("- idiomatic, `s`: `r`\n  (e)\n  also seen on 2026-12-05: e2"), "{table}");
         assert!(table.contains("### dbos\n\nNot run yet"), "{table}");
     }
 

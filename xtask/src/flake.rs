@@ -223,7 +223,7 @@ pub(crate) fn flake(args: &[String]) -> Result<i32> {
 /// Builds once, then runs the suite `request.runs` times, each into the next `K.log` of `logs`.
 fn run_many(root: &Path, logs: &Path, appending: bool, request: &Request) -> Result<()> {
     let args = &with_prepared_tests(&request.args);
-    let vars = prepare(root)?;
+    let vars = prepare(root, false)?;
     // The same command line as `cargo xtask test` (the prepared tests included), plus
     // --no-fail-fast (every binary runs).
     let command = |extra: &[&str]| {

@@ -21,6 +21,7 @@ mod fuzz_api;
 mod fuzz_http;
 mod fuzz_parsers;
 mod headlines;
+mod inner_loop;
 mod machine;
 mod node;
 mod package;

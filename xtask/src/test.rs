@@ -8,9 +8,10 @@
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::thread;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 
 use crate::node::{install_lockfile, prepare_node_executor};
 use crate::package;
@@ -20,7 +21,9 @@ use crate::{cargo, exit_code, output_of, root, target_dir};
 pub(crate) fn test(args: &[String]) -> Result<i32> {
     let root = root();
     let started = Instant::now();
-    let vars = prepare(&root)?;
+    // The whole suite's test binaries are compiled while the venv and Node's packages are
+    // fetched; a narrower run leaves cargo to build what it selects.
+    let vars = prepare(&root, args.is_empty())?;
     println!("xtask: prepared in {} s", started.elapsed().as_secs());
     let code = run_tests(&root, args, &vars)?;
     println!("xtask: the suite took {} s in all", started.elapsed().as_secs());
@@ -30,43 +33,28 @@ pub(crate) fn test(args: &[String]) -> Result<i32> {
 /// What the suite's prepared tests are told, by name: an environment variable and its path.
 pub(crate) type Prepared = Vec<(&'static str, PathBuf)>;
 
-/// Everything the prepared tests need (the venv, the Node packages, the binaries, the
-/// packages, Chromium), made or checked, each step timed; the variables that name them.
-pub(crate) fn prepare(root: &Path) -> Result<Prepared> {
-    let python = step("the Python venv", || prepare_venv(root))?;
-    // The TypeScript example runs on the Node SDKs of its lockfile, compiled to dist/.
-    let node_executor = step("the TypeScript example", || prepare_node_executor(root))?;
-    // The MCP client tests (tests/it/mcp_clients.rs) run the TypeScript MCP SDK of tests/mcp.
-    step("the MCP clients", || install_lockfile(root, "tests/mcp", "cargo xtask test"))?;
-    // End-to-end tests run the project's binaries (`twice`, `twice-executor`) as real child
-    // processes; cargo builds a package's binaries only for that package's own tests, so
-    // build them all first and tell the tests where they are.
-    println!("xtask: building the binaries (cargo build --workspace --bins)");
-    step("the binaries", || {
-        let built = cargo().args(["build", "--workspace", "--bins"]).current_dir(root).status();
-        let built = built.context("could not start cargo build")?;
-        if !built.success() {
-            bail!("cargo build --workspace --bins failed ({})", exit_code(built));
-        }
-        Ok(())
-    })?;
-    let bin_dir = target_dir(root).join("debug");
-    // The packagings' tests (tests/it/packages.rs) install the wheel and the npm packages as a
-    // Python or Node team would. They are made here from the debug binaries just built: the
-    // packaging is what is under test, and a release build would double the suite's compile.
-    let host = package::host().context("this machine is none of the platforms twice is packaged for")?;
-    let packages =
-        step("the packages", || package::make(root, &bin_dir, &target_dir(root).join("packages"), host))?;
+/// Everything the prepared tests need, made or checked, each step timed; the variables that
+/// name them. What comes over the network (PyPI, npm, apt: [`fetch`]) is fetched on a thread of
+/// its own while cargo compiles ([`build`]), so that neither waits for the other; with
+/// `test_binaries`, the compile includes the whole workspace's tests.
+pub(crate) fn prepare(root: &Path, test_binaries: bool) -> Result<Prepared> {
+    let (fetched, built) = thread::scope(|s| {
+        let fetched = s.spawn(|| fetch(root));
+        let built = build(root, test_binaries);
+        (fetched.join(), built)
+    });
+    let fetched =
+        fetched.map_err(|_| anyhow!("the thread that fetched the venv and Node's packages panicked"))??;
+    let (bin_dir, packages) = built?;
     let mut vars = vec![
         ("TWICE_BIN_DIR", bin_dir),
         ("TWICE_WHEEL", packages.wheel),
         ("TWICE_NPM_KIT", packages.npm_kit),
         ("TWICE_NPM_PLATFORM", packages.npm_platform),
-        ("TWICE_PYTHON", python),
-        ("TWICE_NODE_EXECUTOR", node_executor),
+        ("TWICE_PYTHON", fetched.python),
+        ("TWICE_NODE_EXECUTOR", fetched.node_executor),
     ];
-    // The HTML report test loads report.html in headless Chromium.
-    match prepare_chromium() {
+    match fetched.chromium {
         Some(chromium) => vars.push(("TWICE_CHROMIUM", chromium)),
         None => println!(
             "xtask: warning: no Chromium found; the HTML report test checks the page's structure only \
@@ -77,6 +65,64 @@ pub(crate) fn prepare(root: &Path) -> Result<Prepared> {
         println!("xtask: {name}={}", value.display());
     }
     Ok(vars)
+}
+
+/// What [`fetch`] prepares.
+struct Fetched {
+    python: PathBuf,
+    node_executor: PathBuf,
+    chromium: Option<PathBuf>,
+}
+
+/// The venv with the pinned SDKs, the TypeScript example (its lockfile installed, compiled to
+/// dist/), the MCP clients' lockfile (tests/it/mcp_clients.rs), Chromium for the HTML report
+/// test.
+fn fetch(root: &Path) -> Result<Fetched> {
+    let python = step("the Python venv", || prepare_venv(root))?;
+    let node_executor = step("the TypeScript example", || prepare_node_executor(root))?;
+    step("the MCP clients", || install_lockfile(root, "tests/mcp", "cargo xtask test"))?;
+    let chromium = step("Chromium", || Ok(prepare_chromium()))?;
+    Ok(Fetched { python, node_executor, chromium })
+}
+
+/// The binaries, the packages made from them, and with `test_binaries` the workspace's tests;
+/// the binaries' folder and the packages.
+fn build(root: &Path, test_binaries: bool) -> Result<(PathBuf, package::Packages)> {
+    // End-to-end tests run the project's binaries (`twice`, `twice-executor`) as real child
+    // processes; cargo builds a package's binaries only for that package's own tests, so
+    // build them all first and tell the tests where they are.
+    step("the binaries", || cargo_step(root, &["build", "--workspace", "--bins"]))?;
+    let bin_dir = target_dir(root).join("debug");
+    // The packagings' tests (tests/it/packages.rs) install the wheel and the npm packages as a
+    // Python or Node team would. They are made here from the debug binaries just built: the
+    // packaging is what is under test, and a release build would double the suite's compile.
+    let host = package::host().context("this machine is none of the platforms twice is packaged for")?;
+    let packages =
+        step("the packages", || package::make(root, &bin_dir, &target_dir(root).join("packages"), host))?;
+    if test_binaries {
+        step("the test binaries", || cargo_step(root, &["test", "--workspace", "--no-run"]))?;
+    }
+    Ok((bin_dir, packages))
+}
+
+/// Tests side by side under nextest: three for every two cores. About a third of the suite's
+/// test time is waiting (a misbehaving executor's timeouts, child processes starting), so a
+/// test per core leaves the cores idle that long: on 2 cores, 3 at a time took the suite from
+/// 548 s to 474 s, every test passing. `NEXTEST_TEST_THREADS` overrides it.
+fn test_threads() -> usize {
+    let cores = thread::available_parallelism().map_or(2, usize::from);
+    (cores * 3).div_ceil(2).max(2)
+}
+
+/// `cargo ARGS` at the root, said first; an error when it fails.
+fn cargo_step(root: &Path, args: &[&str]) -> Result<()> {
+    println!("xtask: cargo {}", args.join(" "));
+    let status = cargo().args(args).current_dir(root).stdin(Stdio::null()).status();
+    let status = status.with_context(|| format!("could not start cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("cargo {} failed ({})", args.join(" "), exit_code(status));
+    }
+    Ok(())
 }
 
 /// Runs one preparation step and says how long it took, so that a slow one is seen.
@@ -100,6 +146,9 @@ fn run_tests(root: &Path, args: &[String], vars: &[(&str, PathBuf)]) -> Result<i
     let mut command = cargo();
     if nextest {
         command.args(["nextest", "run"]);
+        if env::var_os("NEXTEST_TEST_THREADS").is_none() {
+            command.args(["--test-threads", &test_threads().to_string()]);
+        }
     } else {
         println!("xtask: cargo-nextest is not installed (cargo install cargo-nextest): using cargo test");
         command.arg("test");

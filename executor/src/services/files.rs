@@ -12,7 +12,7 @@ use vocabulary::protocol::Service;
 
 /// The header that puts the intent's id in an object's user metadata
 /// (`vocabulary::INTENT_TAG`, as S3 names metadata after its header).
-pub const INTENT_METADATA_HEADER: &str = "x-amz-meta-twice-intent";
+pub(super) const INTENT_METADATA_HEADER: &str = "x-amz-meta-twice-intent";
 
 /// `files.put`: reads the object and says what every send of the intent must require of it:
 /// that it still does not exist, or that it is still the version read now.

@@ -23,18 +23,18 @@ mod mine;
 mod pool;
 mod state;
 
-pub use decode::{Decoded, decode_envelope, decode_raw, transfer_params};
-pub use json::hex_address;
-pub use mine::mine_until;
-pub use pool::{Pooled, submit};
-pub use state::{ChainState, View};
+pub(crate) use decode::{Decoded, decode_envelope, decode_raw, transfer_params};
+pub(crate) use json::hex_address;
+pub(crate) use mine::mine_until;
+pub(crate) use pool::submit;
+pub(crate) use state::{ChainState, View};
 
-pub const DEFAULT_CHAIN_ID: u64 = 31337;
+pub(crate) const DEFAULT_CHAIN_ID: u64 = 31337;
 const GWEI: u128 = 1_000_000_000;
 /// The base fee of every block. Constant: blocks are never full enough to move it.
 pub const BASE_FEE_WEI: u64 = 1_000_000_000;
 /// What `eth_gasPrice` suggests.
-pub const GAS_PRICE_WEI: u128 = GWEI;
+pub(crate) const GAS_PRICE_WEI: u128 = GWEI;
 /// What `eth_maxPriorityFeePerGas` suggests.
 pub const PRIORITY_FEE_WEI: u128 = GWEI;
-pub const BLOCK_GAS_LIMIT: u64 = 30_000_000;
+pub(crate) const BLOCK_GAS_LIMIT: u64 = 30_000_000;

@@ -8,7 +8,7 @@ use alloy_primitives::{Address, B256, U256};
 use serde_json::{Map, Value, json};
 
 /// The most calls geth accepts in one batch (`--rpc.batch-request-limit`).
-pub const BATCH_CALLS_MAX: usize = 1000;
+pub(crate) const BATCH_CALLS_MAX: usize = 1000;
 
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl RpcError {
 
 /// One element of a request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Call {
+pub(crate) enum Call {
     /// A call to answer (`id` present) or a notification (`id` absent: no answer at all).
     Method { id: Option<Value>, method: String, params: Value },
     /// Not a call: answered `invalid request`, with the message's id when it had a usable one.
@@ -55,14 +55,14 @@ pub enum Call {
 
 impl Call {
     /// The id an answer to this call carries; `None` for a notification.
-    pub fn answer_id(&self) -> Option<Value> {
+    pub(crate) fn answer_id(&self) -> Option<Value> {
         match self {
             Call::Method { id, .. } => id.clone(),
             Call::Invalid { id } => Some(id.clone().unwrap_or(Value::Null)),
         }
     }
 
-    pub fn method(&self) -> Option<&str> {
+    pub(crate) fn method(&self) -> Option<&str> {
         match self {
             Call::Method { method, .. } => Some(method),
             Call::Invalid { .. } => None,
@@ -72,7 +72,7 @@ impl Call {
 
 /// A request body, read the way geth reads it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Envelope {
+pub(crate) enum Envelope {
     Single(Call),
     Batch(Vec<Call>),
     /// Not JSON, or JSON that is not a message or an array of messages: `parse error`.
@@ -86,7 +86,7 @@ pub enum Envelope {
 }
 
 impl Envelope {
-    pub fn parse(body: &[u8]) -> Envelope {
+    pub(crate) fn parse(body: &[u8]) -> Envelope {
         let Ok(value) = serde_json::from_slice::<Value>(body) else { return Envelope::Unparsable };
         match value {
             Value::Object(message) => match call(message) {
@@ -119,7 +119,7 @@ impl Envelope {
     }
 
     /// The calls, in order (none for the error envelopes).
-    pub fn calls(&self) -> &[Call] {
+    pub(crate) fn calls(&self) -> &[Call] {
         match self {
             Envelope::Single(call) => std::slice::from_ref(call),
             Envelope::Batch(calls) => calls,
@@ -128,7 +128,7 @@ impl Envelope {
     }
 
     /// The first call's method, which rules match as `rpc_method`.
-    pub fn first_method(&self) -> Option<&str> {
+    pub(crate) fn first_method(&self) -> Option<&str> {
         self.calls().first().and_then(Call::method)
     }
 }
@@ -159,23 +159,23 @@ fn call(mut message: Map<String, Value>) -> Option<Call> {
 }
 
 /// `{"jsonrpc":"2.0","id":…,"result":…}`.
-pub fn result(id: &Value, result: Value) -> Value {
+pub(crate) fn result(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
 /// `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…}}`.
-pub fn error(id: &Value, error: &RpcError) -> Value {
+pub(crate) fn error(id: &Value, error: &RpcError) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()})
 }
 
 /// Positional parameters, as geth's `parsePositionalArguments` reads them.
-pub struct Params {
+pub(crate) struct Params {
     items: Vec<Value>,
 }
 
 impl Params {
     /// `params` may be absent, `null` or an array of at most `max` items.
-    pub fn read(raw: &Value, max: usize) -> Result<Params, RpcError> {
+    pub(crate) fn read(raw: &Value, max: usize) -> Result<Params, RpcError> {
         let items = match raw {
             Value::Null => Vec::new(),
             Value::Array(items) => items.clone(),
@@ -188,7 +188,7 @@ impl Params {
     }
 
     /// Argument `i`, which must be there and not `null`.
-    pub fn required(&self, i: usize) -> Result<&Value, RpcError> {
+    pub(crate) fn required(&self, i: usize) -> Result<&Value, RpcError> {
         match self.items.get(i) {
             None | Some(Value::Null) => {
                 Err(RpcError::invalid_params(format!("missing value for required argument {i}")))
@@ -198,16 +198,20 @@ impl Params {
     }
 
     /// Argument `i`, absent when missing or `null`.
-    pub fn optional(&self, i: usize) -> Option<&Value> {
+    pub(crate) fn optional(&self, i: usize) -> Option<&Value> {
         self.items.get(i).filter(|v| !v.is_null())
     }
 
     /// Decodes argument `i` with `decode`, wrapping its error as geth does.
-    pub fn arg<T>(&self, i: usize, decode: impl FnOnce(&Value) -> Result<T, String>) -> Result<T, RpcError> {
+    pub(crate) fn arg<T>(
+        &self,
+        i: usize,
+        decode: impl FnOnce(&Value) -> Result<T, String>,
+    ) -> Result<T, RpcError> {
         decode(self.required(i)?).map_err(|e| invalid_argument(i, e))
     }
 
-    pub fn optional_arg<T>(
+    pub(crate) fn optional_arg<T>(
         &self,
         i: usize,
         decode: impl FnOnce(&Value) -> Result<T, String>,
@@ -216,7 +220,7 @@ impl Params {
     }
 }
 
-pub fn invalid_argument(i: usize, message: String) -> RpcError {
+pub(crate) fn invalid_argument(i: usize, message: String) -> RpcError {
     RpcError::invalid_params(format!("invalid argument {i}: {message}"))
 }
 
@@ -255,7 +259,7 @@ fn decode_hex(digits: &str, go_type: &str) -> Result<Vec<u8>, String> {
 }
 
 /// `hexutil.Bytes`: `0x` and an even number of hex digits.
-pub fn bytes(value: &Value) -> Result<Vec<u8>, String> {
+pub(crate) fn bytes(value: &Value) -> Result<Vec<u8>, String> {
     decode_hex(hex_digits(value, "hexutil.Bytes")?, "hexutil.Bytes")
 }
 
@@ -276,12 +280,12 @@ fn fixed<const N: usize>(value: &Value, go_type: &str) -> Result<[u8; N], String
 }
 
 /// `common.Address`: 20 bytes, any case.
-pub fn address(value: &Value) -> Result<Address, String> {
+pub(crate) fn address(value: &Value) -> Result<Address, String> {
     fixed::<20>(value, "common.Address").map(Address::from)
 }
 
 /// `common.Hash`: 32 bytes.
-pub fn hash(value: &Value) -> Result<B256, String> {
+pub(crate) fn hash(value: &Value) -> Result<B256, String> {
     fixed::<32>(value, "common.Hash").map(B256::from)
 }
 
@@ -310,7 +314,7 @@ fn quantity_u64(text: &str) -> Result<u64, &'static str> {
 }
 
 /// `hexutil.Uint64`.
-pub fn uint64(value: &Value) -> Result<u64, String> {
+pub(crate) fn uint64(value: &Value) -> Result<u64, String> {
     let wrap = |e: &str| format!("json: cannot unmarshal {e} into Go value of type hexutil.Uint64");
     let Value::String(text) = value else {
         return Err("json: cannot unmarshal non-string into Go value of type hexutil.Uint64".into());
@@ -319,7 +323,7 @@ pub fn uint64(value: &Value) -> Result<u64, String> {
 }
 
 /// `hexutil.Big`: at most 256 bits.
-pub fn big(value: &Value) -> Result<U256, String> {
+pub(crate) fn big(value: &Value) -> Result<U256, String> {
     let wrap = |e: &str| format!("json: cannot unmarshal {e} into Go value of type *hexutil.Big");
     let Value::String(text) = value else {
         return Err("json: cannot unmarshal non-string into Go value of type *hexutil.Big".into());
@@ -332,7 +336,7 @@ pub fn big(value: &Value) -> Result<U256, String> {
 }
 
 /// `bool`.
-pub fn boolean(value: &Value) -> Result<bool, String> {
+pub(crate) fn boolean(value: &Value) -> Result<bool, String> {
     match value {
         Value::Bool(b) => Ok(*b),
         other => Err(format!("json: cannot unmarshal {} into Go value of type bool", json_kind(other))),
@@ -340,7 +344,7 @@ pub fn boolean(value: &Value) -> Result<bool, String> {
 }
 
 /// `math.HexOrDecimal64`: a hex or decimal string, or a JSON number.
-pub fn hex_or_decimal(value: &Value) -> Result<u64, String> {
+pub(crate) fn hex_or_decimal(value: &Value) -> Result<u64, String> {
     let text = match value {
         Value::Number(n) => return n.as_u64().ok_or_else(|| format!("invalid hex or decimal integer {n}")),
         Value::String(s) => s,
@@ -359,7 +363,7 @@ pub fn hex_or_decimal(value: &Value) -> Result<u64, String> {
 }
 
 /// `[]float64`.
-pub fn floats(value: &Value) -> Result<Vec<f64>, String> {
+pub(crate) fn floats(value: &Value) -> Result<Vec<f64>, String> {
     let Value::Array(items) = value else {
         return Err(format!("json: cannot unmarshal {} into Go value of type []float64", json_kind(value)));
     };
@@ -387,7 +391,7 @@ fn json_kind(value: &Value) -> &'static str {
 
 /// A block as a method's argument names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BlockId {
+pub(crate) enum BlockId {
     Latest,
     Pending,
     Earliest,
@@ -398,7 +402,7 @@ pub enum BlockId {
 }
 
 /// `rpc.BlockNumber`: a tag or a hex number (geth does not wrap these errors).
-pub fn block_number(value: &Value) -> Result<BlockId, String> {
+pub(crate) fn block_number(value: &Value) -> Result<BlockId, String> {
     let text = match value {
         Value::String(s) => s.as_str(),
         // geth trims the quotes off whatever it got, so a bare number reads as unprefixed hex.
@@ -427,7 +431,7 @@ pub fn block_number(value: &Value) -> Result<BlockId, String> {
 
 /// `rpc.BlockNumberOrHash`: a tag, a hex number, a 32-byte hash, or
 /// `{"blockNumber": …}` / `{"blockHash": …, "requireCanonical": …}`.
-pub fn block_number_or_hash(value: &Value) -> Result<BlockId, String> {
+pub(crate) fn block_number_or_hash(value: &Value) -> Result<BlockId, String> {
     match value {
         Value::Object(fields) => {
             let number = fields.get("blockNumber").filter(|v| !v.is_null());
@@ -448,7 +452,7 @@ pub fn block_number_or_hash(value: &Value) -> Result<BlockId, String> {
 
 /// The fields of a call or estimate (`TransactionArgs`) that this node looks at.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CallArgs {
+pub(crate) struct CallArgs {
     pub from: Option<Address>,
     pub to: Option<Address>,
     pub value: U256,
@@ -456,7 +460,7 @@ pub struct CallArgs {
     pub access_list_items: (u64, u64),
 }
 
-pub fn call_args(value: &Value) -> Result<CallArgs, String> {
+pub(crate) fn call_args(value: &Value) -> Result<CallArgs, String> {
     let Value::Object(fields) = value else {
         return Err(format!(
             "json: cannot unmarshal {} into Go value of type ethapi.TransactionArgs",

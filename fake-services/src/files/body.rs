@@ -9,7 +9,7 @@ use sha2::Sha256;
 
 /// A decoded `aws-chunked` body.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Chunked {
+pub(crate) struct Chunked {
     pub payload: Vec<u8>,
     /// Trailer fields after the last chunk, names lowercased, in order.
     pub trailers: Vec<(String, String)>,
@@ -17,7 +17,7 @@ pub struct Chunked {
 
 /// Why an `aws-chunked` body could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ChunkError {
+pub(crate) enum ChunkError {
     /// The body ends before its framing does.
     Incomplete,
     /// A chunk header or a chunk's end is not what the framing says.
@@ -32,7 +32,7 @@ const LINE_BYTES_MAX: usize = 8 * 1024;
 /// Decodes `aws-chunked`: `SIZE-IN-HEX[;ext=value]\r\nDATA\r\n` chunks, a `0` chunk, then
 /// trailer lines and an empty line. Chunk extensions (`chunk-signature=`) are accepted and
 /// not verified, like the rest of SigV4.
-pub fn decode_aws_chunked(raw: &[u8]) -> Result<Chunked, ChunkError> {
+pub(crate) fn decode_aws_chunked(raw: &[u8]) -> Result<Chunked, ChunkError> {
     let mut out = Chunked::default();
     let mut pos = 0;
     loop {
@@ -102,12 +102,12 @@ fn truncate(text: &str) -> String {
 }
 
 /// The checksum algorithms S3 takes in `x-amz-checksum-*`, with their digest sizes.
-pub const CHECKSUMS: &[(&str, usize)] =
+pub(crate) const CHECKSUMS: &[(&str, usize)] =
     &[("crc32", 4), ("crc32c", 4), ("crc64nvme", 8), ("sha1", 20), ("sha256", 32)];
 
 /// Whether a checksum the client sent matches the payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Matches,
     Differs,
 }
@@ -119,7 +119,7 @@ const CRC64NVME: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_NVME);
 
 /// Checks `value` (base64, as in `x-amz-checksum-ALGO`) against `payload`; `Err` when the
 /// value is not base64 of the algorithm's size or the algorithm is unknown.
-pub fn check_checksum(algorithm: &str, value: &str, payload: &[u8]) -> Result<Verdict, ()> {
+pub(crate) fn check_checksum(algorithm: &str, value: &str, payload: &[u8]) -> Result<Verdict, ()> {
     let (_, size) = CHECKSUMS.iter().find(|(name, _)| *name == algorithm).ok_or(())?;
     let given = BASE64.decode(value.trim()).map_err(|_| ())?;
     if given.len() != *size {
@@ -138,19 +138,19 @@ pub fn check_checksum(algorithm: &str, value: &str, payload: &[u8]) -> Result<Ve
 }
 
 /// CRC32 of `payload`, as S3 writes it in `x-amz-checksum-crc32`.
-pub fn crc32_base64(payload: &[u8]) -> String {
+pub(crate) fn crc32_base64(payload: &[u8]) -> String {
     BASE64.encode(crc32fast::hash(payload).to_be_bytes())
 }
 
-pub fn md5(payload: &[u8]) -> [u8; 16] {
+pub(crate) fn md5(payload: &[u8]) -> [u8; 16] {
     Md5::digest(payload).into()
 }
 
-pub fn sha256_hex(payload: &[u8]) -> String {
+pub(crate) fn sha256_hex(payload: &[u8]) -> String {
     hex(&Sha256::digest(payload))
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -160,11 +160,11 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
-pub fn base64(bytes: &[u8]) -> String {
+pub(crate) fn base64(bytes: &[u8]) -> String {
     BASE64.encode(bytes)
 }
 
-pub fn unbase64(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn unbase64(text: &str) -> Option<Vec<u8>> {
     BASE64.decode(text.trim()).ok()
 }
 

@@ -7,7 +7,7 @@ pub const KEY_BYTES_MAX: usize = 1024;
 
 /// Percent-decodes a path segment (no `+` for space: that is form encoding, not paths).
 /// `None` for a broken escape or bytes that are not UTF-8.
-pub fn percent_decode(text: &str) -> Option<String> {
+pub(crate) fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -61,7 +61,7 @@ pub fn check_bucket_name(name: &str) -> Result<(), String> {
 
 /// The entity tags of an `If-Match` or `If-None-Match` value, without quotes or `W/`; `*` as
 /// itself.
-pub fn etags(value: &str) -> Vec<String> {
+pub(crate) fn etags(value: &str) -> Vec<String> {
     value
         .split(',')
         .map(str::trim)
@@ -71,7 +71,7 @@ pub fn etags(value: &str) -> Vec<String> {
 }
 
 /// Whether an object with `etag` (quoted) satisfies a list of tags.
-pub fn etag_matches(tags: &[String], etag: &str) -> bool {
+pub(crate) fn etag_matches(tags: &[String], etag: &str) -> bool {
     let bare = etag.trim_matches('"');
     tags.iter().any(|t| t == "*" || t == bare)
 }
@@ -92,13 +92,13 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 /// `Last-Modified` style (IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`, whole seconds.
 /// A time past year 9999 (which `httpdate` refuses with a panic) is written as its last second.
-pub fn http_date(ms: u64) -> String {
+pub(crate) fn http_date(ms: u64) -> String {
     let ms = ms.min(crate::clock::SERVICE_TIME_MS_MAX);
     httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(ms / 1000))
 }
 
 /// ISO 8601 with milliseconds, as S3's XML writes times: `2009-10-12T17:50:30.000Z`.
-pub fn iso_date(ms: u64) -> String {
+pub(crate) fn iso_date(ms: u64) -> String {
     let secs = (ms / 1000) as i64;
     let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400);
@@ -115,14 +115,14 @@ pub fn iso_date(ms: u64) -> String {
 /// either obsolete form RFC 9110 asks a recipient to accept too (RFC 850's
 /// `Sunday, 06-Nov-94 08:49:37 GMT`, asctime's `Sun Nov  6 08:49:37 1994`); `None` for
 /// anything else, which HTTP says to ignore.
-pub fn parse_http_date(text: &str) -> Option<u64> {
+pub(crate) fn parse_http_date(text: &str) -> Option<u64> {
     let at = httpdate::parse_http_date(text.trim()).ok()?;
     u64::try_from(at.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()
 }
 
 /// A `Range` header against an object of `size` bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Range {
+pub(crate) enum Range {
     /// No usable range: serve the whole object (absent, or a form S3 ignores).
     Whole,
     /// Bytes `start..=end`.
@@ -133,7 +133,7 @@ pub enum Range {
 
 /// Reads `bytes=a-b`, `bytes=a-` and `bytes=-n`. Several ranges, or anything malformed, are
 /// ignored, as S3 does.
-pub fn parse_range(value: Option<&str>, size: u64) -> Range {
+pub(crate) fn parse_range(value: Option<&str>, size: u64) -> Range {
     let Some(spec) = value.and_then(|v| v.trim().strip_prefix("bytes=")) else { return Range::Whole };
     if spec.contains(',') {
         return Range::Whole;

@@ -32,14 +32,14 @@ use crate::wire::{FakeRequest, FakeResponse};
 use vocabulary::Effect;
 
 /// S3's smallest part but the last: 5 MiB.
-pub const PART_BYTES_MIN: usize = 5 * 1024 * 1024;
+pub(crate) const PART_BYTES_MIN: usize = 5 * 1024 * 1024;
 
 /// Uploads in progress the fake holds at once. S3 has no such limit; a fake that keeps every
 /// part in memory needs one.
-pub const UPLOADS_MAX: usize = 1_000;
+pub(crate) const UPLOADS_MAX: usize = 1_000;
 
 /// Bytes the parts of all uploads in progress may hold together, for the same reason.
-pub const UPLOAD_BYTES_MAX: usize = 1024 * 1024 * 1024;
+pub(crate) const UPLOAD_BYTES_MAX: usize = 1024 * 1024 * 1024;
 
 /// ListParts answers at most this many parts per page, as S3 does.
 const LIST_PARTS_MAX: usize = 1_000;

@@ -11,7 +11,7 @@ use crate::core::ApiError;
 use crate::wire::FakeResponse;
 
 /// The namespace of every S3 result document.
-pub const S3_XMLNS: &str = "http://s3.amazonaws.com/doc/2006-03-01/";
+pub(crate) const S3_XMLNS: &str = "http://s3.amazonaws.com/doc/2006-03-01/";
 
 const DECLARATION: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
 
@@ -113,7 +113,7 @@ pub fn error_body(error: &ApiError) -> FakeResponse {
 }
 
 /// Puts the request's id into an error document that does not carry one yet.
-pub fn fill_request_id(body: &Bytes, request_id: &str, host_id: &str) -> Option<Bytes> {
+pub(crate) fn fill_request_id(body: &Bytes, request_id: &str, host_id: &str) -> Option<Bytes> {
     let text = std::str::from_utf8(body).ok()?;
     let head = text.strip_suffix(UNSTAMPED_TAIL)?;
     let mut xml = String::with_capacity(text.len() + 128);
@@ -124,40 +124,40 @@ pub fn fill_request_id(body: &Bytes, request_id: &str, host_id: &str) -> Option<
     Some(Bytes::from(xml))
 }
 
-pub fn content_type_xml() -> (String, String) {
+pub(crate) fn content_type_xml() -> (String, String) {
     ("content-type".into(), "application/xml".into())
 }
 
 /// A result document: the declaration and a root element in S3's namespace.
-pub struct Document {
+pub(crate) struct Document {
     xml: String,
     root: &'static str,
 }
 
 impl Document {
-    pub fn new(root: &'static str) -> Self {
+    pub(crate) fn new(root: &'static str) -> Self {
         let mut xml = String::with_capacity(512);
         xml.push_str(DECLARATION);
         xml.push_str(&format!("<{root} xmlns=\"{S3_XMLNS}\">"));
         Document { xml, root }
     }
 
-    pub fn open(&mut self, element: &str) -> &mut Self {
+    pub(crate) fn open(&mut self, element: &str) -> &mut Self {
         self.xml.push_str(&format!("<{element}>"));
         self
     }
 
-    pub fn close(&mut self, element: &str) -> &mut Self {
+    pub(crate) fn close(&mut self, element: &str) -> &mut Self {
         self.xml.push_str(&format!("</{element}>"));
         self
     }
 
-    pub fn leaf(&mut self, element: &str, text: &str) -> &mut Self {
+    pub(crate) fn leaf(&mut self, element: &str, text: &str) -> &mut Self {
         leaf(&mut self.xml, element, text);
         self
     }
 
-    pub fn finish(mut self) -> Bytes {
+    pub(crate) fn finish(mut self) -> Bytes {
         self.xml.push_str(&format!("</{}>", self.root));
         Bytes::from(self.xml)
     }
@@ -188,13 +188,13 @@ fn xml_chars(text: &str) -> Cow<'_, str> {
 
 /// The body of `POST /{bucket}?delete`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeleteRequest {
+pub(crate) struct DeleteRequest {
     pub keys: Vec<String>,
     pub quiet: bool,
 }
 
 /// S3 deletes at most this many keys per request.
-pub const DELETE_KEYS_MAX: usize = 1000;
+pub(crate) const DELETE_KEYS_MAX: usize = 1000;
 
 /// The characters a text, CDATA or reference event stands for (a character reference, or one
 /// of XML's five predefined entities); empty for any other event.
@@ -223,7 +223,7 @@ fn malformed() -> S3Error {
 
 /// Reads `<Delete><Quiet>..</Quiet><Object><Key>..</Key>..</Object>..</Delete>`; anything
 /// else, or XML that is not well-formed, is S3's `MalformedXML`.
-pub fn parse_delete(body: &[u8]) -> Result<DeleteRequest, S3Error> {
+pub(crate) fn parse_delete(body: &[u8]) -> Result<DeleteRequest, S3Error> {
     let text = std::str::from_utf8(body).map_err(|_| malformed())?;
     let mut reader = quick_xml::Reader::from_str(text);
     // Elements open from the root down; `text` gathers a leaf's content.
@@ -307,7 +307,7 @@ pub fn parse_delete(body: &[u8]) -> Result<DeleteRequest, S3Error> {
 
 /// One `<Part>` of a `CompleteMultipartUpload` body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompletedPart {
+pub(crate) struct CompletedPart {
     pub part_number: u32,
     /// As the client wrote it, quotes and all.
     pub etag: String,
@@ -316,7 +316,7 @@ pub struct CompletedPart {
 }
 
 /// S3 takes part numbers 1 to 10 000, so a complete lists at most this many parts.
-pub const PARTS_MAX: usize = 10_000;
+pub(crate) const PARTS_MAX: usize = 10_000;
 
 /// The elements a `<Part>` may hold: its number, its tag, and one checksum.
 const PART_LEAVES: &[&str] = &[
@@ -333,7 +333,7 @@ const PART_LEAVES: &[&str] = &[
 /// </CompleteMultipartUpload>`, in the order written (the order is the caller's to get right:
 /// `InvalidPartOrder` is decided against the upload, not here). Anything else, no part at all,
 /// or a part without its number or tag is `MalformedXML`.
-pub fn parse_complete(body: &[u8]) -> Result<Vec<CompletedPart>, S3Error> {
+pub(crate) fn parse_complete(body: &[u8]) -> Result<Vec<CompletedPart>, S3Error> {
     let text = std::str::from_utf8(body).map_err(|_| malformed())?;
     let mut reader = quick_xml::Reader::from_str(text);
     let mut open: Vec<String> = Vec::new();
@@ -422,7 +422,7 @@ fn part_text(open: &[String], content: &str, text: &mut String) -> Result<(), S3
 
 /// Checks that `body` is one well-formed XML document and returns its root element's local
 /// name (for `CreateBucketConfiguration`, whose content the fake does not need).
-pub fn root_of(body: &[u8]) -> Result<String, S3Error> {
+pub(crate) fn root_of(body: &[u8]) -> Result<String, S3Error> {
     let text = std::str::from_utf8(body).map_err(|_| malformed())?;
     let mut reader = quick_xml::Reader::from_str(text);
     let mut depth = 0usize;

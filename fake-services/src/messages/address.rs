@@ -8,7 +8,7 @@ const ADDRESS_CHARS_MAX: usize = 254;
 
 /// The address in `email@example.com` or `Name <email@example.com>`, lowercased (inboxes do
 /// not tell case apart): a local part and a dotted domain, no white space, no brackets.
-pub fn address_of(text: &str) -> Option<String> {
+pub(crate) fn address_of(text: &str) -> Option<String> {
     let text = text.trim();
     let bare = match text.rfind('<') {
         Some(open) if text.ends_with('>') => &text[open + 1..text.len() - 1],

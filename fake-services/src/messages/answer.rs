@@ -10,25 +10,25 @@ use crate::wire::FakeResponse;
 const RESEND: &str = "resend_error";
 
 /// An error with Resend's `name`.
-pub fn resend(status: u16, name: &'static str, message: impl Into<String>) -> ApiError {
+pub(crate) fn resend(status: u16, name: &'static str, message: impl Into<String>) -> ApiError {
     ApiError::new(status, RESEND, message).code(name)
 }
 
 /// 422 `validation_error`: a field is there but not as Resend takes it.
-pub fn invalid(message: impl Into<String>) -> ApiError {
+pub(crate) fn invalid(message: impl Into<String>) -> ApiError {
     resend(422, "validation_error", message)
 }
 
 /// 422 `missing_required_field`, with Resend's wording.
-pub fn missing(field: &str) -> ApiError {
+pub(crate) fn missing(field: &str) -> ApiError {
     resend(422, "missing_required_field", format!("Missing `{field}` field."))
 }
 
-pub fn not_found() -> ApiError {
+pub(crate) fn not_found() -> ApiError {
     resend(404, "not_found", "The requested endpoint does not exist.")
 }
 
-pub fn wrong_method() -> ApiError {
+pub(crate) fn wrong_method() -> ApiError {
     resend(405, "method_not_allowed", "Method is not allowed for the requested path.")
 }
 
@@ -52,7 +52,7 @@ fn name_for(status: u16) -> &'static str {
 /// Resend's error body. The shared pipeline's key errors come in Stripe's terms (a 400
 /// `idempotency_error` for another payload under a key, a 409 `idempotency_key_in_use` for a
 /// key in flight) and are said here as Resend says them: both are 409s.
-pub fn error_body(error: &ApiError) -> FakeResponse {
+pub(crate) fn error_body(error: &ApiError) -> FakeResponse {
     let (status, name, message) = match (error.kind, error.code) {
         ("idempotency_error", _) => (
             409,

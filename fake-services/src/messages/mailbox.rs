@@ -20,7 +20,7 @@ const PAGE_MAX: usize = 100;
 
 /// A send, checked, with what the faults of its request ask of its deliveries.
 #[derive(Debug, Clone)]
-pub struct Outgoing {
+pub(crate) struct Outgoing {
     /// As the caller wrote it (`Name <address>` or the address).
     pub from: String,
     pub to: Vec<String>,
@@ -42,7 +42,7 @@ pub struct Outgoing {
 
 /// One of Resend's tags: the caller's own mark on an email.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tag {
+pub(crate) struct Tag {
     pub name: String,
     pub value: String,
 }
@@ -197,7 +197,12 @@ fn email_id(inner: &mut Inner<MessagesState>) -> String {
 
 /// The commit of a send: the email is accepted, and unless the commit only pretends
 /// (`silent_noop`) its deliveries are scheduled; those due now land before the answer.
-pub fn accept(inner: &mut Inner<MessagesState>, mode: Mode, stamp: &Stamp, sent: Outgoing) -> FakeResponse {
+pub(crate) fn accept(
+    inner: &mut Inner<MessagesState>,
+    mode: Mode,
+    stamp: &Stamp,
+    sent: Outgoing,
+) -> FakeResponse {
     deliver_due(inner, stamp.now_ms);
     let id = email_id(inner);
     let first_ms = stamp.now_ms.max(sent.arrived_ms + sent.deliver_after_ms.unwrap_or(0));
@@ -229,7 +234,7 @@ pub fn accept(inner: &mut Inner<MessagesState>, mode: Mode, stamp: &Stamp, sent:
 
 /// Makes every delivery due by `now_ms`, in the order they were due, each stamped with its
 /// due time: a message in its inbox, and its effect in the ledger.
-pub fn deliver_due(inner: &mut Inner<MessagesState>, now_ms: u64) {
+pub(crate) fn deliver_due(inner: &mut Inner<MessagesState>, now_ms: u64) {
     while let Some(entry) = inner.state.pending.first_entry() {
         let (due_ms, _) = *entry.key();
         if due_ms > now_ms {
@@ -275,7 +280,7 @@ pub fn deliver_due(inner: &mut Inner<MessagesState>, now_ms: u64) {
 }
 
 /// Resend's email ids are UUIDs; anything else is refused before it is looked for.
-pub fn check_email_id(id: &str) -> Result<(), ApiError> {
+pub(crate) fn check_email_id(id: &str) -> Result<(), ApiError> {
     let groups: Vec<&str> = id.split('-').collect();
     let shape = [8, 4, 4, 4, 12];
     let uuid = groups.len() == 5
@@ -284,7 +289,7 @@ pub fn check_email_id(id: &str) -> Result<(), ApiError> {
 }
 
 /// `GET /emails/{id}`, as of `visible_until_ms`.
-pub fn retrieve(inner: &mut Inner<MessagesState>, id: &str, visible_until_ms: u64) -> FakeResponse {
+pub(crate) fn retrieve(inner: &mut Inner<MessagesState>, id: &str, visible_until_ms: u64) -> FakeResponse {
     let found = inner.state.by_id.get(id).and_then(|i| inner.state.emails.get(*i));
     match found.filter(|e| e.created_ms <= visible_until_ms) {
         Some(email) => FakeResponse::json(200, &email.to_json(visible_until_ms)),
@@ -294,13 +299,13 @@ pub fn retrieve(inner: &mut Inner<MessagesState>, id: &str, visible_until_ms: u6
 
 /// A mailbox read: whose inbox, how many, after which message.
 #[derive(Debug, Clone)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     address: String,
     limit: usize,
     after: Option<String>,
 }
 
-pub fn parse_list(req: &FakeRequest, address: &str) -> Result<ListQuery, ApiError> {
+pub(crate) fn parse_list(req: &FakeRequest, address: &str) -> Result<ListQuery, ApiError> {
     let Some(address) = address_of(address).filter(|a| a == &address.trim().to_ascii_lowercase()) else {
         return Err(invalid(format!(
             "`{address}` is not an email address: a mailbox is read by its address."
@@ -322,7 +327,11 @@ pub fn parse_list(req: &FakeRequest, address: &str) -> Result<ListQuery, ApiErro
 }
 
 /// The messages in `query.address`'s inbox as of `visible_until_ms`, oldest first.
-pub fn list(inner: &mut Inner<MessagesState>, query: &ListQuery, visible_until_ms: u64) -> FakeResponse {
+pub(crate) fn list(
+    inner: &mut Inner<MessagesState>,
+    query: &ListQuery,
+    visible_until_ms: u64,
+) -> FakeResponse {
     let state = &inner.state;
     let visible: Vec<&Received> = state
         .inboxes

@@ -27,7 +27,7 @@ const NOT_OFFERED: &[&str] = &["attachments", "scheduled_at", "template", "react
 
 /// Resend's API keys: `Authorization: Bearer re_...`. No header is 401 `missing_api_key`;
 /// anything else that is not such a key is 403 `invalid_api_key`.
-pub fn authorize(req: &FakeRequest) -> Result<(), ApiError> {
+pub(crate) fn authorize(req: &FakeRequest) -> Result<(), ApiError> {
     let Some(value) = req.headers.get("authorization") else {
         return Err(resend(401, "missing_api_key", "Missing API key in the authorization header."));
     };
@@ -41,7 +41,7 @@ pub fn authorize(req: &FakeRequest) -> Result<(), ApiError> {
 /// Checks a send and returns its fingerprint (for the idempotency key) and its commit, which
 /// takes `plan`'s delivery faults with it: a late commit delivers as late as the fault says,
 /// counted from `arrived_ms`.
-pub fn prepare(
+pub(crate) fn prepare(
     req: &FakeRequest,
     plan: &Plan,
     arrived_ms: u64,

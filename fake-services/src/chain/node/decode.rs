@@ -21,7 +21,7 @@ use k256::{AffinePoint, FieldBytes, ProjectivePoint, Scalar};
 /// A signed transaction, decoded and its sender recovered, before it meets the node's state.
 /// Decoding and recovery happen outside the service's lock.
 #[derive(Debug, Clone)]
-pub struct Decoded {
+pub(crate) struct Decoded {
     pub(crate) envelope: TxEnvelope,
     pub(crate) hash: B256,
     pub(super) raw_len: usize,
@@ -31,13 +31,13 @@ pub struct Decoded {
 impl Decoded {
     /// What the transaction asks for, named as its `tx.mined` effect names it: the recipient
     /// (lowercase 0x hex; null for a creation) and the value (a decimal string of wei).
-    pub fn transfer_params(&self) -> serde_json::Value {
+    pub(crate) fn transfer_params(&self) -> serde_json::Value {
         transfer_params(&self.envelope)
     }
 }
 
 /// [`Decoded::transfer_params`] of a transaction whose sender is not needed.
-pub fn transfer_params(envelope: &TxEnvelope) -> serde_json::Value {
+pub(crate) fn transfer_params(envelope: &TxEnvelope) -> serde_json::Value {
     use alloy_consensus::Transaction;
     serde_json::json!({
         "to": envelope.to().map(|a| format!("{a:#x}")),
@@ -47,7 +47,7 @@ pub fn transfer_params(envelope: &TxEnvelope) -> serde_json::Value {
 
 /// Decodes raw transaction bytes as geth's `UnmarshalBinary` does, with its messages, and
 /// recovers the sender.
-pub fn decode_raw(raw: &[u8]) -> Result<Decoded, String> {
+pub(crate) fn decode_raw(raw: &[u8]) -> Result<Decoded, String> {
     let envelope = decode_envelope(raw)?;
     let hash = *envelope.tx_hash();
     let from = recover_sender(&envelope);
@@ -56,7 +56,7 @@ pub fn decode_raw(raw: &[u8]) -> Result<Decoded, String> {
 
 /// Decodes raw transaction bytes as [`decode_raw`] does, without recovering the sender (the
 /// costly part): for what only reads the transaction's fields.
-pub fn decode_envelope(raw: &[u8]) -> Result<TxEnvelope, String> {
+pub(crate) fn decode_envelope(raw: &[u8]) -> Result<TxEnvelope, String> {
     let type_name = match raw.first() {
         None => return Err("typed transaction too short".into()),
         Some(&ty) if ty <= 0x7f => {

@@ -15,7 +15,7 @@ pub(super) fn max_cost(envelope: &TxEnvelope) -> U256 {
 
 /// Gas a transaction needs before any execution (Istanbul calldata prices, Shanghai init
 /// code words, Berlin access lists, Prague authorizations).
-pub fn intrinsic_gas(input: &[u8], create: bool, access: (u64, u64), authorizations: u64) -> u64 {
+pub(crate) fn intrinsic_gas(input: &[u8], create: bool, access: (u64, u64), authorizations: u64) -> u64 {
     let zeros = input.iter().filter(|b| **b == 0).count() as u64;
     let nonzeros = input.len() as u64 - zeros;
     let mut gas: u64 = if create { 53_000 } else { 21_000 };
@@ -29,7 +29,7 @@ pub fn intrinsic_gas(input: &[u8], create: bool, access: (u64, u64), authorizati
 }
 
 /// EIP-7623's floor: 21000 plus 10 per calldata token (a zero byte is one, others four).
-pub fn floor_data_gas(input: &[u8]) -> u64 {
+pub(crate) fn floor_data_gas(input: &[u8]) -> u64 {
     let zeros = input.iter().filter(|b| **b == 0).count() as u64;
     let tokens = zeros + 4 * (input.len() as u64 - zeros);
     21_000u64.saturating_add(tokens.saturating_mul(10))

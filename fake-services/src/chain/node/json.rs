@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::state::{ChainState, TxRecord, View};
 use super::{BASE_FEE_WEI, BLOCK_GAS_LIMIT};
 
-pub fn hex_address(address: &Address) -> String {
+pub(crate) fn hex_address(address: &Address) -> String {
     format!("{address:#x}")
 }
 

@@ -22,7 +22,7 @@ impl ChainState {
 }
 
 /// Mines every block due by `now_ms`, recording a `tx.mined` effect per transaction.
-pub fn mine_until(inner: &mut Inner<ChainState>, now_ms: u64) {
+pub(crate) fn mine_until(inner: &mut Inner<ChainState>, now_ms: u64) {
     while inner.state.pool_len > 0 {
         let runs = inner.state.executable_runs();
         let Some(first_ready_ms) = runs.iter().filter_map(|run| run.first().map(|(_, r)| *r)).min() else {

@@ -134,7 +134,7 @@ impl ChainState {
 
 /// `eth_sendRawTransaction` past decoding: geth's checks in its order, then the pool. Under
 /// `Mode::Pretend` every check runs and nothing is pooled.
-pub fn submit(
+pub(crate) fn submit(
     inner: &mut Inner<ChainState>,
     tx: &Decoded,
     mode: Mode,
