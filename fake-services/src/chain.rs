@@ -27,8 +27,8 @@ use k256::ecdsa::SigningKey;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-pub use self::node::{BASE_FEE_WEI, PRIORITY_FEE_WEI};
 pub(crate) use self::node::ChainState;
+pub use self::node::{BASE_FEE_WEI, PRIORITY_FEE_WEI};
 use self::node::{Decoded, View, hex_address};
 use self::rpc::{Call, Envelope, Params, RpcError};
 use crate::clock::ServiceClock;
