@@ -2,14 +2,15 @@
 //! long `cargo build` takes when nothing changed, and after a change to one crate low in the
 //! graph (the checker) and to the CLI at the top, in this checkout with its target directory.
 //!
-//! A change is a new modification time on one source file, which is what cargo looks at: the
-//! file's bytes stay as they are, so nothing in the checkout changes. Every build is a
+//! A change is a comment line added at the end of one source file, so that cargo and rustc both
+//! see new bytes; the file gets its own bytes back after each timed build (a guard restores them
+//! on every path, an error included), and the build that follows is not timed. Every build is a
 //! `cargo build` of the default member (`twice`), in the dev profile, as a developer runs it.
 
-use std::fs::{File, FileTimes};
+use std::fs;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
