@@ -52,12 +52,28 @@ fn build(root: &Path) -> Result<Build> {
     Ok(Build { seconds, compiled })
 }
 
-/// Gives `path` a new modification time, as saving it in an editor would.
-fn touch(path: &Path) -> Result<()> {
-    let file =
-        File::options().append(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    file.set_times(FileTimes::new().set_modified(SystemTime::now()))
-        .with_context(|| format!("cannot touch {}", path.display()))
+/// A source file with a line added, which gets its own bytes back when dropped.
+struct Edited<'a> {
+    path: &'a Path,
+    original: String,
+}
+
+impl<'a> Edited<'a> {
+    fn new(path: &'a Path) -> Result<Self> {
+        let original = fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        fs::write(path, format!("{original}// an edit, timed by `cargo xtask bench --only xtask/build`\n"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(Self { path, original })
+    }
+}
+
+impl Drop for Edited<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = fs::write(self.path, &self.original) {
+            let path = self.path.display();
+            eprintln!("xtask: could not restore {path}: {e}; `git checkout -- {path}` does");
+        }
+    }
 }
 
 /// The median of `samples` and their spread as (max - min) / median in percent.
@@ -121,8 +137,10 @@ pub(crate) fn measure(root: &Path) -> Result<Vec<Record>> {
         let path = root.join(file);
         let mut times = Vec::new();
         for _ in 0..ROUNDS {
-            touch(&path)?;
+            let edited = Edited::new(&path)?;
             times.push(build(root)?.seconds);
+            drop(edited);
+            build(root)?;
         }
         let notes =
             format!("`{file}` given a new modification time, then `cargo build` (dev profile, incremental).");
