@@ -23,7 +23,7 @@ pub(crate) const BENCH: &str = "xtask/build";
 /// Builds timed per figure; the figure is their median.
 const ROUNDS: usize = 5;
 
-/// The files whose modification time stands for a change, each with the figure's name.
+/// The files an edit is made to, each with the figure's name.
 const CHANGES: [(&str, &str); 2] = [
     ("checker/src/lib.rs", "a build after a change to the checker"),
     ("twice/src/main.rs", "a build after a change to the CLI"),
@@ -142,8 +142,9 @@ pub(crate) fn measure(root: &Path) -> Result<Vec<Record>> {
             drop(edited);
             build(root)?;
         }
-        let notes =
-            format!("`{file}` given a new modification time, then `cargo build` (dev profile, incremental).");
+        let notes = format!(
+            "A comment line added at the end of `{file}`, then `cargo build` (dev profile, incremental)."
+        );
         figures.push(record(name, &mut times, "s", notes));
     }
     Ok(figures)
