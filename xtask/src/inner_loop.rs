@@ -143,7 +143,7 @@ pub(crate) fn measure(root: &Path) -> Result<Vec<Record>> {
             build(root)?;
         }
         let notes = format!(
-            "A comment line added at the end of `{file}`, then `cargo build` (dev profile, incremental)."
+            "a comment line added at the end of `{file}`, then `cargo build` (dev profile, incremental)."
         );
         figures.push(record(name, &mut times, "s", notes));
     }
