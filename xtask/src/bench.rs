@@ -17,12 +17,12 @@ pub(crate) use crate::benches::BENCHES;
 use crate::benches::Bench;
 use crate::counts::{BENCH as COUNTS, Programs, count};
 use crate::headlines::{README, headlines, with_headlines};
-use crate::inner_loop;
 use crate::machine::machine;
 use crate::records::{Records, Saved};
 use crate::render::{COUNTS_END, COUNTS_START, counts_block, render, section_block};
 use crate::venv::prepare_venv;
 use crate::{cargo, exit_code, root};
+use crate::{ci_log, inner_loop};
 
 const BENCH_DOC: &str = "docs/benchmarks.md";
 const RECORD_PREFIX: &str = "BENCH ";
@@ -55,6 +55,8 @@ pub(crate) fn bench() -> Result<i32> {
     let programs = Programs::build(&root, None)?;
     records.figures.extend(count(&programs)?);
     records.figures.extend(inner_loop::measure(&root)?);
+    // CI's stage times are read from its output, not measured here: the last ones read stay.
+    records.figures.extend(saved_figures(&root, ci_log::BENCH));
     for bench in BENCHES.iter().filter(|b| b.package != "xtask") {
         if let Some(failed) = run_bench(&root, bench, &python, &mut records)? {
             return Ok(failed);
@@ -107,12 +109,14 @@ fn run_bench(root: &Path, bench: &Bench, python: &Path, records: &mut Records) -
 /// and leaves every other figure as the last full run (or `--counts`) left it: for a figure
 /// that changed with the code, without the hour of a whole run.
 pub(crate) fn bench_only(id: &str) -> Result<i32> {
-    let Some(bench) = BENCHES.iter().find(|b| b.id() == id && b.id() != COUNTS) else {
-        let ids: Vec<String> = BENCHES.iter().map(Bench::id).filter(|b| b != COUNTS).collect();
+    let Some(bench) = BENCHES.iter().find(|b| b.id() == id && b.id() != COUNTS && b.id() != ci_log::BENCH)
+    else {
+        let ids: Vec<String> =
+            BENCHES.iter().map(Bench::id).filter(|b| b != COUNTS && b != ci_log::BENCH).collect();
         bail!("no timed benchmark `{id}` (the counts run with --counts); there are: {}", ids.join(", "));
     };
     let root = root();
-    let (doc, mut saved) = read_saved(&root)?;
+    let (doc, saved) = read_saved(&root)?;
     // Refused before minutes of measuring when the section has nowhere to go.
     let doc = with_place_for(&doc, id)?;
     with_section(&doc, id, "")?;
@@ -130,11 +134,42 @@ pub(crate) fn bench_only(id: &str) -> Result<i32> {
         machine().date,
         code_measured(&root)
     );
-    let block = section_block(id, Some(bench.about), &records, Some(&saved), &measured);
-    let doc = with_section(&doc, id, &block)?;
+    write_section(&root, (&doc, saved), bench, &records, &measured)
+}
+
+/// `cargo xtask bench --ci-log FILE`: section `xtask/ci` rewritten from a `.ci/run`'s saved
+/// output (`ci_log.rs`), every other figure left as it was.
+pub(crate) fn bench_ci_log(log: &Path) -> Result<i32> {
+    let root = root();
+    let text = fs::read_to_string(log).with_context(|| format!("could not read {}", log.display()))?;
+    let records = Records { figures: ci_log::figures(&text)?, tables: Vec::new() };
+    let bench = BENCHES.iter().find(|b| b.id() == ci_log::BENCH).context("no section xtask/ci in BENCHES")?;
+    let (doc, saved) = read_saved(&root)?;
+    let doc = with_place_for(&doc, ci_log::BENCH)?;
+    let run = ci_log::commit(&text)
+        .map_or("a commit its output does not name".to_string(), |c| format!("commit {c}"));
+    let measured = format!(
+        "Read {} by `cargo xtask bench --ci-log`, from a fresh-clone run of {run}; the other sections are \
+         from the runs dated above.",
+        machine().date,
+    );
+    write_section(&root, (&doc, saved), bench, &records, &measured)
+}
+
+/// Writes `records` as `bench`'s section of `doc` and into `saved`, then both documents.
+fn write_section(
+    root: &Path,
+    (doc, mut saved): (&str, Saved),
+    bench: &Bench,
+    records: &Records,
+    measured: &str,
+) -> Result<i32> {
+    let id = bench.id();
+    let block = section_block(&id, Some(bench.about), records, Some(&saved), measured);
+    let doc = with_section(doc, &id, &block)?;
     saved.figures.retain(|r| r.bench != id);
     saved.figures.extend(records.figures.iter().cloned());
-    write_partial(&root, &doc, &saved)?;
+    write_partial(root, &doc, &saved)?;
     println!("xtask: rewrote {id} in {BENCH_DOC} and {BENCH_JSON}, and the headlines");
     Ok(0)
 }
@@ -252,6 +287,13 @@ pub(crate) fn bench_counts() -> Result<i32> {
     write_partial(&root, &doc, &saved)?;
     println!("xtask: rewrote the counts in {BENCH_DOC} and {BENCH_JSON}, and the headlines");
     Ok(0)
+}
+
+/// The figures of section `id` that `docs/benchmarks.json` holds (none when it is unreadable).
+fn saved_figures(root: &Path, id: &str) -> Vec<crate::records::Record> {
+    let text = fs::read_to_string(root.join(BENCH_JSON)).unwrap_or_default();
+    let saved: Option<Saved> = serde_json::from_str(&text).ok();
+    saved.map(|s| s.figures.into_iter().filter(|r| r.bench == id).collect()).unwrap_or_default()
 }
 
 /// `docs/benchmarks.md` and the figures of `docs/benchmarks.json`, for a command that

@@ -47,6 +47,16 @@ pub(crate) const BENCHES: &[Bench] = &[
                 top (the CLI). Each figure is the median of 5 builds. `cargo xtask bench --only xtask/build` \
                 measures this section alone.",
     },
+    // Read from a saved `.ci/run` output (`ci_log.rs`), not measured by a benchmark run.
+    Bench {
+        package: "xtask",
+        target: "ci",
+        about: "`.ci/run` on a fresh clone with an empty target directory, as CI runs it (`CI=true`, no input), \
+                by stage as its `==> STAGE: N s` lines print them: formatting, clippy, the whole suite \
+                (`cargo xtask test`, which prints each of its own steps' times too) and the engines' short \
+                run. A full benchmark run does not repeat it; `cargo xtask bench --ci-log FILE` reads a saved \
+                output into this section. Target: the whole run in 15 minutes on this 2-core machine.",
+    },
     Bench {
         package: "fake-services",
         target: "throughput",

@@ -13,6 +13,7 @@
 
 mod bench;
 mod benches;
+mod ci_log;
 mod compare;
 mod counts;
 mod engines;
@@ -84,7 +85,9 @@ const BENCH: &str = "\
                   section of docs/benchmarks.md, its figures and the headlines
   bench --from-log FILE
                   rewrite docs/benchmarks.md from the output of a run saved in FILE
-                  (on this machine), without measuring again";
+                  (on this machine), without measuring again
+  bench --ci-log FILE
+                  rewrite section xtask/ci from the saved output of a fresh-clone .ci/run";
 const HELP: &str = "\
   help [COMMAND]  print this message, or one command's lines of it (also COMMAND --help)";
 
@@ -147,13 +150,16 @@ fn dispatch(args: &[String]) -> i32 {
         Some("bench") if args.len() == 3 && args[1] == "--from-log" => {
             run(|| bench::bench_from_log(Path::new(&args[2])))
         }
+        Some("bench") if args.len() == 3 && args[1] == "--ci-log" => {
+            run(|| bench::bench_ci_log(Path::new(&args[2])))
+        }
         Some("engines") => run(|| engines::engines(&args[1..])),
         Some("package") => run(|| package::package(&args[1..])),
         Some("fuzz-http") => run(|| fuzz_http::fuzz_http(&args[1..])),
         Some("fuzz-api") => run(|| fuzz_api::fuzz_api(&args[1..])),
         Some("fuzz-parsers") => run(|| fuzz_parsers::fuzz_parsers(&args[1..])),
         Some("bench") => usage_error(&format!(
-            "`bench` takes --counts, --compare BASE, --only ID or --from-log FILE, got `{}`",
+            "`bench` takes --counts, --compare BASE, --only ID, --from-log FILE or --ci-log FILE, got `{}`",
             args[1..].join(" ")
         )),
         Some("accuracy") => {
