@@ -51,6 +51,7 @@ const KIT_TESTS_SAMPLE: &[&str] = &[
     "test_a_step_is_reached_held_and_let_go",
     "test_the_fixture_serves_one_test_and_stops_after_it",
     "test_a_serve_that_never_gets_ready_is_killed_after_its_bounds",
+    "test_a_stray_print_goes_to_stderr_and_the_protocol_keeps_stdout",
 ];
 
 #[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]

@@ -22,8 +22,9 @@ of this folder (idiomatic.py or careful.py), driven by `twice run --executor`.
 - `status` maps DBOS's record (status and output) to the intent view; `attempts` is the count
   of refund requests the step made (sends.py, appended before each request leaves).
 
-stdout carries protocol lines only: fd 1 is moved to stderr at start (DBOS's logging, any
-stray print), and the protocol writes to a duplicate of the original fd 1.
+The framing, the error codes, `init`'s checks and the loop are the kit's (`twice.protocol`);
+stdout carries protocol lines only: fd 1 is moved to stderr at start (DBOS's logging, any stray
+print), and the protocol writes to a duplicate of the original fd 1.
 """
 
 from __future__ import annotations
@@ -38,30 +39,30 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from twice.protocol import (
+    CRASH,
+    EXISTS,
+    MALFORMED,
+    NOT_SUPPORTED,
+    TIMEOUT,
+    UNAVAILABLE,
+    ProtocolError,
+    emit,
+    parse_init,
+    protocol_output,
+    serve,
+)
+
 # Protocol output: a private copy of fd 1; then fd 1 (and sys.stdout) go to stderr.
-_PROTO = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-os.dup2(2, 1)
-sys.stdout = sys.stderr
+_PROTO = protocol_output()
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-TIMEOUT, NOT_SUPPORTED, UNAVAILABLE, MALFORMED, CRASH, EXISTS = 0, 10, 11, 12, 13, 21
 ACTION = "payments.refund"
 PENDING = ("PENDING", "ENQUEUED", "DELAYED")
 UNRESOLVED = ("recorded", "submitted", "blocked", "unknown")
 DRAIN_MS_MAX = 600_000
-
-
-class ProtocolError(Exception):
-    def __init__(self, code: int, text: str) -> None:
-        super().__init__(text)
-        self.code, self.text = code, text
-
-
-def emit(message: dict[str, Any]) -> None:
-    _PROTO.write(json.dumps(message, separators=(",", ":"), sort_keys=True) + "\n")
-    _PROTO.flush()
 
 
 def now_ms() -> int:
@@ -85,23 +86,12 @@ class Adapter:
 
     # ---- init -------------------------------------------------------------------------
     def init(self, request: dict[str, Any]) -> dict[str, Any]:
-        if request.get("protocol") != "twice/1":
-            raise ProtocolError(NOT_SUPPORTED, f"protocol {request.get('protocol')!r} is not supported; this executor speaks twice/1")
         if self.db is not None:
             raise ProtocolError(MALFORMED, "init was already received")
-        worker_id, state_dir = request.get("worker_id"), request.get("state_dir")
-        if not isinstance(worker_id, str) or not worker_id:
-            raise ProtocolError(MALFORMED, "init: worker_id must be a non-empty string")
-        if not isinstance(state_dir, str) or not state_dir:
-            raise ProtocolError(MALFORMED, "init: no state_dir")
-        services = request.get("services") or {}
-        if not isinstance(services, dict):
-            raise ProtocolError(MALFORMED, "init: services must be an object")
-        payments = services.get("payments")
-        limits = request.get("limits") or {}
-        if not isinstance(limits, dict):
-            raise ProtocolError(MALFORMED, "init: limits must be an object")
-        self.limits = {"request_timeout_ms": 2000, "pass_pause_ms": 20, **limits}
+        checked = parse_init(request)
+        worker_id, state_dir = checked.worker_id, str(checked.state_dir)
+        payments = checked.services.get("payments")
+        self.limits = {"request_timeout_ms": 2000, "pass_pause_ms": 20, **checked.limits}
         self.worker_id = worker_id
         try:
             import importlib
@@ -362,7 +352,7 @@ class Adapter:
         """Writes the events of every change since last told at once (before this request's
         reply, as §5 allows), so the timeline has them before what follows."""
         for event in self.changes([]):
-            emit({"type": "event", **event})
+            emit(_PROTO, {"type": "event", **event})
 
     def changes(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Appends an event for each intent whose state changed since last told; returns them."""
@@ -409,7 +399,7 @@ class Adapter:
             text = f"{total} workflows still pending after {timeout_ms} ms" + (
                 f" ({others} of them another worker's: DBOS has no leases, this worker does not take them over)" if others else ""
             )
-            raise _WithEvents(TIMEOUT, text, events)
+            raise ProtocolError(TIMEOUT, text, events)
         return events, {}
 
     def reconcile(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -490,49 +480,16 @@ class Adapter:
             if kind == "drain":
                 return self.drain(request)
             return self.reconcile()
-        except (ProtocolError, _WithEvents):
+        except ProtocolError:
             raise
         except Exception as e:  # noqa: BLE001
             raise ProtocolError(CRASH, f"{kind}: {e!r}") from e
 
 
-class _WithEvents(ProtocolError):
-    def __init__(self, code: int, text: str, events: list[dict[str, Any]]) -> None:
-        super().__init__(code, text)
-        self.events = events
-
-
-def serve(adapter: Adapter) -> None:
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-        except ValueError as e:
-            emit({"type": "error", "in_reply_to": None, "code": MALFORMED, "text": f"not JSON: {e}"})
-            continue
-        if not isinstance(request, dict):
-            emit({"type": "error", "in_reply_to": None, "code": MALFORMED, "text": "a request is a JSON object"})
-            continue
-        msg_id, kind = request.get("msg_id"), request.get("type", "")
-        if type(msg_id) is not int or msg_id < 0:
-            reply_to = msg_id if isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool) else None
-            emit({"type": "error", "in_reply_to": reply_to, "code": MALFORMED, "text": "a request needs a numeric msg_id"})
-            continue
-        events: list[dict[str, Any]] = []
-        try:
-            events, fields = adapter.handle(str(kind), request)
-            reply = {**fields, "type": f"{kind}_ok", "in_reply_to": msg_id}
-        except ProtocolError as e:
-            events = getattr(e, "events", [])
-            reply = {"type": "error", "in_reply_to": msg_id, "code": e.code, "text": e.text}
-        for event in events:
-            emit({"type": "event", **event})
-        emit(reply)
-        if reply["type"] == "shutdown_ok":
-            sys.stderr.flush()
-            os._exit(0)  # everything acknowledged is durable; DBOS's threads need no goodbye
+def run(adapter: Adapter) -> None:
+    serve(adapter.handle, out=_PROTO)
     sys.stderr.flush()
+    # Everything acknowledged is durable; DBOS's threads need no goodbye.
     os._exit(0)
 
 
@@ -540,7 +497,7 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--app", choices=("idiomatic", "careful"), required=True)
     args = parser.parse_args(argv)
-    serve(Adapter(args.app))
+    run(Adapter(args.app))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ against their ledgers. This package is its client:
   rules, seeds, clocks, ledgers and journals);
 - `ServeProcess`: `twice serve` as a child process;
 - `Claim`, `Scenario`, `Step`, `Verdict`: what goes in and comes out;
-- a pytest plugin with the fixtures `twice_serve` and `twice_serve_session`.
+- a pytest plugin with the fixtures `twice_serve` and `twice_serve_session`;
+- `twice.protocol`: the `twice/1` stdio plumbing for an executor written in Python.
 
 A test sets a scenario up, makes the application carry out its intents (its SDK pointed at
 `twice.url("payments")`), performs its steps, and checks the application's claims::
