@@ -24,9 +24,38 @@ A test sets a scenario up, makes the application carry out its intents (its SDK 
 The documentation is `docs/byo.md` of the twice repository.
 """
 
-from twice.client import Twice, TwiceError, TwiceHTTPError, TwiceTimeout, TwiceViolation
-from twice.model import STATES, Claim, Intent, Scenario, Step, Verdict, VerdictLine
-from twice.serve import ServeProcess, ServeStartError, bundled_twice, find_twice
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from twice.client import Twice, TwiceError, TwiceHTTPError, TwiceTimeout, TwiceViolation
+    from twice.model import STATES, Claim, Intent, Scenario, Step, Verdict, VerdictLine
+    from twice.serve import ServeProcess, ServeStartError, bundled_twice, find_twice
+
+# Each name is loaded from its module when first asked for, so that `import twice.protocol` (in
+# an executor, started once per worker) does not pay for the client's HTTP stack.
+_HOMES = {
+    "twice.client": ("Twice", "TwiceError", "TwiceHTTPError", "TwiceTimeout", "TwiceViolation"),
+    "twice.model": ("STATES", "Claim", "Intent", "Scenario", "Step", "Verdict", "VerdictLine"),
+    "twice.serve": ("ServeProcess", "ServeStartError", "bundled_twice", "find_twice"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'twice' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME_OF])
+
 
 __all__ = [
     "STATES",

@@ -39,6 +39,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import traceback
 from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO, Callable, Iterable, Iterator, Optional, Union
 
@@ -136,10 +138,16 @@ def protocol_output() -> IO[str]:
     return out
 
 
+_EMIT_LOCK = threading.Lock()
+
+
 def emit(out: IO[str], message: dict[str, Any]) -> None:
-    """Writes one protocol line, keys sorted, and flushes it."""
-    out.write(json.dumps(message, separators=(",", ":"), sort_keys=True) + "\n")
-    out.flush()
+    """Writes one protocol line, keys sorted, and flushes it; safe from any thread (an executor
+    may send events as its workers make them, before the reply)."""
+    line = json.dumps(message, separators=(",", ":"), sort_keys=True) + "\n"
+    with _EMIT_LOCK:
+        out.write(line)
+        out.flush()
 
 
 def _lines(stdin: BinaryIO) -> Iterator[Optional[bytes]]:
@@ -184,7 +192,7 @@ def serve(handle: Handler, *, stdin: Optional[BinaryIO] = None, out: Optional[IO
             continue
         msg_id, kind = request.get("msg_id"), request.get("type")
         if type(msg_id) is not int or msg_id < 0:
-            emit(out, {"type": "error", "in_reply_to": _reply_to(msg_id), "code": MALFORMED, "text": "a request needs a non-negative integer msg_id"})
+            emit(out, {"type": "error", "in_reply_to": _reply_to(msg_id), "code": MALFORMED, "text": "a request needs a numeric msg_id"})
             continue
         if not isinstance(kind, str):
             emit(out, {"type": "error", "in_reply_to": msg_id, "code": MALFORMED, "text": "a request needs a string type"})
@@ -197,6 +205,7 @@ def serve(handle: Handler, *, stdin: Optional[BinaryIO] = None, out: Optional[IO
             events = e.events
             reply = {"type": "error", "in_reply_to": msg_id, "code": e.code, "text": e.text}
         except Exception as e:  # noqa: BLE001  (an executor's fault is a reply, never a hang)
+            traceback.print_exc(file=sys.stderr)
             reply = {"type": "error", "in_reply_to": msg_id, "code": CRASH, "text": f"{kind}: {type(e).__name__}: {e}"}
         for event in events:
             emit(out, {**event, "type": "event"})
