@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small executor for `twice`, in Python, on the real SDKs: the command the harness starts
-for each worker process. What a worker runs is in worker.py (the protocol loop and the
-Executor), intent_log.py, services.py and actions.py.
+for each worker process. What a worker runs is in worker.py (the requests' handling, on the
+kit's loop `twice.protocol`, and the Executor), intent_log.py, services.py and actions.py.
 
 Usage:
 

@@ -41,6 +41,19 @@ import actions
 import bugs
 import services
 from intent_log import Intent, IntentLog
+from twice.protocol import (
+    CRASH,
+    MALFORMED,
+    NOT_SUPPORTED,
+    TIMEOUT,
+    UNAVAILABLE,
+    ProtocolError,
+    emit,
+    parse_init,
+    protocol_output,
+    serve,
+)
+from twice.protocol import EXISTS as KEY_EXISTS
 from services import (
     ABSENT,
     AMBIGUOUS,
@@ -55,7 +68,6 @@ from services import (
     SUPERSEDED,
 )
 
-PROTOCOL = "twice/1"
 # Steps that build on steps: `after` and parameter references (docs/protocol.md §3.2).
 FEATURE_WORKFLOWS = "workflows"
 EXECUTOR = {"name": "twice-python-executor", "version": "0.1.0"}
@@ -67,12 +79,9 @@ SHORT_TIMEOUT_MS, SHORT_MARGIN_MS, SHORT_PAUSE_MS = 200, 25, 1
 LONG_MARGIN_MS, LONG_PAUSE_MS = 500, 200
 # The lease of an intent when there are no leases (`--single-worker`): never runs out.
 UNLEASED_UNTIL_MS = 2**62
-# Longest drain a caller may ask for, and longest request line read.
+# Longest drain a caller may ask for. The framing (the 1 MiB line bound, msg_id checks, error
+# replies, the private stdout) and the error codes are the kit's: `twice.protocol`.
 DRAIN_MS_MAX = 600_000
-LINE_BYTES_MAX = 1024 * 1024
-
-# Protocol error codes (docs/protocol.md §4).
-TIMEOUT, NOT_SUPPORTED, UNAVAILABLE, MALFORMED, CRASH, KEY_EXISTS = 0, 10, 11, 12, 13, 21
 
 # What a service promises when init leaves a term out: the cautious reading.
 DEFAULT_CONTRACT = {
@@ -126,12 +135,6 @@ def result_value(intent, field):
 
 class Unresolvable(Exception):
     """A step's reference cannot be resolved though its predecessors are confirmed."""
-
-
-class ProtocolError(Exception):
-    def __init__(self, code, text):
-        super().__init__(text)
-        self.code, self.text = code, text
 
 
 class Tally:
@@ -972,63 +975,19 @@ def _terms(given, defaults, what):
 
 
 class Server:
-    """Reads requests from stdin, one JSON object per line, and answers each exactly once."""
+    """Answers each request exactly once, through the kit's loop (`twice.protocol.serve`)."""
 
     def __init__(self, out, announced):
         self.out = out
-        self.out_lock = threading.Lock()
         self.announced = announced
         self.executor = None
 
-    def write(self, message):
-        with self.out_lock:
-            self.out.write(json.dumps(message, separators=(",", ":")) + "\n")
-            self.out.flush()
-
-    def error(self, in_reply_to, code, text):
-        self.write({"type": "error", "in_reply_to": in_reply_to, "code": code, "text": text})
-
     def emit_event(self, event):
         # Events go out as they happen (from the pass's threads), always before the reply.
-        self.write({"type": "event", **event})
+        emit(self.out, {"type": "event", **event})
 
     def serve(self, stdin):
-        while True:
-            line = stdin.readline(LINE_BYTES_MAX + 1)
-            if not line:
-                return  # end of input ends the session
-            if len(line) > LINE_BYTES_MAX and not line.endswith(b"\n"):
-                while True:  # skip the rest of the oversized line
-                    rest = stdin.readline(64 * 1024)
-                    if not rest or rest.endswith(b"\n"):
-                        break
-                self.error(None, MALFORMED, "a line longer than 1 MiB")
-                continue
-            if not line.strip():
-                continue
-            try:
-                request = json.loads(line)
-            except ValueError as e:
-                self.error(None, MALFORMED, f"not JSON: {e}")
-                continue
-            if not isinstance(request, dict):
-                self.error(None, MALFORMED, "a request is a JSON object")
-                continue
-            msg_id, kind = request.get("msg_id"), request.get("type")
-            if type(msg_id) is not int or msg_id < 0:
-                self.error(msg_id, MALFORMED, "a request needs a numeric msg_id")
-                continue
-            try:
-                self.write({**self.handle(kind, request), "type": f"{kind}_ok", "in_reply_to": msg_id})
-            except ProtocolError as e:
-                self.error(msg_id, e.code, e.text)
-                continue
-            except Exception as e:  # the state could not be read or written, or a bug: say so
-                log.exception("%s failed", kind)
-                self.error(msg_id, CRASH, f"{type(e).__name__}: {e}")
-                continue
-            if kind == "shutdown":
-                return
+        serve(lambda kind, request: ((), self.handle(kind, request)), stdin=stdin, out=self.out)
 
     def handle(self, kind, request):
         if kind == "init":
@@ -1056,25 +1015,16 @@ class Server:
         return {}
 
     def init(self, request):
-        if request.get("protocol") != PROTOCOL:
-            text = f"protocol {request.get('protocol')} is not supported; this executor speaks {PROTOCOL}"
-            raise ProtocolError(NOT_SUPPORTED, text)
         if self.executor is not None:
             raise ProtocolError(MALFORMED, "init was already received")
-        worker_id, state_dir = request.get("worker_id"), request.get("state_dir")
-        if not isinstance(worker_id, str) or not worker_id:
-            raise ProtocolError(MALFORMED, "init: worker_id must be a non-empty string")
-        if not isinstance(state_dir, str) or not state_dir:
-            raise ProtocolError(MALFORMED, "init: no state_dir")
+        # The kit checks the protocol, the worker, the state directory, the services' URLs and
+        # the secrets; every contract term and limit is then checked here, an unknown one refused.
+        checked = parse_init(request)
+        worker_id, state_dir, secrets = checked.worker_id, checked.state_dir, checked.secrets
         service_config = {}
-        for name, cfg in (request.get("services") or {}).items():
-            if not isinstance(cfg, dict) or not isinstance(cfg.get("url"), str):
-                raise ProtocolError(MALFORMED, f"init: service {name} needs a url")
+        for name, cfg in checked.services.items():
             contract = _terms(cfg.get("contract"), DEFAULT_CONTRACT, f"{name}.contract")
             service_config[name] = {"url": cfg["url"], "contract": contract}
-        secrets = request.get("secrets") or {}
-        if not isinstance(secrets, dict) or not all(isinstance(v, str) for v in secrets.values()):
-            raise ProtocolError(MALFORMED, "init: secrets must be an object of strings")
         limits = _terms(request.get("limits"), DEFAULT_LIMITS, "limits")
         try:
             self.executor = Executor(
@@ -1117,10 +1067,9 @@ def main(argv):
             parser.error(f"--actions: unknown action {unknown[0]}; known: {', '.join(actions.ACTIONS)}")
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(message)s")
-    # stdout is for the protocol only. Keep a private handle on it, and point file descriptor
-    # 1 at stderr, so that a stray print() of ours or of an SDK can never break the framing.
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    # stdout is for the protocol only: a private handle on it, and file descriptor 1 pointed at
+    # stderr, so that a stray print() of ours or of an SDK can never break the framing.
+    out = protocol_output()
     Server(out, announced).serve(sys.stdin.buffer)
     return 0
 
