@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
+use crate::matrix::{read_matrices, render_matrix, write_section};
 use crate::node::install_lockfile;
 use crate::test::{apt_install, find_on_path};
 use crate::venv::{KIT_PYPROJECT, Venv, install_kit};
@@ -29,10 +30,12 @@ pub(crate) const USAGE: &str = "\
   engines [--short] [--only ENGINE]... [-- PYTEST_ARGS...]
                   run the real engines of examples/engines (celery, dbos, langgraph,
                   restate, temporal), each app through twice; a full run rewrites each
-                  engine's findings.json and the table of docs/engines.md; --short runs
-                  the tests marked short (CI) and checks them against findings.json
-  engines --table rewrite the table of docs/engines.md from the committed findings.json
-                  files, running nothing (after an edit by hand, an `also_seen` say)";
+                  engine's findings.json and matrix.json and the tables of
+                  docs/engines.md; --short runs the tests marked short (CI) and checks
+                  them against findings.json
+  engines --table rewrite the tables of docs/engines.md from the committed findings.json
+                  and matrix.json files, running nothing (after an edit by hand, an
+                  `also_seen` say)";
 
 /// One engine's folder under `examples/engines/` and what it needs besides its venv.
 struct Engine {
@@ -318,6 +321,8 @@ fn findings_json(engine: &str, recorded: &str, date: &str, previous: Option<&Val
 
 /// Rewrites the findings table of `docs/engines.md` from every engine's `findings.json`.
 fn write_table(root: &Path) -> Result<()> {
+    let matrix = render_matrix(&read_matrices(root, &names())?);
+    write_section(&root.join(DOC), &matrix)?;
     let table = render_table(&read_findings(root)?)?;
     let doc = root.join(DOC);
     let text = fs::read_to_string(&doc).with_context(|| format!("cannot read {}", doc.display()))?;
@@ -509,6 +514,21 @@ mod tests {
         );
         assert!(table.contains("- idiomatic, `s`: `r`\n  (e)\n  also seen on 2026-12-05: e2"), "{table}");
         assert!(table.contains("### dbos\n\nNot run yet"), "{table}");
+    }
+
+    /// docs/engines.md's whole-catalog section is what the committed matrix.json files say.
+    #[test]
+    fn the_whole_catalog_section_of_docs_engines_is_the_committed_matrices() {
+        use crate::matrix::{MATRIX_BEGIN, MATRIX_END};
+        let root = root();
+        let doc = fs::read_to_string(root.join(DOC)).unwrap();
+        let (b, e) = (doc.find(MATRIX_BEGIN).unwrap(), doc.find(MATRIX_END).unwrap());
+        let section = render_matrix(&read_matrices(&root, &names()).unwrap());
+        assert_eq!(
+            doc[b..e + MATRIX_END.len()],
+            section,
+            "the whole-catalog section of {DOC} differs from examples/engines/*/matrix.json: run `cargo xtask engines`"
+        );
     }
 
     /// docs/engines.md's table is what the committed findings say: a run that changed a finding

@@ -24,6 +24,7 @@ mod fuzz_parsers;
 mod headlines;
 mod inner_loop;
 mod machine;
+mod matrix;
 mod node;
 mod package;
 mod records;

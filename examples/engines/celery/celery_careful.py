@@ -11,8 +11,11 @@ What changes from `celery_idiomatic`:
    follow an earlier send (a retry: `self.request.retries > 0`; a redelivery:
    `delivery_info["redelivered"]`, set by kombu when it gives back a message a dead or
    stopped worker held) that finds nothing waits until "not there" is final (the contract's
-   settle bound + read lag + the request timeout) and looks again, and only then sends.
-   A key can be forgotten (`key_retention_ms`), a lookup cannot.
+   settle bound + read lag + the request timeout) and looks again, and only then sends; a
+   refusal of that send is then a refusal of this run alone. A key can be forgotten
+   (`key_retention_ms`), a lookup cannot. stripe-python's own retries are off
+   (`max_network_retries = 0`): they resend at once under the same key, which makes a
+   second refund where keys are ignored or forgotten.
 3. **Read back a success.** A 200 is believed once a read shows the refund; a success the
    read never shows is sent again under a new key (the old key would replay the hollow
    answer).
@@ -30,6 +33,7 @@ from typing import Any, Optional
 
 import stripe
 from celery import Celery
+from twice.engines import App
 
 import celery_settings as settings
 
@@ -44,6 +48,10 @@ app.conf.update(
 stripe.api_key = settings.STRIPE_API_KEY
 stripe.api_base = settings.PAYMENTS_URL
 stripe.default_http_client = stripe.RequestsClient(timeout=settings.REQUEST_TIMEOUT_S)
+# The SDK's own retries (two, by default, for a connection error or a 409) resend at once under
+# the same key: a second refund where keys are ignored or already forgotten, and a refusal of
+# the resend reads as a refusal of the first. The task's lookup-then-send is the only retry.
+stripe.max_network_retries = 0
 
 #: Errors after which the refund may or may not exist: no reply, a timeout, a 5xx, the key
 #: still in flight (409), "slow down" (429).
@@ -80,9 +88,10 @@ def _refusal(e: stripe.StripeError) -> bool:
 
 
 @app.task(bind=True, max_retries=MAX_RETRIES)
-def refund(self: Any, order_id: str, payment_intent: str, amount: int) -> dict[str, Any]:
-    """Refunds `amount` of `payment_intent` for order `order_id`, once."""
+def refund(self: Any, payment_intent: str, amount: int, order_id: Optional[str] = None) -> dict[str, Any]:
+    """Refunds `amount` of `payment_intent` for order `order_id` (default: the task id), once."""
     task_id = str(self.request.id)
+    order_id = order_id or task_id
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     may_have_sent = self.request.retries > 0 or redelivered
     record: dict[str, Any] = {"task_id": task_id, "retries": self.request.retries, "redelivered": redelivered}
@@ -91,8 +100,10 @@ def refund(self: Any, order_id: str, payment_intent: str, amount: int) -> dict[s
     if found is None and may_have_sent:
         time.sleep(absence_final_s())
         found = look_up(payment_intent, task_id)
+        # Nothing an earlier run sent can land any more: a refusal now is of this run alone.
+        may_have_sent = found is not None
     if found is not None:
-        return {**record, "state": "confirmed", "refund_id": found, "how": "looked up"}
+        return {**record, "state": "confirmed", "external_id": found, "how": "looked up"}
 
     for send in range(SENDS_PER_RUN):
         key = f"{task_id}-r{self.request.retries}-s{send}"
@@ -112,7 +123,7 @@ def refund(self: Any, order_id: str, payment_intent: str, amount: int) -> dict[s
                 raise self.retry(exc=e, countdown=0.2 * 2**self.request.retries)
             found = look_up(payment_intent, task_id)
             if found is not None:
-                return {**record, "state": "confirmed", "refund_id": found, "how": "looked up"}
+                return {**record, "state": "confirmed", "external_id": found, "how": "looked up"}
             return {**record, "state": "unknown"}
         # A success is believed once a read shows it.
         found = look_up(payment_intent, task_id)
@@ -120,7 +131,23 @@ def refund(self: Any, order_id: str, payment_intent: str, amount: int) -> dict[s
             time.sleep(absence_final_s())
             found = look_up(payment_intent, task_id)
         if found is not None:
-            return {**record, "state": "confirmed", "refund_id": found, "how": "sent"}
+            return {**record, "state": "confirmed", "external_id": found, "how": "sent"}
         record["hollow_success"] = created.id
         may_have_sent = True
     return {**record, "state": "unknown"}
+
+
+# ---- under twice/1 (`python -m twice.engines.celery --app celery_careful`) ------------------
+
+
+def twice_configure(init: Any) -> None:
+    """The settings (the payments URL, timeouts, the contract's bounds) from twice's `init`."""
+    settings.from_twice(init)
+    settings.configure_app(app)
+
+
+twice_app = App(
+    actions={"payments.refund": refund},
+    configure=twice_configure,
+    raised="unknown",  # a task that raised past its retries may have refunded
+)

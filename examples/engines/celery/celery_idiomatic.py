@@ -16,10 +16,11 @@ Nothing here is a planted bug: it is what a competent Celery user writes from th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import stripe
 from celery import Celery
+from twice.engines import App
 
 import celery_settings as settings
 
@@ -41,7 +42,21 @@ stripe.default_http_client = stripe.RequestsClient(timeout=settings.REQUEST_TIME
     retry_backoff=True,
     max_retries=3,
 )
-def refund(self: Any, order_id: str, payment_intent: str, amount: int) -> dict[str, Any]:
-    """Refunds `amount` of `payment_intent` for order `order_id`."""
+def refund(self: Any, payment_intent: str, amount: int, order_id: Optional[str] = None) -> dict[str, Any]:
+    """Refunds `amount` of `payment_intent` for order `order_id` (default: the task id)."""
+    order_id = order_id or str(self.request.id)
     created = stripe.Refund.create(payment_intent=payment_intent, amount=amount, metadata={"order_id": order_id})
-    return {"refund_id": created.id, "status": created.status, "runs": self.request.retries + 1}
+    return {"external_id": created.id, "status": created.status, "runs": self.request.retries + 1}
+
+
+# ---- under twice/1 (`python -m twice.engines.celery --app celery_idiomatic`) ----------------
+
+
+def twice_configure(init: Any) -> None:
+    """The settings from twice's `init` instead of the environment; nothing else changes."""
+    settings.from_twice(init)
+    settings.configure_app(app)
+
+
+# A task that returned is `confirmed`, one that raised (FAILURE) `failed`: as the app reads it.
+twice_app = App(actions={"payments.refund": refund}, configure=twice_configure)

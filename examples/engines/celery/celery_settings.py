@@ -20,6 +20,7 @@ Both Celery apps are ordinary modules that `celery -A celery_idiomatic worker` (
 from __future__ import annotations
 
 import os
+from typing import Any
 
 BROKER_URL = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 PAYMENTS_URL = os.environ.get("TWICE_PAYMENTS_URL", "http://127.0.0.1:4242")
@@ -29,6 +30,32 @@ SETTLE_MS = int(os.environ.get("TWICE_SETTLE_MS", "30000"))
 READ_LAG_MS = int(os.environ.get("TWICE_READ_LAG_MS", "0"))
 #: The fake accepts any API key, as long as there is one.
 STRIPE_API_KEY = "sk_test_twice"
+
+
+def from_twice(init: Any) -> None:
+    """Under twice/1 (`python -m twice.engines.celery`): the same settings from the worker's
+    `init` instead of the environment. kombu's visibility timeout is Celery's lease on a
+    message a worker took: the scenario's `lease_ms`."""
+    global PAYMENTS_URL, REQUEST_TIMEOUT_S, VISIBILITY_TIMEOUT_S, SETTLE_MS, READ_LAG_MS
+    PAYMENTS_URL = init.url("payments") or PAYMENTS_URL
+    REQUEST_TIMEOUT_S = int(init.limits.get("request_timeout_ms", 2000)) / 1000.0
+    VISIBILITY_TIMEOUT_S = max(int(init.limits.get("lease_ms", 3000)) / 1000.0, 1.0)
+    contract = init.contract("payments")
+    SETTLE_MS = int(contract.get("settle_ms_max", 30000))
+    READ_LAG_MS = int(contract.get("read_lag_ms_max", 0))
+
+
+def configure_app(app: Any) -> None:
+    """Points stripe-python and the Celery app's transport at the settings as they are now."""
+    import stripe
+
+    stripe.api_key = STRIPE_API_KEY
+    stripe.api_base = PAYMENTS_URL
+    stripe.default_http_client = stripe.RequestsClient(timeout=REQUEST_TIMEOUT_S)
+    app.conf.update(
+        broker_transport_options=broker_transport_options(),
+        result_backend_transport_options=broker_transport_options(),
+    )
 
 
 def broker_transport_options() -> dict[str, float]:

@@ -263,8 +263,8 @@ def _claims(world: CeleryWorld, app: str, scenario: Scenario, task_ids: dict[str
             else:
                 state = str(value["state"])  # the careful task says what it knows
                 attempts = int(value.get("retries", 0)) + 1
-            if value.get("refund_id"):
-                evidence["external_id"] = value["refund_id"]
+            if value.get("external_id"):
+                evidence["external_id"] = value["external_id"]
             if value.get("key"):
                 evidence["key"] = value["key"]
             if value.get("last_error"):
@@ -295,7 +295,7 @@ def test_celery(
     task_ids: dict[str, str] = {}
     for intent in scenario.intents:
         assert intent.action == "payments.refund", f"{scenario.name}: {intent}"
-        args = [intent.id, intent.params["payment_intent"], int(intent.params["amount"])]
+        args = [intent.params["payment_intent"], int(intent.params["amount"]), intent.id]
         if app == "idiomatic":
             # `refund.delay(...)`: Celery makes up the task id.
             result = world.client.send_task(f"{module}.refund", args=args)

@@ -32,13 +32,14 @@ The workflow's output (DBOS's record) says which of these it came to.
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 import time
+from pathlib import Path
+from typing import Any, Optional
 
 import stripe
 from dbos import DBOS
 from dbos._error import DBOSMaxStepRetriesExceeded
+from twice.engines import App
 
 import sends
 
@@ -129,16 +130,21 @@ def _key_safe(key: str) -> bool:
     return _now_ms() + _timeout_ms + 100 < _key_first_sent_ms[key] + int(_contract.get("key_retention_ms", 0))
 
 
-def _look_up(payment_intent: str, workflow_id: str) -> Optional[str]:
-    """The id of this workflow's refund if the service has it. A failed lookup raises: the
-    step is unsure, and DBOS runs it again."""
+def _find(payment_intent: str, workflow_id: str) -> Optional[tuple[str, int]]:
+    """The id and amount of this workflow's refund if the service has it. A failed lookup
+    raises: the step is unsure, and DBOS runs it again."""
     assert _client is not None
     refunds = _client.v1.refunds.list(params={"payment_intent": payment_intent, "limit": 100})
     for refund in refunds.data:
-        metadata = refund.to_dict(recursive=True).get("metadata") or {}
-        if metadata.get(METADATA_KEY) == workflow_id:
-            return str(refund.id)
+        found = refund.to_dict(recursive=True)
+        if (found.get("metadata") or {}).get(METADATA_KEY) == workflow_id:
+            return str(refund.id), int(found.get("amount") or 0)
     return None
+
+
+def _look_up(payment_intent: str, workflow_id: str) -> Optional[str]:
+    found = _find(payment_intent, workflow_id)
+    return found[0] if found is not None else None
 
 
 @DBOS.step(
@@ -155,7 +161,7 @@ def refund_step(payment_intent: str, amount: int) -> dict[str, Any]:
     key = _keys[workflow_id] = f"{workflow_id}-{step_id}"
     found = _look_up(payment_intent, workflow_id)
     if found is not None:
-        return {"state": "confirmed", "refund_id": found, "key": key, "found_by": "lookup"}
+        return {"state": "confirmed", "external_id": found, "key": key, "reason": "found by lookup"}
     if not _key_safe(key):
         # "Not found" proves nothing while an earlier send may still land: wait until it
         # cannot (bounded by the contract's settle and read-lag bounds), then look again.
@@ -164,7 +170,7 @@ def refund_step(payment_intent: str, amount: int) -> dict[str, Any]:
             time.sleep(wait_ms / 1000.0)
             found = _look_up(payment_intent, workflow_id)
             if found is not None:
-                return {"state": "confirmed", "refund_id": found, "key": key, "found_by": "lookup"}
+                return {"state": "confirmed", "external_id": found, "key": key, "reason": "found by lookup"}
     _sent_here[workflow_id] = _sent_here.get(workflow_id, 0) + 1
     _last_sent_ms[workflow_id] = _now_ms()
     _key_first_sent_ms.setdefault(key, _now_ms())
@@ -191,9 +197,9 @@ def refund_step(payment_intent: str, amount: int) -> dict[str, Any]:
         # A success may be hollow: only a read-back proves the refund.
         found = _look_up(payment_intent, workflow_id)
         if found is None:
-            return {"state": "not_landed", "refund_id": refund.id, "key": key, "found_by": "reply"}
-        return {"state": "confirmed", "refund_id": found, "key": key, "found_by": "read-back"}
-    return {"state": "confirmed", "refund_id": refund.id, "key": key, "found_by": "reply"}
+            return {"state": "not_landed", "external_id": refund.id, "key": key}
+        return {"state": "confirmed", "external_id": found, "key": key, "reason": "found by read-back"}
+    return {"state": "confirmed", "external_id": refund.id, "key": key}
 
 
 @DBOS.workflow()
@@ -209,7 +215,7 @@ def refund_workflow(payment_intent: str, amount: int) -> dict[str, Any]:
             # the refund up first and sends only once absence is final.
         return {"state": "unknown", "key": result["key"], "last_error": "every success was hollow"}
     except Refused as e:
-        decision = {"status": e.status, "code": e.code, "message": e.message}
+        decision = {"status": e.status, "error": f"{e.code}: {e.message}"}
         if e.status in NEEDS_A_DECISION:
             return {"state": "escalated", "key": e.key, "decision": decision, "could_duplicate": e.could_duplicate}
         if e.could_duplicate:
@@ -218,3 +224,44 @@ def refund_workflow(payment_intent: str, amount: int) -> dict[str, Any]:
     except DBOSMaxStepRetriesExceeded as e:
         workflow_id = DBOS.workflow_id or ""
         return {"state": "unknown", "key": _keys.get(workflow_id, ""), "last_error": str(e)}
+
+
+# ---- under twice/1 (`python -m twice.engines.dbos --app careful`) ---------------------------
+
+
+def twice_configure(init: Any) -> None:
+    """Points the app at twice's payments fake, with what its contract promises."""
+    url = init.url("payments")
+    if url is None:
+        return
+    configure(url, int(init.limits.get("request_timeout_ms", 2000)) / 1000.0, contract=init.contract("payments"))
+    sends.PATH = Path(init.state_dir) / "sends.jsonl"
+
+
+def twice_reconcile(intent: dict[str, Any], ended_ms: int) -> Optional[dict[str, Any]]:
+    """An intent the workflow left `unknown`: looked up by the workflow id in the refund's
+    metadata. Found with its amount: confirmed; with another amount: escalated. Not found:
+    escalated (`could_duplicate: false`) once nothing sent can still land, else None."""
+    found = _find(intent["params"]["payment_intent"], intent["id"])
+    if found is not None:
+        refund_id, amount = found
+        if amount == intent["params"]["amount"]:
+            return {"state": "confirmed", "external_id": refund_id, "reason": "confirmed by lookup"}
+        return {"state": "escalated", "external_id": refund_id, "could_duplicate": True,
+                "reason": f"found with amount {amount}, not {intent['params']['amount']}"}  # fmt: skip
+    contract = _contract or {}
+    bound_ms = int(contract.get("settle_ms_max", 30000)) + int(contract.get("read_lag_ms_max", 0)) + _timeout_ms + 100
+    if _now_ms() < ended_ms + bound_ms:
+        return None
+    return {"state": "escalated", "could_duplicate": False,
+            "reason": "no refund found once nothing sent could still land; the workflow is over, a person decides"}  # fmt: skip
+
+
+twice_app = App(
+    actions={"payments.refund": refund_workflow},
+    configure=twice_configure,
+    reconcile=twice_reconcile,
+    attempts=sends.count_of,
+    on_start=started_here.add,
+    raised="unknown",  # a workflow that raised may have refunded
+)

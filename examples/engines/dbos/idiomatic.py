@@ -17,10 +17,12 @@ scenario's request timeout, as a user sets a timeout on a call to a payment API.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 import stripe
 from dbos import DBOS
+from twice.engines import App
 
 import sends
 
@@ -42,10 +44,26 @@ def refund_step(payment_intent: str, amount: int) -> dict[str, Any]:
     assert _client is not None, "idiomatic.configure(api_base, timeout_s) was not called"
     sends.count(DBOS.workflow_id)
     refund = _client.v1.refunds.create(params={"payment_intent": payment_intent, "amount": amount})
-    return {"refund_id": refund.id, "status": refund.status}
+    return {"id": refund.id, "status": refund.status}
 
 
 @DBOS.workflow()
 def refund_workflow(payment_intent: str, amount: int) -> dict[str, Any]:
     """Refunds `amount` of `payment_intent`; the workflow id is the refund's business id."""
     return refund_step(payment_intent, amount)
+
+
+# ---- under twice/1 (`python -m twice.engines.dbos --app idiomatic`) -------------------------
+
+
+def twice_configure(init: Any) -> None:
+    """Points the app at twice's payments fake; nothing else changes."""
+    url = init.url("payments")
+    if url is None:
+        return
+    configure(url, int(init.limits.get("request_timeout_ms", 2000)) / 1000.0)
+    sends.PATH = Path(init.state_dir) / "sends.jsonl"
+
+
+# A workflow that returned is `confirmed`, one that raised `failed`: as the app reads DBOS.
+twice_app = App(actions={"payments.refund": refund_workflow}, configure=twice_configure, attempts=sends.count_of)

@@ -32,3 +32,8 @@ def read(path: Path) -> Counter[str]:
     if not path.exists():
         return Counter()
     return Counter(json.loads(line)["workflow_id"] for line in path.read_text().splitlines() if line.strip())
+
+
+def count_of(workflow_id: str) -> int:
+    """Sends of one workflow so far, over every worker life (0 before `PATH` is set)."""
+    return read(PATH)[workflow_id] if PATH is not None else 0

@@ -208,7 +208,7 @@ def claim(app: str, intent_id: str, status: Any, attempts: int, params: dict[str
     elif app == "idiomatic":
         if status.status == "SUCCESS":
             state = "confirmed"
-            evidence["external_id"] = status.output["refund_id"]
+            evidence["external_id"] = status.output["id"]
         else:
             state = "failed"
             evidence["last_error"] = repr(status.error)[:300]
@@ -216,8 +216,6 @@ def claim(app: str, intent_id: str, status: Any, attempts: int, params: dict[str
         if status.status == "SUCCESS":
             output = dict(status.output)
             state = output.pop("state")
-            if "refund_id" in output:
-                evidence["external_id"] = output.pop("refund_id")
             evidence.update(output)
         else:
             state = "unknown"

@@ -34,11 +34,13 @@ call ids are random, as a provider's are, and live in the checkpointed state fro
   carries them in `metadata` too;
 - every run of the tool first looks the refund up (refunds of the payment intent whose
   metadata names this tool call): a run after a crash or a retry finds the first one;
-- an unsure outcome (no reply, a timeout, a 5xx, a 409) is not a "no": the tool reads back
-  until the service's settle bound has passed, and returns `unknown` if the refund is still
-  not there rather than send again; only a 429 or a refused connection (certainly not
-  executed) raises, for the node's `RetryPolicy` to run the tool again; a definite refusal
-  returns `failed`;
+- an unsure outcome (no reply, a timeout, a reset, a 5xx, a 409) is not a "no": the tool reads
+  back until the service's settle bound has passed; only then, with the refund certainly
+  absent, does it send again, under a new key (at most three sends), and it returns `unknown`
+  if none landed; only a 429 or a refused connection (certainly not executed) raises, for the
+  node's `RetryPolicy` to run the tool again; a definite refusal returns `failed`;
+- where the service's acks may lie (`configure(..., acks_may_lie=True)`, from its contract
+  under twice/1), a success is read back too, and a hollow one is sent again under a new key;
 - the tool's outcome is in its `ToolMessage` (JSON), so the record says confirmed, failed or
   unknown; a thread whose tool never returned is claimed `unknown`.
 
@@ -108,12 +110,15 @@ def agent_node(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
 
 _client: Optional[stripe.StripeClient] = None
 _settle_s = 1.0
+#: The service's acks may lie (a 200 for a refund it did not make): a success is read back.
+_acks_may_lie = False
 
 
-def configure(api_base: str, timeout_s: float, settle_s: float = 1.0) -> None:
+def configure(api_base: str, timeout_s: float, settle_s: float = 1.0, acks_may_lie: bool = False) -> None:
     """The tools' Stripe client, each request bounded by `timeout_s` (the scenario's request
     timeout); stripe-python's own retry count is left at its default."""
-    global _client, _settle_s
+    global _client, _settle_s, _acks_may_lie
+    _acks_may_lie = acks_may_lie
     _client = stripe.StripeClient(API_KEY, base_addresses={"api": api_base}, http_client=stripe.RequestsClient(timeout=timeout_s))
     _settle_s = settle_s
 
@@ -158,6 +163,22 @@ def _outcome(state: str, key: str, **fields: Any) -> str:
     return json.dumps({"state": state, "key": key, **fields})
 
 
+#: Sends of one tool call, each after the last one's absence became certain (the settle bound
+#: passed with nothing found) or its success proved hollow on read-back.
+SEND_ROUNDS_MAX = 3
+
+
+def _read_back(payment_intent: str, tool_call_id: str) -> Optional[Any]:
+    """The refund of this tool call if it appears before the settle bound passes, else None:
+    then no send of it can still land."""
+    deadline = time.monotonic() + _settle_s
+    while True:
+        found = _look_up(payment_intent, tool_call_id)
+        if found is not None or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
 @tool("refund")
 def refund_careful(
     payment_intent: str, amount: int, tool_call_id: Annotated[str, InjectedToolCallId], config: RunnableConfig
@@ -169,33 +190,35 @@ def refund_careful(
     if found is not None:
         # An earlier run of this very tool call (before a crash, or a retry) landed.
         return _outcome("confirmed", key, refund_id=found.id, via="lookup")
-    try:
-        refund = client().v1.refunds.create(
-            params={
-                "payment_intent": payment_intent,
-                "amount": amount,
-                "metadata": {"lg_thread": thread_id, "lg_tool_call": tool_call_id},
-            },
-            options={"idempotency_key": key},
-        )
-        return _outcome("confirmed", key, refund_id=refund.id)
-    except stripe.StripeError as e:
-        status = e.http_status
-        error = f"{type(e).__name__} ({status}): {e.user_message or e}"
-        if status == 429 or (status is None and _refused(e)):
-            raise NotExecuted(error) from e
-        if status is not None and 400 <= status < 500 and status != 409:
-            return _outcome("failed", key, last_error=error)
-        # No reply, a timeout, a 5xx, a 409: the refund may exist or may still appear. Read
-        # back until the service's settle bound has passed; then say unknown, never resend.
-        deadline = time.monotonic() + _settle_s
-        while True:
-            found = _look_up(payment_intent, tool_call_id)
-            if found is not None:
-                return _outcome("confirmed", key, refund_id=found.id, via="lookup", last_error=error)
-            if time.monotonic() > deadline:
-                return _outcome("unknown", key, last_error=error)
-            time.sleep(0.1)
+    error = ""
+    for round_ in range(SEND_ROUNDS_MAX):
+        # A new key only once the last send is certainly absent (or its success was hollow).
+        key = f"{thread_id}:{tool_call_id}" + (f":{round_}" if round_ else "")
+        try:
+            refund = client().v1.refunds.create(
+                params={
+                    "payment_intent": payment_intent,
+                    "amount": amount,
+                    "metadata": {"lg_thread": thread_id, "lg_tool_call": tool_call_id},
+                },
+                options={"idempotency_key": key},
+            )
+            if not _acks_may_lie:
+                return _outcome("confirmed", key, refund_id=refund.id)
+            error = f"the success ({refund.id}) was not found on read-back"
+        except stripe.StripeError as e:
+            status = e.http_status
+            error = f"{type(e).__name__} ({status}): {e.user_message or e}"
+            if status == 429 or (status is None and _refused(e)):
+                raise NotExecuted(error) from e
+            if status is not None and 400 <= status < 500 and status != 409:
+                return _outcome("failed", key, last_error=error)
+        # No reply, a timeout, a 5xx, a 409, or a success the service may have made up: the
+        # refund may exist or may still appear. Read back until the settle bound has passed.
+        found = _read_back(payment_intent, tool_call_id)
+        if found is not None:
+            return _outcome("confirmed", key, refund_id=found.id, via="lookup", last_error=error)
+    return _outcome("unknown", key, last_error=error)
 
 
 def _refused(e: stripe.StripeError) -> bool:
@@ -380,6 +403,82 @@ def record(db_path: str, mode: str, ticket_id: str, payment_intent: str, amount:
             "errors": errors,
             "checkpoints": len(history),
         }
+
+
+# -- under twice/1 (`python -m twice.engines.langgraph --app agent_app:careful`) ---------------
+
+
+def twice_configure(init: Any) -> None:
+    """The tools' Stripe client on twice's payments fake; the careful tool reads back for the
+    contract's settle and read-lag bounds after an unsure send."""
+    url = init.url("payments")
+    if url is None:
+        return
+    timeout_ms = int(init.limits.get("request_timeout_ms", 2000))
+    contract = init.contract("payments")
+    settle_ms = int(contract.get("settle_ms_max", 500)) + int(contract.get("read_lag_ms_max", 0))
+    configure(url, timeout_ms / 1000.0, (settle_ms + timeout_ms + 100) / 1000.0, contract.get("acks") == "may_lie")
+
+
+def ticket(payment_intent: str, amount: int) -> dict[str, Any]:
+    """A support ticket asking for the refund: the graph's input."""
+    return {"messages": [HumanMessage(content=f"Please refund {amount} of {payment_intent}.")]}
+
+
+def ticket_config(payment_intent: str, amount: int) -> dict[str, Any]:
+    return {"ticket": {"payment_intent": payment_intent, "amount": amount}}
+
+
+def _tool_results(values: Any) -> list[ToolMessage]:
+    messages = values.get("messages", []) if isinstance(values, dict) else []
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+def claim_idiomatic(values: Any) -> dict[str, Any]:
+    """As a user of the docs reads a finished thread: the tool's reply naming a refund is done."""
+    for message in _tool_results(values):
+        found = REFUND_ID.search(str(message.content))
+        if message.status == "success" and found:
+            return {"state": "confirmed", "external_id": found.group(0)}
+    return {"state": "failed", "last_error": "the thread finished without a refund"}
+
+
+def claim_careful(values: Any) -> dict[str, Any]:
+    """The careful tool's outcome (JSON in its ToolMessage); a finished thread without one
+    never called the tool."""
+    for message in _tool_results(values):
+        try:
+            outcome = json.loads(str(message.content))
+        except ValueError:
+            continue
+        claim = {"state": outcome["state"], "key": outcome.get("key"), "last_error": outcome.get("last_error")}
+        if outcome.get("refund_id"):
+            claim["external_id"] = outcome["refund_id"]
+        if outcome.get("via"):
+            claim["reason"] = f"found by {outcome['via']}"
+        return claim
+    return {"state": "failed", "last_error": "the agent never called the tool"}
+
+
+def _twice_app(mode: str) -> Any:
+    from twice.engines import App
+    from twice.engines.langgraph import Graph
+
+    graph = Graph(
+        build=lambda checkpointer: build(mode, checkpointer),
+        input=ticket,
+        configurable=ticket_config,
+        durability="sync" if mode == "careful" else None,  # None: LangGraph's default ("async")
+    )
+    if mode == "careful":
+        # A tool call that raised past its retries may have refunded: unknown, not failed.
+        return App(actions={"payments.refund": graph}, configure=twice_configure, read_output=claim_careful, raised="unknown")
+    return App(actions={"payments.refund": graph}, configure=twice_configure, read_output=claim_idiomatic)
+
+
+#: The two apps as `twice.engines.App`s: `--app agent_app:careful`, `--app agent_app:idiomatic`.
+careful = _twice_app("careful")
+idiomatic = _twice_app("idiomatic")
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,211 @@
+"""`twice.engines`, what every engine adapter shares: the intent table, the claims read from an
+engine's record, `replaces`, `drain`, `reconcile` and the app's module. The engine here is a
+small one that runs each job in a thread of this process and keeps its record in memory, so
+that the adapter's own logic is tested without an engine's SDK (the engines themselves are
+tested under `examples/engines/*/test_*_twice1.py`, with twice running them)."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import pytest
+
+from twice.engines import Adapter, App, AppNotFound, Engine, Record, load_app, read_output
+from twice.protocol import EXISTS, MALFORMED, NOT_SUPPORTED, Init, ProtocolError
+
+
+class ThreadEngine(Engine):
+    """Each job in a thread; its record in memory. A job's `gate` holds it until released."""
+
+    name = "threads"
+
+    def __init__(self) -> None:
+        self.record: dict[str, Record] = {}
+        self.starts: dict[str, int] = {}
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def launch(self, init: Init, app: App, state_dir: Path) -> None:
+        pass
+
+    def start(self, intent_id: str, work: Callable[..., Any], params: dict[str, Any]) -> None:
+        self.starts[intent_id] = self.starts.get(intent_id, 0) + 1
+        if intent_id in self.record:
+            return
+        self.record[intent_id] = Record("pending", engine_status="RUNNING")
+
+        def run() -> None:
+            self.gate.wait(10)
+            try:
+                self.record[intent_id] = Record("succeeded", output=work(**params), ended_ms=1000, engine_status="DONE")
+            except Exception as e:  # noqa: BLE001
+                self.record[intent_id] = Record("failed", error=repr(e), ended_ms=1000, engine_status="ERROR")
+
+        threading.Thread(target=run, daemon=True).start()
+
+    def records(self, ids: Sequence[str]) -> dict[str, Record]:
+        return {i: self.record[i] for i in ids if i in self.record}
+
+    def pending(self, ids: Sequence[str], worker_id: str) -> tuple[int, int]:
+        n = sum(1 for i in ids if i in self.record and self.record[i].status == "pending")
+        return n, n
+
+
+def refund(payment_intent: str, amount: int) -> Any:
+    if amount == 403:
+        raise RuntimeError("refused")
+    if amount == 7:
+        return {"state": "unknown", "key": "k-7"}
+    return {"id": f"re_{payment_intent}"}
+
+
+def adapter(tmp_path: Path, engine: Optional[ThreadEngine] = None, **app: Any) -> Adapter:
+    adapted = Adapter(engine or ThreadEngine(), App(actions={"payments.refund": refund}, **app), "test", io.StringIO())
+    adapted.handle("init", {"protocol": "twice/1", "worker_id": "w1", "state_dir": str(tmp_path / "state")})
+    return adapted
+
+
+def propose(a: Adapter, intent_id: str, amount: int = 100, **more: Any) -> dict[str, Any]:
+    intent = {"id": intent_id, "action": "payments.refund", "params": {"payment_intent": "pi_1", "amount": amount}, **more}
+    return a.handle("propose", {"intent": intent})[1]["intent"]
+
+
+def settled(a: Adapter) -> dict[str, dict[str, Any]]:
+    a.handle("drain", {"timeout_ms": 5000})
+    return {v["id"]: v for v in a.handle("status", {})[1]["intents"]}
+
+
+def test_init_announces_the_apps_actions_and_a_job_that_returned_is_confirmed(tmp_path: Path) -> None:
+    a = Adapter(ThreadEngine(), App(actions={"payments.refund": refund}), "test", io.StringIO())
+    _, reply = a.handle("init", {"protocol": "twice/1", "worker_id": "w1", "state_dir": str(tmp_path)})
+    assert reply == {"executor": {"name": "threads-test", "version": "0.1.0"}, "actions": ["payments.refund"]}
+    assert (tmp_path / "twice-intents.sqlite").exists()
+    propose(a, "r1")
+    view = settled(a)["r1"]
+    assert (view["state"], view["evidence"]["external_id"], view["params"]) == ("confirmed", "re_pi_1", {"amount": 100, "payment_intent": "pi_1"})
+
+
+def test_a_job_that_raised_is_failed_or_what_the_app_says(tmp_path: Path) -> None:
+    plain = adapter(tmp_path / "a")
+    propose(plain, "r1", amount=403)
+    assert settled(plain)["r1"]["state"] == "failed"
+    careful = adapter(tmp_path / "b", raised="unknown")
+    propose(careful, "r1", amount=403)
+    view = settled(careful)["r1"]
+    assert view["state"] == "unknown" and "refused" in view["evidence"]["last_error"]
+
+
+def test_the_same_proposal_twice_starts_nothing_new_and_other_params_are_refused(tmp_path: Path) -> None:
+    engine = ThreadEngine()
+    a = adapter(tmp_path, engine)
+    first = propose(a, "r1")
+    again = propose(a, "r1")
+    assert first["id"] == again["id"] and engine.starts["r1"] == 1
+    with pytest.raises(ProtocolError) as refused:
+        propose(a, "r1", amount=200)
+    assert refused.value.code == EXISTS
+
+
+def test_bad_proposals_get_the_protocols_codes(tmp_path: Path) -> None:
+    a = adapter(tmp_path)
+    cases = [
+        ({"id": "x", "action": "files.put", "params": {}}, NOT_SUPPORTED),
+        ({"id": "x", "action": "payments.refund", "params": {"payment_intent": "pi", "amount": 1, "currency": "eur"}}, MALFORMED),
+        ({"id": "x", "action": "payments.refund", "params": {"payment_intent": "pi"}}, MALFORMED),
+        ({"id": "", "action": "payments.refund", "params": {}}, MALFORMED),
+        ({"id": "x", "action": "payments.refund", "params": {"payment_intent": "pi", "amount": 1}, "replaces": "nothing"}, MALFORMED),
+    ]
+    for intent, code in cases:
+        with pytest.raises(ProtocolError) as refused:
+            a.handle("propose", {"intent": intent})
+        assert refused.value.code == code, (intent, refused.value.text)
+
+
+def test_a_replacement_waits_for_its_lineage_and_is_cancelled_when_the_first_is_confirmed(tmp_path: Path) -> None:
+    engine = ThreadEngine()
+    engine.gate.clear()  # r1 stays pending until released
+    a = adapter(tmp_path, engine)
+    propose(a, "r1")
+    assert propose(a, "r2", replaces="r1")["state"] == "blocked"
+    engine.gate.set()
+    views = settled(a)
+    assert views["r1"]["state"] == "confirmed"
+    assert views["r2"]["state"] == "failed" and "cancelled" in views["r2"]["evidence"]["reason"]
+    assert "r2" not in engine.starts
+
+
+def test_a_replacement_runs_once_its_lineage_certainly_had_no_effect(tmp_path: Path) -> None:
+    engine = ThreadEngine()
+    a = adapter(tmp_path, engine)
+    propose(a, "r1", amount=403)
+    settled(a)
+    view = propose(a, "r2", amount=100, replaces="r1")
+    assert view["state"] in ("submitted", "confirmed") and engine.starts["r2"] == 1
+    assert settled(a)["r2"]["state"] == "confirmed"
+
+
+def test_reconcile_settles_what_a_job_left_unknown_through_the_apps_lookup(tmp_path: Path) -> None:
+    seen: list[tuple[str, int]] = []
+
+    def look_up(intent: dict[str, Any], ended_ms: int) -> Optional[dict[str, Any]]:
+        seen.append((intent["id"], ended_ms))
+        return {"state": "confirmed", "external_id": "re_found", "reason": "found by lookup", "ignored": 1}
+
+    a = adapter(tmp_path, reconcile=look_up)
+    propose(a, "r1", amount=7)
+    assert settled(a)["r1"]["state"] == "unknown"
+    events, reply = a.handle("reconcile", {})
+    assert reply == {"sent": 0, "looked_up": 1} and seen == [("r1", 1000)]
+    assert events == [{"intent_id": "r1", "from": "unknown", "state": "confirmed", "note": "found by lookup"}]
+    view = settled(a)["r1"]
+    assert view["evidence"]["external_id"] == "re_found" and "ignored" not in view["evidence"]
+
+
+def test_a_new_life_on_the_same_state_knows_every_intent(tmp_path: Path) -> None:
+    a = adapter(tmp_path)
+    propose(a, "r1")
+    settled(a)
+    again = Adapter(ThreadEngine(), App(actions={"payments.refund": refund}), "test", io.StringIO())
+    again.handle("init", {"protocol": "twice/1", "worker_id": "w1", "state_dir": str(tmp_path / "state")})
+    # The new engine had no record of r1: the adapter started it again, under the same id.
+    assert settled(again)["r1"]["state"] == "confirmed"
+
+
+def test_outputs_are_read_by_convention() -> None:
+    assert read_output({"state": "escalated", "could_duplicate": False, "extra": 1}) == {"state": "escalated", "could_duplicate": False}
+    assert read_output({"external_id": "re_1"}) == {"state": "confirmed", "external_id": "re_1"}
+    assert read_output("done") == {"state": "confirmed"}
+    assert read_output({"state": "maybe"}) == {"state": "confirmed"}
+
+
+def test_an_app_module_is_found_by_name_or_refused_with_what_to_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "myapp.py").write_text(
+        "from twice.engines import App\ndef refund(payment_intent, amount): ...\n"
+        "twice_app = App(actions={'payments.refund': refund})\nother = App(actions={})\nplain = 1\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    app, name = load_app("myapp")
+    assert name == "myapp" and list(app.actions) == ["payments.refund"]
+    assert load_app("myapp:other")[0].actions == {}
+    with pytest.raises(AppNotFound, match=r"myapp has no plain = twice.engines.App"):
+        load_app("myapp:plain")
+    with pytest.raises(AppNotFound, match="cannot import 'nosuchapp'"):
+        load_app("nosuchapp")
+
+
+def test_drain_is_bounded_and_says_what_is_still_pending(tmp_path: Path) -> None:
+    engine = ThreadEngine()
+    engine.gate.clear()
+    a = adapter(tmp_path, engine)
+    propose(a, "r1")
+    started = time.monotonic()
+    with pytest.raises(ProtocolError) as timed_out:
+        a.handle("drain", {"timeout_ms": 200})
+    assert timed_out.value.code == 0 and "1 jobs still pending after 200 ms" in timed_out.value.text
+    assert time.monotonic() - started < 5
+    engine.gate.set()
