@@ -1,7 +1,9 @@
 """What the engines' `twice/1` tests share: running `twice run --executor "python -m
 twice.engines.<engine> --app ..."` the way a team does (from a folder holding only its app's
 modules, with its venv's `python` first on the PATH), the command of each engine's README
-exactly as written, and the invariants twice found violated per scenario.
+exactly as written, the invariants twice found violated per scenario, the whole-catalog
+matrix, and the tests themselves (`route_tests(Route(...))`): an engine's test module is its
+`Route`, data.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import pytest
 
@@ -46,12 +49,15 @@ def environment() -> dict[str, str]:
     return env
 
 
-def app_folder(tmp_path: Path, source: Path, files: Iterable[str]) -> Path:
-    """A folder holding only the app's modules: the adapter imports the app from where it runs."""
+def app_folder(tmp_path: Path, source: Path, files: Iterable[str], links: Iterable[str] = ()) -> Path:
+    """A folder holding only the app's modules (and links to what `links` names, such as its
+    `node_modules`): the adapter imports the app from where it runs."""
     folder = tmp_path / "project"
     folder.mkdir(exist_ok=True)
     for name in files:
         shutil.copy(source / name, folder / name)
+    for name in links:
+        (folder / name).symlink_to(source / name)
     return folder
 
 
@@ -172,6 +178,13 @@ def record_matrix(engine: str, app: str, command: list[str], results: dict, pack
         matrix = {"engine": engine, "apps": {}}
     versions = {}
     for package in packages:
+        if package.startswith("npm:"):  # a Node package of the engine's folder
+            manifest = ROOT / "examples" / "engines" / engine / "node_modules" / package[4:] / "package.json"
+            try:
+                versions[package[4:]] = str(json.loads(manifest.read_text())["version"])
+            except (OSError, ValueError, KeyError):
+                versions[package[4:]] = "?"
+            continue
         try:
             versions[package] = version(package)
         except PackageNotFoundError:
@@ -196,3 +209,70 @@ def run_whole_catalog(engine: str, app: str, command: list[str], cwd: Path, repo
     code, results = run(command, cwd, report_dir, FULL_RUN_TIMEOUT_S)
     record_matrix(engine, app, command, results, packages)
     return code, results
+
+
+# ---- the tests every engine's twice/1 route runs -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    """One engine's adapter and example apps: `careful` and `idiomatic` are their `--app` values,
+    `files` the modules a team's folder would hold, `packages` the versions the matrix names,
+    `idiomatic_violates` what the idiomatic app breaks in the short scenarios (at least one
+    invariant of each set: an engine that races may break one or the other)."""
+
+    engine: str
+    folder: Path
+    careful: str
+    idiomatic: str
+    files: tuple[str, ...]
+    packages: tuple[str, ...]
+    idiomatic_violates: dict[str, set[str]]
+    links: tuple[str, ...] = ()
+
+    def executor(self, app: str) -> str:
+        return f"python -m twice.engines.{self.engine} --app {getattr(self, app)}"
+
+
+def route_tests(route: Route) -> tuple[Callable[[Path], None], ...]:
+    """The four tests of an engine's route, for its test module to take as its own:
+
+    - short: the careful app passes the five short scenarios, the idiomatic one fails them;
+    - the README's command, exactly as written, passes the whole catalog and 20 generated cases;
+    - the idiomatic app over the same run fails; a full engines run records both in the matrix.
+    """
+
+    @pytest.mark.short
+    def test_careful_passes(tmp_path: Path) -> None:
+        folder = app_folder(tmp_path, route.folder, route.files, route.links)
+        code, results = run_scenarios(route.executor("careful"), folder, tmp_path / "report")
+        assert code == 0, f"careful: {violations(results)}"
+        assert {r["name"] for r in results["results"]} == set(SHORT_SCENARIOS)
+
+    @pytest.mark.short
+    def test_idiomatic_fails_as_expected(tmp_path: Path) -> None:
+        folder = app_folder(tmp_path, route.folder, route.files, route.links)
+        code, results = run_scenarios(route.executor("idiomatic"), folder, tmp_path / "report")
+        assert_violates(code, results, route.idiomatic_violates)
+
+    def test_the_readme_command_passes_the_catalog_and_20_generated_cases(tmp_path: Path) -> None:
+        command = readme_command(route.folder / "README.md", route.engine)
+        assert f"--app {route.careful}" in " ".join(command)
+        folder = app_folder(tmp_path, route.folder, route.files, route.links)
+        code, results = run_whole_catalog(route.engine, "careful", command, folder, tmp_path / "all", route.packages)
+        assert_passes_all(code, results, generated=20)
+
+    def test_the_idiomatic_app_over_the_catalog_and_20_generated_cases(tmp_path: Path) -> None:
+        # Shrinking an idiomatic app's failing generated cases says little more than the cases
+        # themselves: 20 s of it, not the default 60 s, keeps the full engines run short.
+        command = [twice_bin(), "run", "--shrink-budget", "20", "--executor", route.executor("idiomatic")]
+        folder = app_folder(tmp_path, route.folder, route.files, route.links)
+        code, results = run_whole_catalog(route.engine, "idiomatic", command, folder, tmp_path / "all", route.packages)
+        assert code == 1 and any(violations(results).values()), f"exit {code}"
+
+    return (
+        test_careful_passes,
+        test_idiomatic_fails_as_expected,
+        test_the_readme_command_passes_the_catalog_and_20_generated_cases,
+        test_the_idiomatic_app_over_the_catalog_and_20_generated_cases,
+    )

@@ -17,6 +17,9 @@ pub(crate) const MATRIX_END: &str = "<!-- matrix:end -->";
 /// The apps, in the tables' order.
 const APPS: [&str; 2] = ["idiomatic", "careful"];
 
+/// Per (engine, app): how many of the scenarios it ran it violated, and how many it ran.
+type Counts<'a> = BTreeMap<(&'a str, &'a str), (usize, usize)>;
+
 /// Every engine's `matrix.json` that exists, in `engines` order.
 pub(crate) fn read_matrices(root: &Path, engines: &[&'static str]) -> Result<Vec<(&'static str, Value)>> {
     let mut out = Vec::new();
@@ -68,7 +71,7 @@ pub(crate) fn render_matrix(matrices: &[(&str, Value)]) -> String {
 /// Per failure family (the catalog's `failure_mode`; `generated` for generated cases), how
 /// many of the scenarios each app ran it violated.
 fn render_summary(matrices: &[(&str, Value)]) -> String {
-    let mut counts: BTreeMap<String, BTreeMap<(&str, &str), (usize, usize)>> = BTreeMap::new();
+    let mut counts: BTreeMap<String, Counts> = BTreeMap::new();
     for (engine, matrix) in matrices {
         for app in APPS {
             for row in rows(matrix, app).iter().filter(|r| ran(r)) {

@@ -209,3 +209,30 @@ def test_drain_is_bounded_and_says_what_is_still_pending(tmp_path: Path) -> None
     assert timed_out.value.code == 0 and "1 jobs still pending after 200 ms" in timed_out.value.text
     assert time.monotonic() - started < 5
     engine.gate.set()
+
+
+def test_a_restate_mapping_file_fills_its_placeholders_keeping_types(tmp_path: Path) -> None:
+    from twice.engines.restate import Handler, fill, init_values, load, load_mapping
+
+    init = Init("w1", str(tmp_path), {"payments": {"url": "http://127.0.0.1:9", "contract": {"settle_ms_max": 500}}}, {},
+                {"request_timeout_ms": 700}, {})  # fmt: skip
+    values = {**init_values(init), "intent.id": "r1", "params.amount": 2500}
+    assert fill({"amount": "{params.amount}", "id": "order {intent.id}", "n": 3}, values) == {"amount": 2500, "id": "order r1", "n": 3}
+    assert fill("{payments.contract.settle_ms_max|30000}/{payments.contract.read_lag_ms_max|0}", values) == "500/0"
+    assert fill("{limits.request_timeout_ms}", values) == 700
+    with pytest.raises(KeyError, match="params.currency"):
+        fill("{params.currency}", values)
+    mapping = tmp_path / "twice-app.json"
+    mapping.write_text(
+        '{"command": ["node", "app.mjs"], "actions": {"payments.refund": {"handler": "Refunds/refund",'
+        ' "input": {"pi": "{params.payment_intent}", "amount": "{params.amount}", "order": "{intent.id}"}}},'
+        ' "claim": {"external_id": "refund_id"}, "raised": "escalated"}'
+    )
+    app = load_mapping(mapping)
+    handler = app.actions["payments.refund"]
+    assert isinstance(handler, Handler) and handler.params == ["amount", "payment_intent"]
+    assert app.raised == "escalated" and app.read_output is not None
+    assert app.read_output({"refund_id": "re_1", "amount": 2500}) == {"state": "confirmed", "external_id": "re_1"}
+    (tmp_path / "broken.json").write_text('{"actions": {"payments.refund": {}}}')
+    with pytest.raises(AppNotFound, match="broken.json"):
+        load(str(tmp_path / "broken.json"))

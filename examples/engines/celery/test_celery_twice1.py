@@ -1,74 +1,32 @@
-"""The twice/1 route for Celery: the kit's adapter, `python -m twice.engines.celery --app APP`,
-where twice itself starts, SIGKILLs, SIGSTOPs and restarts real `celery worker` processes on a
-Redis the adapter keeps for the case.
-
-- The short tests run five payments scenarios: the careful app must pass every one (exit 0);
-  the idiomatic app must fail (exit 1) with the invariants a crash and a forgotten key break.
-- The README's command is run exactly as written, in a folder holding only the app's modules
-  (as a team's project would), over the whole catalog and 20 generated cases.
-"""
+"""The twice/1 route for Celery: `python -m twice.engines.celery --app APP`, where twice itself
+starts, SIGKILLs, SIGSTOPs and restarts real `celery worker` processes on a Redis the adapter
+keeps for the case (the tests: `twice1_route.route_tests`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from twice1_route import (
-    SHORT_SCENARIOS,
-    app_folder,
-    assert_passes_all,
-    assert_violates,
-    readme_command,
-    run_scenarios,
-    run_whole_catalog,
-    twice_bin,
-    violations,
+from twice1_route import Route, route_tests
+
+ROUTE = Route(
+    engine="celery",
+    folder=Path(__file__).resolve().parent,
+    careful="celery_careful",
+    idiomatic="celery_idiomatic",
+    files=("celery_careful.py", "celery_idiomatic.py", "celery_settings.py"),
+    packages=("celery", "kombu", "redis", "stripe"),
+    # A lost reply and a 403 the idiomatic app comes through: stripe-python's own retry replays
+    # the first under the SDK's key, and a 403 is not among the errors it retries.
+    idiomatic_violates={
+        "crash_while_refund_in_flight": {"no-duplicate-effect"},
+        "key_regenerated_per_attempt": {"no-duplicate-effect"},
+        "payments_forget_keys": {"no-duplicate-effect"},
+    },
 )
 
-HERE = Path(__file__).resolve().parent
-#: The packages whose versions the matrix names.
-PACKAGES = ("celery", "kombu", "redis", "stripe")
-APP_FILES = ("celery_careful.py", "celery_idiomatic.py", "celery_settings.py")
-#: What the idiomatic app breaks, per scenario (at least one of each set). A lost reply and a
-#: 403 it comes through: stripe-python's own retry replays the first under the SDK's key, and
-#: a 403 is not among the errors it retries.
-IDIOMATIC_VIOLATES = {
-    "crash_while_refund_in_flight": {"no-duplicate-effect"},
-    "key_regenerated_per_attempt": {"no-duplicate-effect"},
-    "payments_forget_keys": {"no-duplicate-effect"},
-}
-
-
-def executor(app: str) -> str:
-    return f"python -m twice.engines.celery --app celery_{app}"
-
-
-@pytest.mark.short
-def test_careful_passes(tmp_path: Path) -> None:
-    code, results = run_scenarios(executor("careful"), app_folder(tmp_path, HERE, APP_FILES), tmp_path / "report")
-    assert code == 0, f"careful: {violations(results)}"
-    assert {r["name"] for r in results["results"]} == set(SHORT_SCENARIOS)
-
-
-@pytest.mark.short
-def test_idiomatic_fails_as_expected(tmp_path: Path) -> None:
-    code, results = run_scenarios(executor("idiomatic"), app_folder(tmp_path, HERE, APP_FILES), tmp_path / "report")
-    assert_violates(code, results, IDIOMATIC_VIOLATES)
-
-
-def test_the_readme_command_passes_the_catalog_and_20_generated_cases(tmp_path: Path) -> None:
-    """The whole catalog (a scenario whose intents this app does not do is not run, and says
-    so) and 20 generated cases, with twice starting, killing, pausing and adding workers."""
-    command = readme_command(HERE / "README.md", "celery")
-    assert "--app celery_careful" in " ".join(command)
-    folder = app_folder(tmp_path, HERE, APP_FILES)
-    code, results = run_whole_catalog("celery", "careful", command, folder, tmp_path / "all", PACKAGES)
-    assert_passes_all(code, results, generated=20)
-
-
-def test_the_idiomatic_app_over_the_catalog_and_20_generated_cases(tmp_path: Path) -> None:
-    """The same run for the idiomatic app: it fails, and a full engines run records where."""
-    command = [twice_bin(), "run", "--executor", executor("idiomatic")]
-    folder = app_folder(tmp_path, HERE, APP_FILES)
-    code, results = run_whole_catalog("celery", "idiomatic", command, folder, tmp_path / "all", PACKAGES)
-    assert code == 1 and any(violations(results).values()), f"exit {code}"
+(
+    test_careful_passes,
+    test_idiomatic_fails_as_expected,
+    test_the_readme_command_passes_the_catalog_and_20_generated_cases,
+    test_the_idiomatic_app_over_the_catalog_and_20_generated_cases,
+) = route_tests(ROUTE)

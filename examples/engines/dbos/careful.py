@@ -17,8 +17,8 @@
   `failed`.
 - When DBOS gives up on the step (`DBOSMaxStepRetriesExceeded`), the workflow ends with
   `unknown` rather than a guess: a request that got no answer may have landed.
-- Given the service's contract (`configure(..., contract=...)`, as the twice/1 adapter
-  twice1.py does), a lookup that finds nothing is believed only once nothing sent can still
+- Given the service's contract (`configure(..., contract=...)`, as `twice_configure` does
+  under twice/1), a lookup that finds nothing is believed only once nothing sent can still
   land (`settle_ms_max + read_lag_ms_max` + the request timeout since the workflow's last send
   in this process, or since the process started for a workflow DBOS recovered); before that,
   the step resends only under its own key while the service keeps it, else it waits. Where

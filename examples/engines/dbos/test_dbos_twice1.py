@@ -1,11 +1,6 @@
-"""The twice/1 route for DBOS: the kit's adapter, `python -m twice.engines.dbos --app APP`, where
-twice itself starts, SIGKILLs, SIGSTOPs and restarts the DBOS application processes.
-
-- The short tests run five payments scenarios: the careful app must pass every one (exit 0);
-  the idiomatic app must fail (exit 1) with the invariants its retries under fresh keys break.
-- The README's command is run exactly as written, in a folder holding only the app's modules
-  (as a team's project would), over the whole catalog and 20 generated cases.
-"""
+"""The twice/1 route for DBOS: `python -m twice.engines.dbos --app APP`, where twice itself
+starts, SIGKILLs, SIGSTOPs and restarts the DBOS application processes (the tests:
+`twice1_route.route_tests`), and a module without an `App`, refused."""
 
 from __future__ import annotations
 
@@ -13,67 +8,30 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from twice1_route import (
-    SHORT_SCENARIOS,
-    app_folder,
-    assert_passes_all,
-    assert_violates,
-    readme_command,
-    run_scenarios,
-    run_whole_catalog,
-    twice_bin,
-    violations,
+from twice1_route import Route, route_tests
+
+ROUTE = Route(
+    engine="dbos",
+    folder=Path(__file__).resolve().parent,
+    careful="careful",
+    idiomatic="idiomatic",
+    files=("careful.py", "idiomatic.py", "sends.py"),  # sends.py counts sends for the claims
+    packages=("dbos", "stripe"),
+    idiomatic_violates={
+        "lost_refund_reply": {"honest-terminal-states"},
+        "crash_while_refund_in_flight": {"no-duplicate-effect"},
+        "key_regenerated_per_attempt": {"no-duplicate-effect"},
+        "payments_forget_keys": {"no-duplicate-effect"},
+        "refund_permission_denied": {"refusal-respected"},
+    },
 )
 
-HERE = Path(__file__).resolve().parent
-#: The packages whose versions the matrix names.
-PACKAGES = ("dbos", "stripe")
-#: What a team copies: the app's own modules (sends.py counts sends for the claims).
-APP_FILES = ("careful.py", "idiomatic.py", "sends.py")
-#: What the idiomatic app breaks, per scenario (at least one of each set).
-IDIOMATIC_VIOLATES = {
-    "lost_refund_reply": {"honest-terminal-states"},
-    "crash_while_refund_in_flight": {"no-duplicate-effect"},
-    "key_regenerated_per_attempt": {"no-duplicate-effect"},
-    "payments_forget_keys": {"no-duplicate-effect"},
-    "refund_permission_denied": {"refusal-respected"},
-}
-
-
-def executor(app: str) -> str:
-    return f"python -m twice.engines.dbos --app {app}"
-
-
-@pytest.mark.short
-def test_careful_passes(tmp_path: Path) -> None:
-    code, results = run_scenarios(executor("careful"), app_folder(tmp_path, HERE, APP_FILES), tmp_path / "report")
-    assert code == 0, f"careful: {violations(results)}"
-    assert {r["name"] for r in results["results"]} == set(SHORT_SCENARIOS)
-
-
-@pytest.mark.short
-def test_idiomatic_fails_as_expected(tmp_path: Path) -> None:
-    code, results = run_scenarios(executor("idiomatic"), app_folder(tmp_path, HERE, APP_FILES), tmp_path / "report")
-    assert_violates(code, results, IDIOMATIC_VIOLATES)
-
-
-def test_the_readme_command_passes_the_catalog_and_20_generated_cases(tmp_path: Path) -> None:
-    """The whole catalog (a scenario whose intents this app does not do is not run, and says
-    so) and 20 generated cases, with twice starting, killing, pausing and adding workers."""
-    command = readme_command(HERE / "README.md", "dbos")
-    assert "--app careful" in " ".join(command)
-    folder = app_folder(tmp_path, HERE, APP_FILES)
-    code, results = run_whole_catalog("dbos", "careful", command, folder, tmp_path / "all", PACKAGES)
-    assert_passes_all(code, results, generated=20)
-
-
-def test_the_idiomatic_app_over_the_catalog_and_20_generated_cases(tmp_path: Path) -> None:
-    """The same run for the idiomatic app: it fails, and a full engines run records where."""
-    command = [twice_bin(), "run", "--executor", executor("idiomatic")]
-    folder = app_folder(tmp_path, HERE, APP_FILES)
-    code, results = run_whole_catalog("dbos", "idiomatic", command, folder, tmp_path / "all", PACKAGES)
-    assert code == 1 and any(violations(results).values()), f"exit {code}"
+(
+    test_careful_passes,
+    test_idiomatic_fails_as_expected,
+    test_the_readme_command_passes_the_catalog_and_20_generated_cases,
+    test_the_idiomatic_app_over_the_catalog_and_20_generated_cases,
+) = route_tests(ROUTE)
 
 
 def test_an_app_module_without_an_app_is_a_clear_error(tmp_path: Path) -> None:

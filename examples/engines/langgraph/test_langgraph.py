@@ -63,6 +63,10 @@ SCENARIOS: list[tuple[Union[str, Path], str, bool, str]] = [
     # CachePolicy (SqliteCache), the process killed while the task's request is held, the
     # entrypoint resumed in a new process.
     ("crash_while_refund_in_flight", "engine", False, "functional"),
+    # The same `@task` and its CachePolicy with nothing failing: two tickets, two real refunds
+    # of equal amount on one payment. The cache is keyed on the task's input, so the second
+    # ticket gets the first one's cached result and no refund is sent for it.
+    (HERE / "lg_two_equal_refunds.toml", "engine", False, "functional"),
 ]
 
 

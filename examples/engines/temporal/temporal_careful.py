@@ -39,8 +39,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import stripe
-    from twice.engines import App, read_output
-    from twice.engines.temporal import Workflow
+    import temporal_twice
 
 START_TO_CLOSE = timedelta(seconds=30)
 HEARTBEAT_TIMEOUT = timedelta(seconds=2)
@@ -197,29 +196,4 @@ ACTIVITIES = [refund_payment]
 
 # ---- under twice/1 (`python -m twice.engines.temporal --app temporal_careful`) ---------------------
 
-
-def twice_configure(init: Any) -> None:
-    """The payments API and its contract from twice's `init` (the worker's flags otherwise)."""
-    url = init.url("payments")
-    if url is None:
-        return
-    contract = init.contract("payments")
-    configure(
-        api_base=url,
-        request_timeout_s=int(init.limits.get("request_timeout_ms", 2000)) / 1000.0,
-        settle_ms=int(contract.get("settle_ms_max", 500)),
-        read_lag_ms=int(contract.get("read_lag_ms_max", 0)),
-        acks=str(contract.get("acks", "reliable")),
-    )
-
-
-def twice_claim(result: dict) -> dict:
-    """The workflow's result as a claim: its `refund_id` is the effect's id."""
-    return read_output({**result, "external_id": result.get("refund_id")})
-
-
-twice_app = App(
-    actions={"payments.refund": Workflow(RefundWorkflow, input=RefundRequest, activities=ACTIVITIES)},
-    configure=twice_configure,
-    read_output=twice_claim,
-)
+twice_app = temporal_twice.app(configure, RefundWorkflow, RefundRequest, ACTIVITIES)

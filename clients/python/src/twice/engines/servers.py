@@ -37,6 +37,8 @@ LIFETIME_S = 1800.0
 READY_S_MAX = 60.0
 #: twice's marker variable: not passed on to a keeper, so that killing a worker spares it.
 MARKER_VARIABLE = "TWICE_EXECUTOR_PROCESS"
+#: How a keeper is told what else to write beside its server's port (JSON).
+INFO_VARIABLE = "TWICE_KEEPER_INFO"
 
 
 class ServerError(Exception):
@@ -64,9 +66,11 @@ def answers(port: int) -> bool:
         return False
 
 
-def shared_server(state_dir: Path, name: str, command: list[str], port: int) -> dict[str, object]:
+def shared_server(state_dir: Path, name: str, command: list[str], port: int, info: Optional[dict[str, object]] = None,
+                  env: Optional[dict[str, str]] = None) -> dict[str, object]:  # fmt: skip
     """The server `name` of this case: the one a worker of it started (read from
-    `<name>.json`), or a new one run from `command` listening on `port` by a keeper. Under a
+    `<name>.json`), or a new one run from `command` listening on `port` by a keeper, with `env`
+    added to its environment and `info` (other ports, say) written beside its port. Under a
     lock, so that two workers starting together get one server."""
     state_dir.mkdir(parents=True, exist_ok=True)
     register_worker(state_dir)
@@ -75,11 +79,13 @@ def shared_server(state_dir: Path, name: str, command: list[str], port: int) -> 
         found = _running(state_dir / f"{name}.json")
         if found is not None:
             return found
-        env = {k: v for k, v in os.environ.items() if k != MARKER_VARIABLE}
+        keeper_env = {k: v for k, v in os.environ.items() if k != MARKER_VARIABLE}
+        keeper_env.update(env or {})
+        keeper_env[INFO_VARIABLE] = json.dumps(info or {})
         log = open(state_dir / f"{name}.log", "ab")
         subprocess.Popen(
             [sys.executable, "-m", "twice.engines.servers", str(state_dir), name, str(port), *command],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=keeper_env, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + READY_S_MAX
         while time.monotonic() < deadline:
@@ -142,7 +148,8 @@ def keep(state_dir: Path, name: str, port: int, command: list[str]) -> int:
             return 1
         time.sleep(0.05)
     tmp = state_dir / f"{name}.json.tmp"
-    tmp.write_text(json.dumps({"port": port, "pid": server.pid, "keeper": os.getpid()}))
+    info = json.loads(os.environ.pop(INFO_VARIABLE, "{}") or "{}")
+    tmp.write_text(json.dumps({**info, "port": port, "pid": server.pid, "keeper": os.getpid()}))
     os.replace(tmp, state_dir / f"{name}.json")
     last_seen = time.monotonic()
     while server.poll() is None:
@@ -152,13 +159,18 @@ def keep(state_dir: Path, name: str, port: int, command: list[str]) -> int:
         if not state_dir.exists() or now - last_seen > GRACE_S or now - started > LIFETIME_S:
             break
         time.sleep(0.5)
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait(timeout=10)
+    stop(server)
     return 0
+
+
+def stop(process: "subprocess.Popen[bytes]", grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after `grace_s`: a server stopped, bounded."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=grace_s)
 
 
 if __name__ == "__main__":
