@@ -22,7 +22,7 @@ use crate::records::{Records, Saved};
 use crate::render::{COUNTS_END, COUNTS_START, counts_block, render, section_block};
 use crate::venv::prepare_venv;
 use crate::{cargo, exit_code, root};
-use crate::{ci_log, inner_loop};
+use crate::{ci_log, engines_log, inner_loop};
 
 const BENCH_DOC: &str = "docs/benchmarks.md";
 const RECORD_PREFIX: &str = "BENCH ";
@@ -57,6 +57,7 @@ pub(crate) fn bench() -> Result<i32> {
     records.figures.extend(inner_loop::measure(&root)?);
     // CI's stage times are read from its output, not measured here: the last ones read stay.
     records.figures.extend(saved_figures(&root, ci_log::BENCH));
+    records.figures.extend(saved_figures(&root, engines_log::BENCH));
     for bench in BENCHES.iter().filter(|b| b.package != "xtask") {
         if let Some(failed) = run_bench(&root, bench, &python, &mut records)? {
             return Ok(failed);
@@ -109,10 +110,9 @@ fn run_bench(root: &Path, bench: &Bench, python: &Path, records: &mut Records) -
 /// and leaves every other figure as the last full run (or `--counts`) left it: for a figure
 /// that changed with the code, without the hour of a whole run.
 pub(crate) fn bench_only(id: &str) -> Result<i32> {
-    let Some(bench) = BENCHES.iter().find(|b| b.id() == id && b.id() != COUNTS && b.id() != ci_log::BENCH)
-    else {
-        let ids: Vec<String> =
-            BENCHES.iter().map(Bench::id).filter(|b| b != COUNTS && b != ci_log::BENCH).collect();
+    let read_from_logs = |b: &str| b == COUNTS || b == ci_log::BENCH || b == engines_log::BENCH;
+    let Some(bench) = BENCHES.iter().find(|b| b.id() == id && !read_from_logs(&b.id())) else {
+        let ids: Vec<String> = BENCHES.iter().map(Bench::id).filter(|b| !read_from_logs(b)).collect();
         bail!("no timed benchmark `{id}` (the counts run with --counts); there are: {}", ids.join(", "));
     };
     let root = root();
@@ -137,20 +137,35 @@ pub(crate) fn bench_only(id: &str) -> Result<i32> {
     write_section(&root, (&doc, saved), bench, &records, &measured)
 }
 
-/// `cargo xtask bench --ci-log FILE`: section `xtask/ci` rewritten from a `.ci/run`'s saved
-/// output (`ci_log.rs`), every other figure left as it was.
-pub(crate) fn bench_ci_log(log: &Path) -> Result<i32> {
+/// A run too long to repeat inside a benchmark run, read from its saved output instead.
+pub(crate) enum SavedLog {
+    /// A fresh-clone `.ci/run` (`ci_log.rs`): section `xtask/ci`.
+    Ci,
+    /// A full `cargo xtask engines` (`engines_log.rs`): section `xtask/engines`.
+    Engines,
+}
+
+/// `cargo xtask bench --ci-log FILE` or `--engines-log FILE`: that section rewritten from the
+/// run's saved output, every other figure left as it was.
+pub(crate) fn bench_saved_log(log: &Path, kind: SavedLog) -> Result<i32> {
     let root = root();
     let text = fs::read_to_string(log).with_context(|| format!("could not read {}", log.display()))?;
-    let records = Records { figures: ci_log::figures(&text)?, tables: Vec::new() };
-    let bench = BENCHES.iter().find(|b| b.id() == ci_log::BENCH).context("no section xtask/ci in BENCHES")?;
+    let (id, figures, option, what) = match kind {
+        SavedLog::Ci => (ci_log::BENCH, ci_log::figures(&text)?, "--ci-log", "a fresh-clone run"),
+        SavedLog::Engines => {
+            (engines_log::BENCH, engines_log::figures(&text)?, "--engines-log", "a full engines run")
+        }
+    };
+    let records = Records { figures, tables: Vec::new() };
+    let bench =
+        BENCHES.iter().find(|b| b.id() == id).with_context(|| format!("no section {id} in BENCHES"))?;
     let (doc, saved) = read_saved(&root)?;
-    let doc = with_place_for(&doc, ci_log::BENCH)?;
+    let doc = with_place_for(&doc, id)?;
     let run = ci_log::commit(&text)
         .map_or("a commit its output does not name".to_string(), |c| format!("commit {c}"));
     let measured = format!(
-        "Read {} by `cargo xtask bench --ci-log`, from a fresh-clone run of {run}; the other sections are \
-         from the runs dated above.",
+        "Read {} by `cargo xtask bench {option}`, from {what} of {run}; the other sections are from the runs \
+         dated above.",
         machine().date,
     );
     write_section(&root, (&doc, saved), bench, &records, &measured)

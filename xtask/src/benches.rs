@@ -57,6 +57,18 @@ pub(crate) const BENCHES: &[Bench] = &[
                 run. A full benchmark run does not repeat it; `cargo xtask bench --ci-log FILE` reads a saved \
                 output into this section. Target: the whole run in 15 minutes on this 2-core machine.",
     },
+    // Read from a saved `cargo xtask engines` output (`engines_log.rs`), not measured by a
+    // benchmark run.
+    Bench {
+        package: "xtask",
+        target: "engines",
+        about: "A full `cargo xtask engines` on this machine: per engine, its tests of both routes (the \
+                adapter's whole-catalog runs of the careful and the idiomatic app, 117 scenarios each, and \
+                the hand-picked `twice serve` tests), one engine after another, and the venvs' preparation \
+                (already made: a check). A full benchmark run does not repeat it; `cargo xtask bench \
+                --engines-log FILE` reads a saved output into this section. Target: all five engines in 25 \
+                minutes.",
+    },
     Bench {
         package: "fake-services",
         target: "throughput",

@@ -118,6 +118,12 @@ pub(crate) fn engines(args: &[String]) -> Result<i32> {
         return Ok(0);
     }
     let args = parse(args)?;
+    // The commit first, as `.ci/run` prints it: `bench --engines-log` says what was measured.
+    if let Some(commit) =
+        output_of("git", &["-C", &root.to_string_lossy(), "rev-parse", "--short=12", "HEAD"])
+    {
+        println!("==> commit {commit}");
+    }
     println!("xtask: building twice (cargo build --bin twice)");
     let built = cargo().args(["build", "-p", "twice", "--bin", "twice"]).current_dir(&root).status();
     if !built.context("could not start cargo build")?.success() {

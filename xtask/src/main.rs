@@ -17,6 +17,7 @@ mod ci_log;
 mod compare;
 mod counts;
 mod engines;
+mod engines_log;
 mod flake;
 mod fuzz_api;
 mod fuzz_http;
@@ -88,7 +89,10 @@ const BENCH: &str = "\
                   rewrite docs/benchmarks.md from the output of a run saved in FILE
                   (on this machine), without measuring again
   bench --ci-log FILE
-                  rewrite section xtask/ci from the saved output of a fresh-clone .ci/run";
+                  rewrite section xtask/ci from the saved output of a fresh-clone .ci/run
+  bench --engines-log FILE
+                  rewrite section xtask/engines from the saved output of a full
+                  cargo xtask engines";
 const HELP: &str = "\
   help [COMMAND]  print this message, or one command's lines of it (also COMMAND --help)";
 
@@ -152,7 +156,10 @@ fn dispatch(args: &[String]) -> i32 {
             run(|| bench::bench_from_log(Path::new(&args[2])))
         }
         Some("bench") if args.len() == 3 && args[1] == "--ci-log" => {
-            run(|| bench::bench_ci_log(Path::new(&args[2])))
+            run(|| bench::bench_saved_log(Path::new(&args[2]), bench::SavedLog::Ci))
+        }
+        Some("bench") if args.len() == 3 && args[1] == "--engines-log" => {
+            run(|| bench::bench_saved_log(Path::new(&args[2]), bench::SavedLog::Engines))
         }
         Some("engines") => run(|| engines::engines(&args[1..])),
         Some("package") => run(|| package::package(&args[1..])),
@@ -160,7 +167,8 @@ fn dispatch(args: &[String]) -> i32 {
         Some("fuzz-api") => run(|| fuzz_api::fuzz_api(&args[1..])),
         Some("fuzz-parsers") => run(|| fuzz_parsers::fuzz_parsers(&args[1..])),
         Some("bench") => usage_error(&format!(
-            "`bench` takes --counts, --compare BASE, --only ID, --from-log FILE or --ci-log FILE, got `{}`",
+            "`bench` takes --counts, --compare BASE, --only ID, --from-log FILE, --ci-log FILE or --engines-log \
+             FILE, got `{}`",
             args[1..].join(" ")
         )),
         Some("accuracy") => {

@@ -13,9 +13,10 @@
 // - Where acks may lie (a 200 with nothing behind it), a second durable step reads the refund
 //   back by id; when it is not there, a durable sleep waits out the settle bound and the next
 //   round looks up and sends again under a new key (`...:refund-2`).
-// - A refusal (a 4xx other than 409 and 429) ends the invocation with a TerminalError, and the
-//   test claims it `escalated` (a person decides), since an earlier run of the step may have
-//   landed; so does a refund that never shows after ROUNDS_MAX sends.
+// - A refusal (a 4xx other than 409 and 429) is a TerminalError of the step, which the handler
+//   turns into its answer, with the key and the service's refusal: `escalated` (a person
+//   decides) for 400, 401, 403 and 422, `failed` for any other. A refund that never shows after ROUNDS_MAX sends ends the invocation
+//   with a TerminalError, claimed `escalated` too.
 import * as restate from "@restatedev/restate-sdk";
 import { PAYMENTS_KEY, PAYMENTS_URL, REQUEST_TIMEOUT_MS, refundError, refundForm, serve } from "./common.mjs";
 
@@ -23,6 +24,8 @@ import { PAYMENTS_KEY, PAYMENTS_URL, REQUEST_TIMEOUT_MS, refundError, refundForm
 const SETTLE_MS = Number(process.env.SETTLE_MS || 30000);
 /** Sends (each under its own key) before the handler gives up on a refund that never shows. */
 const ROUNDS_MAX = 3;
+/** Refusals a person must act on (a credential, a permission, the input): escalated. */
+const NEEDS_A_DECISION = [400, 401, 403, 422];
 
 async function payments(path, init = {}) {
   const res = await fetch(`${PAYMENTS_URL}${path}`, {
@@ -69,7 +72,19 @@ const refunds = restate.service({
       for (let round = 1; round <= ROUNDS_MAX; round++) {
         const step = round === 1 ? "refund" : `refund-${round}`;
         const key = `${invocationId}:${step}`;
-        const refund = await ctx.run(step, () => refundOnce(order, invocationId, key));
+        let refund;
+        try {
+          refund = await ctx.run(step, () => refundOnce(order, invocationId, key));
+        } catch (e) {
+          // A refusal a retry cannot change, answered with what the service said and the key:
+          // one that needs a person (a credential, a permission, the input) is escalated, any
+          // other (402, 404) failed. The journal keeps this outcome too.
+          if (e instanceof restate.TerminalError) {
+            const state = NEEDS_A_DECISION.includes(e.code) ? "escalated" : "failed";
+            return { order_id: order.order_id, state, key, decision: { status: e.code, error: e.message } };
+          }
+          throw e;
+        }
         if (await ctx.run(`read-back-${round}`, () => readBack(refund.id))) {
           return { order_id: order.order_id, refund_id: refund.id, amount: refund.amount, status: refund.status, key, rounds: round };
         }

@@ -304,10 +304,13 @@ def claim_of(app: str, server: RestateServer, intent: Any, invocation_id: str, r
     elif row.get("completion_result") == "success":
         status, output = http("GET", f"{server.ingress}/restate/invocation/{invocation_id}/output")
         assert status == 200, f"output of {invocation_id}: {status} {output}"
-        evidence["external_id"] = output["refund_id"]
-        if output.get("key"):
-            evidence["key"] = output["key"]
-        state = "confirmed"
+        # The careful handler answers a refusal with the state it knows (`escalated`).
+        state = str(output.get("state", "confirmed"))
+        if output.get("refund_id"):
+            evidence["external_id"] = output["refund_id"]
+        for field in ("key", "decision"):
+            if output.get(field):
+                evidence[field] = output[field]
     else:
         evidence["last_error"] = str(row.get("completion_failure") or "")[:300]
         state = "failed" if app == "idiomatic" else "escalated"

@@ -332,7 +332,7 @@ class Adapter:
                 raise ProtocolError(MALFORMED, f"intent {intent_id} replaces {replaces}, which this executor has never recorded")
             state, evidence = None, {}
             if replaces is not None:
-                state, evidence = self.released(replaces) or ("blocked", {})
+                state, evidence = self.released(replaces, intent_id) or ("blocked", {})
                 if state == "recorded":
                     state, evidence = None, {}
                     self.tell_changes()  # the lineage's resolution is told before the replacement runs
@@ -350,9 +350,11 @@ class Adapter:
         return view
 
     # ---- replacements -----------------------------------------------------------------
-    def released(self, replaces: str) -> Optional[tuple[str, dict[str, Any]]]:
-        """What an intent replacing `replaces` may do now: ("recorded", {}) to run,
-        ("failed", ...) cancelled, ("escalated", ...), or None (stay blocked)."""
+    def released(self, replaces: str, intent_id: str) -> Optional[tuple[str, dict[str, Any]]]:
+        """What intent `intent_id`, replacing `replaces`, may do now: ("recorded", {}) to run,
+        ("failed", ...) cancelled, ("escalated", ...), or None (stay blocked). An escalation
+        names the key its job would have run under (the intent id: every engine's handle on
+        it), so that a person can look for it."""
         views = {v["id"]: v for v in self.views(None)}
         current: Optional[str] = replaces
         seen: set[str] = set()
@@ -361,7 +363,8 @@ class Adapter:
             seen.add(current)
             v = views.get(current)
             if v is None:
-                return ("escalated", {"reason": f"the intent it replaces ({current}) is missing", "could_duplicate": False})
+                return ("escalated", {"reason": f"the intent it replaces ({current}) is missing", "could_duplicate": False,
+                                      "key": intent_id})  # fmt: skip
             state, evidence = v["state"], v.get("evidence", {})
             if state == "confirmed":
                 where = "" if current == replaces else f"{current}, in the lineage of "
@@ -373,7 +376,7 @@ class Adapter:
             current = v.get("replaces")
         if escalate:
             return ("escalated", {"reason": f"the lineage of {replaces} is escalated; executing this one could do it twice",
-                                  "could_duplicate": False})  # fmt: skip
+                                  "could_duplicate": False, "key": intent_id})  # fmt: skip
         return ("recorded", {})
 
     def release_pass(self) -> bool:
@@ -383,7 +386,7 @@ class Adapter:
         for row in self.table_rows():
             if row["state"] != "blocked":
                 continue
-            got = self.released(row["replaces"])
+            got = self.released(row["replaces"], row["id"])
             if got is None:
                 continue
             changed = True

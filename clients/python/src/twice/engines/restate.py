@@ -146,7 +146,7 @@ def load_mapping(path: Path) -> RestateApp:
 
 def http(method: str, url: str, body: Any = None, headers: Optional[dict[str, str]] = None) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json", **(headers or {})})
+    request = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json", "accept": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=CALL_S_MAX) as answer:
             text = answer.read()

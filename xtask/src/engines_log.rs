@@ -1,0 +1,87 @@
+//! `cargo xtask bench --engines-log FILE`: how long a full `cargo xtask engines` took, per
+//! engine (its `  ENGINE  passed in N s` lines) and in all, as section `xtask/engines` of
+//! `docs/benchmarks.md`. Like CI's stage times, the run itself is the measurement: five engines'
+//! whole catalogs take most of half an hour, too long to repeat inside a benchmark run.
+
+use anyhow::{Result, bail};
+
+use crate::records::Record;
+
+/// The section's `BENCH` id.
+pub(crate) const BENCH: &str = "xtask/engines";
+
+/// The longest a full engines run should take on this machine, all five engines.
+const TOTAL_S_TARGET: f64 = 1500.0;
+
+fn figure(name: String, value: f64) -> Record {
+    Record {
+        bench: BENCH.into(),
+        name,
+        value,
+        unit: "s".into(),
+        display: None,
+        spread_pct: None,
+        notes: None,
+    }
+}
+
+/// The figures of a `cargo xtask engines` output: its venvs' preparation, each engine that
+/// passed, and their sum. A run in which an engine failed is refused.
+pub(crate) fn figures(log: &str) -> Result<Vec<Record>> {
+    let mut figures = Vec::new();
+    let prefix = "xtask: the engines' venvs and packages: ready in ";
+    let ready = log.lines().find_map(|l| l.strip_prefix(prefix)).and_then(|r| r.strip_suffix(" s"));
+    if let Some(value) = ready.and_then(|s| s.trim().parse::<f64>().ok()) {
+        figures.push(figure("venvs and packages (ready, or made)".into(), value));
+    }
+    let summary = log.rsplit_once("\nxtask: engines\n").map(|(_, s)| s).unwrap_or_default();
+    let mut total = 0.0;
+    let mut engines = 0;
+    for line in summary.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let Some((engine, rest)) = line.split_once(char::is_whitespace) else { continue };
+        let rest = rest.trim();
+        let Some(seconds) = rest.strip_prefix("passed in ").and_then(|s| s.strip_suffix(" s")) else {
+            bail!("`{line}`: an engine that did not pass; a full run that passed, saved whole, is needed");
+        };
+        let Ok(value) = seconds.trim().parse::<f64>() else { continue };
+        figures.push(figure(format!("`{engine}`: its tests, both routes"), value));
+        total += value;
+        engines += 1;
+    }
+    if engines == 0 {
+        bail!(
+            "no `xtask: engines` summary with an engine that passed: the whole output of `cargo xtask engines` is needed"
+        );
+    }
+    let mut all = figure(format!("the {engines} engines' tests, in all"), total);
+    let met = if total <= TOTAL_S_TARGET { "met" } else { "**not met**" };
+    all.notes = Some(format!("Target: all five engines in at most {TOTAL_S_TARGET:.0} s; {met}."));
+    figures.push(all);
+    Ok(figures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::figures;
+
+    #[test]
+    fn each_engine_and_their_sum_are_read_and_a_failed_run_refused() {
+        let log = "xtask: the engines' venvs and packages: ready in 2.8 s\n...\n\nxtask: engines\n  celery     passed in 271 s\n  \
+                   dbos       passed in 228 s\n";
+        let got = figures(log).expect("a passed run");
+        let names: Vec<&str> = got.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "venvs and packages (ready, or made)",
+                "`celery`: its tests, both routes",
+                "`dbos`: its tests, both routes",
+                "the 2 engines' tests, in all"
+            ]
+        );
+        assert_eq!(got[3].value, 499.0);
+        assert!(got[3].notes.as_deref().is_some_and(|n| n.ends_with("met.")), "{:?}", got[3].notes);
+        assert!(figures("\nxtask: engines\n  celery     FAILED in 30 s\n").is_err());
+        assert!(figures("nothing").is_err());
+    }
+}
