@@ -37,7 +37,8 @@ pub(crate) fn figures(log: &str) -> Result<Vec<Record>> {
     let summary = log.rsplit_once("\nxtask: engines\n").map(|(_, s)| s).unwrap_or_default();
     let mut total = 0.0;
     let mut engines = 0;
-    for line in summary.lines().map(str::trim).filter(|l| !l.is_empty()) {
+    // The summary's lines are indented; what follows them (a shell's own line) is not.
+    for line in summary.lines().take_while(|l| l.starts_with("  ")).map(str::trim) {
         let Some((engine, rest)) = line.split_once(char::is_whitespace) else { continue };
         let rest = rest.trim();
         let Some(seconds) = rest.strip_prefix("passed in ").and_then(|s| s.strip_suffix(" s")) else {
@@ -67,7 +68,7 @@ mod tests {
     #[test]
     fn each_engine_and_their_sum_are_read_and_a_failed_run_refused() {
         let log = "xtask: the engines' venvs and packages: ready in 2.8 s\n...\n\nxtask: engines\n  celery     passed in 271 s\n  \
-                   dbos       passed in 228 s\n";
+                   dbos       passed in 228 s\nexit 0\n";
         let got = figures(log).expect("a passed run");
         let names: Vec<&str> = got.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(
