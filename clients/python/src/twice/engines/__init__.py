@@ -242,7 +242,6 @@ class Adapter:
     def __init__(self, engine: Engine, app: App, app_name: str, out: Any) -> None:
         self.engine, self.app, self.app_name, self.out = engine, app, app_name, out
         self.table: Optional[IntentTable] = None
-        self.init_request: Optional[Init] = None
         self.worker_id = ""
         self.limits: dict[str, Any] = {}
         self.known: dict[str, str] = {}  # intent id -> the state last told (for events)
@@ -270,7 +269,6 @@ class Adapter:
             raise
         except Exception as e:  # noqa: BLE001
             raise ProtocolError(CRASH, f"cannot start {self.engine.name} in {state_dir}: {e!r}") from e
-        self.init_request = checked
         return {
             "executor": {"name": f"{self.engine.name}-{self.app_name}", "version": "0.1.0"},
             "actions": sorted(self.app.actions),

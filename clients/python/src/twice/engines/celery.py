@@ -27,7 +27,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 

@@ -37,7 +37,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Coroutine, Optional, Sequence
+from typing import Any, Callable, Coroutine, Sequence
 
 from twice.engines import App, Engine, Record, main
 from twice.engines.servers import ServerError, free_port, shared_server
