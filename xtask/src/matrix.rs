@@ -120,25 +120,29 @@ fn fraction(cell: Option<(usize, usize)>) -> String {
     }
 }
 
-/// Which actions the apps do not do, and how many scenarios that left unrun.
+/// Per engine, how many scenarios its careful app did not run, and the actions it does not do
+/// that left them unrun.
 fn not_run_line(matrices: &[(&str, Value)]) -> String {
-    let mut by_action: BTreeMap<String, usize> = BTreeMap::new();
-    let mut total = 0;
-    if let Some((_, matrix)) = matrices.first() {
+    let mut lines = Vec::new();
+    for (engine, matrix) in matrices {
+        let mut by_action: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut total = 0;
         for row in rows(matrix, "careful") {
             if !ran(row) {
                 total += 1;
             }
             for action in row["unsupported"].as_array().map(Vec::as_slice).unwrap_or_default() {
-                *by_action.entry(action.as_str().unwrap_or("?").to_string()).or_default() += 1;
+                *by_action.entry(action.as_str().unwrap_or("?")).or_default() += 1;
             }
         }
+        let actions: Vec<String> = by_action.iter().map(|(a, n)| format!("`{a}` ({n})")).collect();
+        let not_done = if actions.is_empty() { "none".to_string() } else { actions.join(", ") };
+        lines.push(format!("- {engine}: {total} not run; actions its apps do not do: {not_done}"));
     }
-    let actions: Vec<String> = by_action.iter().map(|(a, n)| format!("`{a}` ({n})")).collect();
     format!(
-        "\nBy service: every app does `payments.refund` only, so the payments scenarios ran; {total} \
-         scenarios were not run at all, their intents being actions these apps do not do: {}.\n\n",
-        if actions.is_empty() { "none".to_string() } else { actions.join(", ") }
+        "\nBy service: a scenario whose intents are all actions an engine's apps do not do is not run \
+         there, and one partly so runs in part (scenarios per action in brackets):\n\n{}\n\n",
+        lines.join("\n")
     )
 }
 
@@ -250,7 +254,7 @@ mod tests {
         }});
         let text = render_matrix(&[("dbos", matrix)]);
         assert!(text.contains("| lost_reply | **1**/1 · 0/1 |\n| generated | 0/1 · 0/1 |\n"), "{text}");
-        assert!(text.contains("`files.put` (1)"), "{text}");
+        assert!(text.contains("- dbos: 1 not run; actions its apps do not do: `files.put` (1)"), "{text}");
         assert!(
             text.contains(
                 "| `lost` | lost_reply | **violated** `no-duplicate-effect`: two \\| refunds | passed |"

@@ -41,6 +41,7 @@ from dbos import DBOS
 from dbos._error import DBOSMaxStepRetriesExceeded
 from twice.engines import App
 
+import careful_workspaces
 import sends
 
 #: Runs of the refund step per workflow (the first included), and DBOS's pause before the
@@ -230,18 +231,28 @@ def refund_workflow(payment_intent: str, amount: int) -> dict[str, Any]:
 
 
 def twice_configure(init: Any) -> None:
-    """Points the app at twice's payments fake, with what its contract promises."""
-    url = init.url("payments")
-    if url is None:
-        return
-    configure(url, int(init.limits.get("request_timeout_ms", 2000)) / 1000.0, contract=init.contract("payments"))
+    """Points the app at twice's payments and workspaces fakes, with what their contracts promise."""
+    timeout_s = int(init.limits.get("request_timeout_ms", 2000)) / 1000.0
     sends.PATH = Path(init.state_dir) / "sends.jsonl"
+    if init.url("payments") is not None:
+        configure(init.url("payments"), timeout_s, contract=init.contract("payments"))
+    if init.url("workspaces") is not None:
+        careful_workspaces.configure(init.url("workspaces"), timeout_s, init.contract("workspaces"))
+
+
+def twice_started(intent_id: str) -> None:
+    """This process starts the workflow (it did not recover it after a crash)."""
+    started_here.add(intent_id)
+    careful_workspaces.started_here.add(intent_id)
 
 
 def twice_reconcile(intent: dict[str, Any], ended_ms: int) -> Optional[dict[str, Any]]:
     """An intent the workflow left `unknown`: looked up by the workflow id in the refund's
     metadata. Found with its amount: confirmed; with another amount: escalated. Not found:
-    escalated (`could_duplicate: false`) once nothing sent can still land, else None."""
+    escalated (`could_duplicate: false`) once nothing sent can still land, else None. A
+    workspace is looked up by its external id."""
+    if intent["action"] == "workspaces.create":
+        return careful_workspaces.reconcile(intent, ended_ms)
     found = _find(intent["params"]["payment_intent"], intent["id"])
     if found is not None:
         refund_id, amount = found
@@ -258,10 +269,10 @@ def twice_reconcile(intent: dict[str, Any], ended_ms: int) -> Optional[dict[str,
 
 
 twice_app = App(
-    actions={"payments.refund": refund_workflow},
+    actions={"payments.refund": refund_workflow, "workspaces.create": careful_workspaces.workspace_workflow},
     configure=twice_configure,
     reconcile=twice_reconcile,
     attempts=sends.count_of,
-    on_start=started_here.add,
+    on_start=twice_started,
     raised="unknown",  # a workflow that raised may have refunded
 )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+import requests
 import stripe
 from dbos import DBOS
 from twice.engines import App
@@ -53,17 +54,43 @@ def refund_workflow(payment_intent: str, amount: int) -> dict[str, Any]:
     return refund_step(payment_intent, amount)
 
 
+# ---- creating a workspace: the same shape, on a SaaS API with `requests` ----------------------
+
+_workspaces_url: Optional[str] = None
+_workspaces_timeout_s = 2.0
+
+
+@DBOS.step(retries_allowed=True)
+def create_workspace_step(external_id: str, name: str) -> dict[str, Any]:
+    assert _workspaces_url is not None, "the workspaces API's URL was not set"
+    answer = requests.post(f"{_workspaces_url}/v1/workspaces", json={"external_id": external_id, "name": name},
+                           timeout=_workspaces_timeout_s)  # fmt: skip
+    answer.raise_for_status()
+    return {"id": answer.json()["id"]}
+
+
+@DBOS.workflow()
+def workspace_workflow(external_id: str, name: str) -> dict[str, Any]:
+    """Creates workspace `name` for customer `external_id`."""
+    return create_workspace_step(external_id, name)
+
+
 # ---- under twice/1 (`python -m twice.engines.dbos --app idiomatic`) -------------------------
 
 
 def twice_configure(init: Any) -> None:
-    """Points the app at twice's payments fake; nothing else changes."""
-    url = init.url("payments")
-    if url is None:
-        return
-    configure(url, int(init.limits.get("request_timeout_ms", 2000)) / 1000.0)
+    """Points the app at twice's payments and workspaces fakes; nothing else changes."""
+    global _workspaces_url, _workspaces_timeout_s
+    timeout_s = int(init.limits.get("request_timeout_ms", 2000)) / 1000.0
     sends.PATH = Path(init.state_dir) / "sends.jsonl"
+    if init.url("payments") is not None:
+        configure(init.url("payments"), timeout_s)
+    _workspaces_url, _workspaces_timeout_s = init.url("workspaces"), timeout_s
 
 
 # A workflow that returned is `confirmed`, one that raised `failed`: as the app reads DBOS.
-twice_app = App(actions={"payments.refund": refund_workflow}, configure=twice_configure, attempts=sends.count_of)
+twice_app = App(
+    actions={"payments.refund": refund_workflow, "workspaces.create": workspace_workflow},
+    configure=twice_configure,
+    attempts=sends.count_of,
+)

@@ -15,7 +15,7 @@ ROUTE = Route(
     folder=Path(__file__).resolve().parent,
     careful="careful",
     idiomatic="idiomatic",
-    files=("careful.py", "idiomatic.py", "sends.py"),  # sends.py counts sends for the claims
+    files=("careful.py", "careful_workspaces.py", "idiomatic.py", "sends.py"),  # sends.py counts sends
     packages=("dbos", "stripe"),
     idiomatic_violates={
         "lost_refund_reply": {"honest-terminal-states"},
