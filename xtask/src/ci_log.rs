@@ -36,15 +36,7 @@ pub(crate) fn figures(log: &str) -> Result<Vec<Record>> {
         let Some(value) = seconds.strip_suffix(" s").and_then(|s| s.trim().parse::<f64>().ok()) else {
             continue;
         };
-        figures.push(Record {
-            bench: BENCH.into(),
-            name,
-            value,
-            unit: "s".into(),
-            display: None,
-            spread_pct: None,
-            notes: None,
-        });
+        figures.push(Record::seconds(BENCH, name, value));
     }
     let Some(total) = figures.last_mut().filter(|r| r.name.starts_with("the whole run")) else {
         bail!("no `==> all checks passed in N s` line: a .ci/run that passed, saved whole, is needed");

@@ -59,6 +59,22 @@ pub(crate) struct Table {
     pub(crate) notes: Option<String>,
 }
 
+impl Record {
+    /// A figure in seconds of section `bench`, read from a saved run's output rather than
+    /// measured (no spread, nothing to display but the value).
+    pub(crate) fn seconds(bench: &str, name: String, value: f64) -> Self {
+        Record {
+            bench: bench.into(),
+            name,
+            value,
+            unit: "s".into(),
+            display: None,
+            spread_pct: None,
+            notes: None,
+        }
+    }
+}
+
 /// Everything the benchmarks reported, in the order they printed it.
 #[derive(Debug, Default)]
 pub(crate) struct Records {
