@@ -234,8 +234,9 @@ class Route:
         return f"python -m twice.engines.{self.engine} --app {getattr(self, app)}"
 
 
-def route_tests(route: Route) -> tuple[Callable[[Path], None], ...]:
-    """The four tests of an engine's route, for its test module to take as its own:
+def route_tests(route: Route) -> dict[str, Callable[[Path], None]]:
+    """The four tests of an engine's route, by name, for its test module to take as its own
+    (`globals().update(route_tests(ROUTE))`):
 
     - short: the careful app passes the five short scenarios, the idiomatic one fails them;
     - the README's command, exactly as written, passes the whole catalog and 20 generated cases;
@@ -270,9 +271,10 @@ def route_tests(route: Route) -> tuple[Callable[[Path], None], ...]:
         code, results = run_whole_catalog(route.engine, "idiomatic", command, folder, tmp_path / "all", route.packages)
         assert code == 1 and any(violations(results).values()), f"exit {code}"
 
-    return (
+    tests = (
         test_careful_passes,
         test_idiomatic_fails_as_expected,
         test_the_readme_command_passes_the_catalog_and_20_generated_cases,
         test_the_idiomatic_app_over_the_catalog_and_20_generated_cases,
     )
+    return {test.__name__: test for test in tests}

@@ -13,18 +13,6 @@ pub(crate) const BENCH: &str = "xtask/engines";
 /// The longest a full engines run should take on this machine, all five engines.
 const TOTAL_S_TARGET: f64 = 1500.0;
 
-fn figure(name: String, value: f64) -> Record {
-    Record {
-        bench: BENCH.into(),
-        name,
-        value,
-        unit: "s".into(),
-        display: None,
-        spread_pct: None,
-        notes: None,
-    }
-}
-
 /// The figures of a `cargo xtask engines` output: its venvs' preparation, each engine that
 /// passed, and their sum. A run in which an engine failed is refused.
 pub(crate) fn figures(log: &str) -> Result<Vec<Record>> {
@@ -32,7 +20,7 @@ pub(crate) fn figures(log: &str) -> Result<Vec<Record>> {
     let prefix = "xtask: the engines' venvs and packages: ready in ";
     let ready = log.lines().find_map(|l| l.strip_prefix(prefix)).and_then(|r| r.strip_suffix(" s"));
     if let Some(value) = ready.and_then(|s| s.trim().parse::<f64>().ok()) {
-        figures.push(figure("venvs and packages (ready, or made)".into(), value));
+        figures.push(Record::seconds(BENCH, "venvs and packages (ready, or made)".into(), value));
     }
     let summary = log.rsplit_once("\nxtask: engines\n").map(|(_, s)| s).unwrap_or_default();
     let mut total = 0.0;
@@ -45,7 +33,7 @@ pub(crate) fn figures(log: &str) -> Result<Vec<Record>> {
             bail!("`{line}`: an engine that did not pass; a full run that passed, saved whole, is needed");
         };
         let Ok(value) = seconds.trim().parse::<f64>() else { continue };
-        figures.push(figure(format!("`{engine}`: its tests, both routes"), value));
+        figures.push(Record::seconds(BENCH, format!("`{engine}`: its tests, both routes"), value));
         total += value;
         engines += 1;
     }
@@ -54,7 +42,7 @@ pub(crate) fn figures(log: &str) -> Result<Vec<Record>> {
             "no `xtask: engines` summary with an engine that passed: the whole output of `cargo xtask engines` is needed"
         );
     }
-    let mut all = figure(format!("the {engines} engines' tests, in all"), total);
+    let mut all = Record::seconds(BENCH, format!("the {engines} engines' tests, in all"), total);
     let met = if total <= TOTAL_S_TARGET { "met" } else { "**not met**" };
     all.notes = Some(format!("Target: all five engines in at most {TOTAL_S_TARGET:.0} s; {met}."));
     figures.push(all);

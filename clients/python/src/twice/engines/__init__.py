@@ -245,6 +245,9 @@ class Adapter:
         self.worker_id = ""
         self.limits: dict[str, Any] = {}
         self.known: dict[str, str] = {}  # intent id -> the state last told (for events)
+        # The engine's records of jobs that ended: they do not change, so a poll reads only
+        # the others (a Restate output or a Temporal result is a request each).
+        self.ended: dict[str, Record] = {}
         self.lock = threading.Lock()
 
     # ---- init -------------------------------------------------------------------------
@@ -285,7 +288,7 @@ class Adapter:
         rows = [r for r in self.table_rows() if r["state"] is None]
         if not rows:
             return
-        have = self.engine.records([r["id"] for r in rows])
+        have = self.records([r["id"] for r in rows])
         for row in rows:
             if row["id"] not in have:
                 self.start(row)
@@ -398,11 +401,18 @@ class Adapter:
         return changed
 
     # ---- views ------------------------------------------------------------------------
+    def records(self, ids: Sequence[str]) -> dict[str, Record]:
+        """The engine's record of each job in `ids` it knows; an ended one read once."""
+        found = {i: self.ended[i] for i in ids if i in self.ended}
+        found.update(self.engine.records([i for i in ids if i not in self.ended]))
+        self.ended.update({i: r for i, r in found.items() if r.status != "pending"})
+        return found
+
     def views(self, ids: Optional[Sequence[str]]) -> list[dict[str, Any]]:
         rows = self.table_rows(ids)
         if not rows:
             return []
-        records = self.engine.records([r["id"] for r in rows])
+        records = self.records([r["id"] for r in rows])
         return [self.view(r, records.get(r["id"])) for r in rows]
 
     def view(self, row: dict[str, Any], record: Optional[Record]) -> dict[str, Any]:
@@ -468,7 +478,8 @@ class Adapter:
         while True:
             # Pending first, then the replacements: a job that ends in between has released
             # its replacement by the time the loop may end.
-            mine, total = self.engine.pending([r["id"] for r in self.table_rows()], self.worker_id)
+            unended = [r["id"] for r in self.table_rows() if r["id"] not in self.ended]
+            mine, total = self.engine.pending(unended, self.worker_id)
             released = self.release_pass()
             self.start_missing()
             if released:
@@ -491,7 +502,7 @@ class Adapter:
         self.release_pass()
         self.start_missing()
         if self.app.reconcile is not None:
-            records = self.engine.records([r["id"] for r in self.table_rows()])
+            records = self.records([r["id"] for r in self.table_rows()])
             for v in self.views(None):
                 if v["state"] != "unknown":
                     continue
