@@ -21,7 +21,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
 use crate::matrix::{read_matrices, render_matrix, write_section};
-use crate::node::install_lockfile;
+use crate::node::{build_node_kit, install_lockfile};
 use crate::test::{apt_install, find_on_path};
 use crate::venv::{KIT_PYPROJECT, Venv, install_kit};
 use crate::{cargo, exit_code, output_of, root, target_dir};
@@ -74,6 +74,13 @@ const FULL_RUN_S_MAX: u64 = 20 * 60;
 const SHORT_RUN_S_MAX: u64 = 8 * 60;
 /// After SIGINT, how long pytest has to run its finalizers before it is killed.
 const INTERRUPT_GRACE_S: u64 = 30;
+/// Engines whose tests run at once. Their runs mostly wait (on settle bounds, restarts,
+/// servers starting), so two at a time (each whole-catalog run at three cases at a time, see
+/// examples/engines/twice1_route.py) halve the wall time on 2 cores; each engine's pytest
+/// output goes to `target/engines/<engine>/pytest.log`, shown in full when it fails.
+const ENGINES_AT_ONCE: usize = 2;
+/// The line that ends a run: its wall time, read by `bench --engines-log`.
+pub(crate) const WALL_PREFIX: &str = "xtask: the engines' tests took, in all, ";
 
 const DOC: &str = "docs/engines.md";
 const BEGIN: &str = "<!-- engines:begin (written by `cargo xtask engines` from examples/engines/*/findings.json; do not edit by hand) -->";
@@ -130,6 +137,7 @@ pub(crate) fn engines(args: &[String]) -> Result<i32> {
         bail!("cargo build --bin twice failed");
     }
     let twice = target_dir(&root).join("debug").join("twice");
+    let begun = Instant::now();
     // A full run of an engine (no pytest arguments that choose tests) refreshes its findings.
     let refresh = !args.short && args.pytest.is_empty();
     let mut failed = Vec::new();
@@ -147,10 +155,10 @@ pub(crate) fn engines(args: &[String]) -> Result<i32> {
             .collect()
     });
     println!("xtask: the engines' venvs and packages: ready in {:.1} s", started.elapsed().as_secs_f64());
-    for (engine, python) in selected.into_iter().zip(prepared) {
-        let started = Instant::now();
-        let outcome = python.and_then(|python| run_engine(&root, engine, &python, &twice, &args, refresh));
-        let took_s = started.elapsed().as_secs_f64();
+    let outcomes = run_all(&selected, prepared, |engine, python| {
+        run_engine(&root, engine, &python, &twice, &args, refresh)
+    });
+    for (engine, (outcome, took_s)) in selected.iter().zip(outcomes) {
         match outcome {
             Ok(true) => lines.push(format!("{:<10} passed in {took_s:.0} s", engine.name)),
             Ok(false) => {
@@ -168,6 +176,7 @@ pub(crate) fn engines(args: &[String]) -> Result<i32> {
         println!("xtask: wrote the findings table of {DOC}");
     }
     println!("\nxtask: engines\n  {}", lines.join("\n  "));
+    println!("{WALL_PREFIX}{:.0} s ({ENGINES_AT_ONCE} engines at a time)", begun.elapsed().as_secs_f64());
     if failed.is_empty() { Ok(0) } else { Ok(1) }
 }
 
@@ -194,12 +203,43 @@ fn prepare_engine(root: &Path, engine: &Engine) -> Result<PathBuf> {
         );
     }
     if engine.npm {
+        // The folder links the TypeScript kit (`npx twice-engine-restate`): compiled first.
+        build_node_kit(root, &rerun)?;
         install_lockfile(root, &folder, &rerun)?;
     }
     Ok(python)
 }
 
 /// Runs one engine's tests on its prepared `python`; whether they passed.
+/// Runs `run` for every engine, [`ENGINES_AT_ONCE`] at a time, in their order; each outcome
+/// with its time in seconds.
+fn run_all<F>(selected: &[&Engine], prepared: Vec<Result<PathBuf>>, run: F) -> Vec<(Result<bool>, f64)>
+where
+    F: Fn(&Engine, PathBuf) -> Result<bool> + Sync,
+{
+    let queue = std::sync::Mutex::new(selected.iter().copied().zip(prepared).enumerate().collect::<Vec<_>>());
+    let done = std::sync::Mutex::new(Vec::new());
+    thread::scope(|s| {
+        for _ in 0..ENGINES_AT_ONCE {
+            s.spawn(|| {
+                loop {
+                    let next = queue.lock().map(|mut q| if q.is_empty() { None } else { Some(q.remove(0)) });
+                    let Ok(Some((i, (engine, python)))) = next else { break };
+                    let started = Instant::now();
+                    let outcome = python.and_then(|python| run(engine, python));
+                    let took_s = started.elapsed().as_secs_f64();
+                    if let Ok(mut d) = done.lock() {
+                        d.push((i, outcome, took_s));
+                    }
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_default();
+    done.sort_by_key(|(i, _, _)| *i);
+    done.into_iter().map(|(_, outcome, took_s)| (outcome, took_s)).collect()
+}
+
 fn run_engine(
     root: &Path,
     engine: &Engine,
@@ -211,9 +251,11 @@ fn run_engine(
     let name = engine.name;
     let folder = format!("examples/engines/{name}");
     let work = target_dir(root).join("engines").join(name);
-    println!("\nxtask: === {name} ===");
     let results = work.join("results.jsonl");
     let _ = fs::remove_file(&results);
+    let log_path = work.join("pytest.log");
+    let log =
+        fs::File::create(&log_path).with_context(|| format!("could not create {}", log_path.display()))?;
     let mut command = Command::new(python);
     command
         .args(["-m", "pytest", &folder, "-q", "-p", "no:cacheprovider", "--junitxml"])
@@ -221,7 +263,9 @@ fn run_engine(
         .current_dir(root)
         .env("TWICE_BIN", twice)
         .env("TWICE_ENGINES_OUT", &results)
-        .stdin(Stdio::null());
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
     if args.short {
         command.args(["-m", "short"]);
     }
@@ -231,14 +275,19 @@ fn run_engine(
     command.args(&args.pytest);
     let bound_s = if args.short { SHORT_RUN_S_MAX } else { FULL_RUN_S_MAX };
     println!(
-        "xtask: pytest {folder}{} (at most {} min)",
+        "xtask: pytest {folder}{} (at most {} min; output in {})",
         if args.short { " -m short" } else { "" },
-        bound_s / 60
+        bound_s / 60,
+        log_path.display()
     );
     let child = command.spawn().with_context(|| format!("could not start {}", python.display()))?;
-    let code = wait_bounded(child, Duration::from_secs(bound_s), name)?;
-    if code != 0 {
-        return Ok(false);
+    let code = wait_bounded(child, Duration::from_secs(bound_s), name);
+    let output = fs::read_to_string(&log_path).unwrap_or_default();
+    let summary = output.lines().rev().find(|l| l.contains(" passed") || l.contains(" failed")).unwrap_or("");
+    println!("xtask: {name}: {}", summary.trim_matches('=').trim());
+    if !matches!(code, Ok(0)) {
+        println!("xtask: === {name}'s pytest output ===\n{output}");
+        return code.map(|_| false);
     }
     if refresh {
         let recorded = fs::read_to_string(&results).unwrap_or_default();

@@ -136,6 +136,10 @@ fn not_run_line(matrices: &[(&str, Value)]) -> String {
             }
         }
         let actions: Vec<String> = by_action.iter().map(|(a, n)| format!("`{a}` ({n})")).collect();
+        if total == 0 && actions.is_empty() {
+            lines.push(format!("- {engine}: every scenario ran"));
+            continue;
+        }
         let not_done = if actions.is_empty() { "none".to_string() } else { actions.join(", ") };
         lines.push(format!("- {engine}: {total} not run; actions its apps do not do: {not_done}"));
     }
@@ -264,5 +268,11 @@ mod tests {
         assert!(!text.contains("| `files_x`"), "{text}");
         assert!(text.contains("- idiomatic, `lost`: `twice run --scenario lost`"), "{text}");
         assert!(text.starts_with(MATRIX_BEGIN) && text.ends_with(MATRIX_END));
+    }
+
+    #[test]
+    fn an_engine_whose_apps_ran_every_scenario_says_so() {
+        let all = json!({"engine": "dbos", "apps": {"careful": app(vec![row("lost", "lost_reply", "passed", &[])])}});
+        assert!(render_matrix(&[("dbos", all)]).contains("- dbos: every scenario ran\n"));
     }
 }

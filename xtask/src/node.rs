@@ -1,6 +1,6 @@
 //! Node packages installed from their lockfiles (`npm ci`): the TypeScript example executor
-//! (`examples/executors/typescript`) for the tests that run it, compiled (`npm run build`), and
-//! the Restate engine example's service and server.
+//! (`examples/executors/typescript`) for the tests that run it, compiled (`npm run build`), the
+//! TypeScript kit (compiled), and the Restate engine example's service, server and adapter.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -28,6 +28,17 @@ pub(crate) fn prepare_node_executor(root: &Path) -> Result<PathBuf> {
         bail!("npm run build in {EXAMPLE} left no {}", script.display());
     }
     Ok(script)
+}
+
+/// The TypeScript kit, from the workspace root.
+pub(crate) const NODE_KIT: &str = "clients/node";
+
+/// Installs the TypeScript kit's lockfile and compiles it (`dist/`): the packaging ships it,
+/// and the Restate example's `npx twice-engine-restate` runs it through a `file:` link.
+pub(crate) fn build_node_kit(root: &Path, rerun: &str) -> Result<()> {
+    install_lockfile(root, NODE_KIT, rerun)?;
+    println!("xtask: compiling the TypeScript kit (npm run build in {NODE_KIT})");
+    npm(&root.join(NODE_KIT), &["run", "--silent", "build"], rerun)
 }
 
 /// Makes `node_modules` of the package in `folder` (from the workspace root) hold exactly its

@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
-use crate::node::install_lockfile;
+use crate::node::{NODE_KIT, build_node_kit};
 use crate::{cargo, exit_code, root, target_dir};
 
 pub(crate) const USAGE: &str = "\
@@ -29,7 +29,6 @@ pub(crate) const USAGE: &str = "\
                   --bin-dir packages binaries already built there instead";
 
 /// The TypeScript kit, from the workspace root.
-const NODE_KIT: &str = "clients/node";
 /// The scope of the per-platform packages.
 const PLATFORM_SCOPE: &str = "@twice-kit";
 
@@ -340,17 +339,7 @@ fn pack_platform(
 
 fn pack_kit(root: &Path, stage: &Path, npm_dir: &Path, version: &str) -> Result<PathBuf> {
     let kit = root.join(NODE_KIT);
-    install_lockfile(root, NODE_KIT, "cargo xtask package")?;
-    println!("xtask: compiling the TypeScript kit (npm run build in {NODE_KIT})");
-    let built = Command::new("npm")
-        .args(["run", "--silent", "build"])
-        .current_dir(&kit)
-        .stdin(Stdio::null())
-        .status()
-        .context("could not run npm run build")?;
-    if !built.success() {
-        bail!("`npm run build` in {NODE_KIT} failed ({built})");
-    }
+    build_node_kit(root, "cargo xtask package")?;
     let dir = stage.join("twice-kit");
     fs::create_dir_all(&dir)?;
     for entry in ["dist", "bin"] {

@@ -10,7 +10,9 @@
  *   rules, seeds, clocks, ledgers and journals);
  * - `twiceServe()`: `twice serve` as a child process, and a `Twice` client of it;
  * - `Claim`, `Scenario`, `Step`, `Verdict`: what goes in and comes out;
- * - `twice-kit/vitest` and `twice-kit/node-test`: fixtures for vitest and `node:test`.
+ * - `twice-kit/vitest` and `twice-kit/node-test`: fixtures for vitest and `node:test`;
+ * - `twice-kit/protocol`, `twice-kit/engines` and `twice-kit/engines/restate`: the `twice/1`
+ *   plumbing of an executor, and a Restate app as one (`npx twice-engine-restate`).
  *
  * The documentation is `docs/byo.md` of the twice repository.
  *

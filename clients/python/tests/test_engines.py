@@ -82,7 +82,8 @@ def settled(a: Adapter) -> dict[str, dict[str, Any]]:
 def test_init_announces_the_apps_actions_and_a_job_that_returned_is_confirmed(tmp_path: Path) -> None:
     a = Adapter(ThreadEngine(), App(actions={"payments.refund": refund}), "test", io.StringIO())
     _, reply = a.handle("init", {"protocol": "twice/1", "worker_id": "w1", "state_dir": str(tmp_path)})
-    assert reply == {"executor": {"name": "threads-test", "version": "0.1.0"}, "actions": ["payments.refund"]}
+    assert reply == {"executor": {"name": "threads-test", "version": "0.1.0"}, "actions": ["payments.refund"],
+                     "features": ["workflows"]}  # fmt: skip
     assert (tmp_path / "twice-intents.sqlite").exists()
     propose(a, "r1")
     view = settled(a)["r1"]
@@ -125,6 +126,83 @@ def test_bad_proposals_get_the_protocols_codes(tmp_path: Path) -> None:
         assert refused.value.code == code, (intent, refused.value.text)
 
 
+def workspace(external_id: str, name: str) -> Any:
+    if name.endswith("403"):
+        raise RuntimeError("refused")
+    return {"id": f"ws_{external_id}"}
+
+
+def put(bucket: str, key: str, body: str) -> Any:
+    return {"state": "confirmed", "external_id": f'"etag-of-{body}"'}
+
+
+def step_adapter(tmp_path: Path, engine: ThreadEngine) -> Adapter:
+    app = App(actions={"workspaces.create": workspace, "files.put": put, "payments.refund": refund})
+    adapted = Adapter(engine, app, "test", io.StringIO())
+    adapted.handle("init", {"protocol": "twice/1", "worker_id": "w1", "state_dir": str(tmp_path / "state")})
+    return adapted
+
+
+def welcome(after: str = "create", **ref: Any) -> dict[str, Any]:
+    body = {"from": after, "field": "id", "format": "Welcome to {}", **ref}
+    return {"intent": {"id": "welcome", "action": "files.put", "after": [after],
+                       "params": {"bucket": "docs", "key": "welcome.txt", "body": body}}}  # fmt: skip
+
+
+def test_a_step_waits_then_runs_once_with_its_reference_resolved_and_recorded(tmp_path: Path) -> None:
+    engine = ThreadEngine()
+    engine.gate.clear()
+    a = step_adapter(tmp_path, engine)
+    a.handle("propose", {"intent": {"id": "create", "action": "workspaces.create", "params": {"external_id": "acme", "name": "Acme"}}})
+    assert a.handle("propose", welcome())[1]["intent"]["state"] == "blocked"
+    assert "welcome" not in engine.starts
+    engine.gate.set()
+    view = settled(a)["welcome"]
+    assert view["state"] == "confirmed" and view["evidence"]["resolved"] == {"body": "Welcome to ws_acme"}
+    assert view["params"]["body"] == {"from": "create", "field": "id", "format": "Welcome to {}"}
+    assert view["after"] == ["create"]
+    # A new life starts nothing again, and knows the values it resolved.
+    again = step_adapter(tmp_path, engine)
+    assert settled(again)["welcome"]["evidence"]["resolved"] == {"body": "Welcome to ws_acme"}
+    assert engine.starts["welcome"] == 1
+
+
+def test_a_step_after_a_failed_intent_is_cancelled_and_after_an_escalated_one_escalated(tmp_path: Path) -> None:
+    a = step_adapter(tmp_path / "failed", ThreadEngine())
+    a.handle("propose", {"intent": {"id": "create", "action": "workspaces.create", "params": {"external_id": "x", "name": "x403"}}})
+    a.handle("propose", welcome())
+    view = settled(a)["welcome"]
+    assert (view["state"], view["evidence"]["reason"]) == ("failed", "cancelled: the intent it comes after (create) failed")
+    b = step_adapter(tmp_path / "escalated", ThreadEngine())
+    propose(b, "r7", amount=7)  # the job says unknown; reconcile has no lookup: it stays so
+    b.handle("propose", {"intent": {"id": "after-r7", "action": "workspaces.create", "after": ["r7"],
+                                    "params": {"external_id": "y", "name": {"from": "r7", "field": "id"}}}})  # fmt: skip
+    assert settled(b)["after-r7"]["state"] == "blocked"
+    b.table.set("r7", "escalated", {"could_duplicate": True})
+    b.handle("reconcile", {})
+    view = settled(b)["after-r7"]
+    assert (view["state"], view["evidence"]["could_duplicate"]) == ("escalated", False)
+
+
+def test_bad_steps_are_refused_naming_the_problem(tmp_path: Path) -> None:
+    a = step_adapter(tmp_path, ThreadEngine())
+    a.handle("propose", {"intent": {"id": "create", "action": "workspaces.create", "params": {"external_id": "a", "name": "A"}}})
+    cases = {
+        "never recorded": welcome(after="nobody"),
+        "is not in `after`": {"intent": {**welcome()["intent"], "after": []}},
+        "exactly once": welcome(format="no placeholder"),
+        "unknown key": welcome(extra=1),
+        "has no result field 'etag'": welcome(field="etag"),
+        "cannot take a reference": {"intent": {"id": "k", "action": "files.put", "after": ["create"],
+                                               "params": {"bucket": "b", "body": "x", "key": {"from": "create", "field": "id"}}}},
+        "twice": {"intent": {**welcome()["intent"], "after": ["create", "create"]}},
+    }  # fmt: skip
+    for words, request in cases.items():
+        with pytest.raises(ProtocolError) as refused:
+            a.handle("propose", request)
+        assert refused.value.code == MALFORMED and words in refused.value.text, (words, refused.value.text)
+
+
 def test_a_replacement_waits_for_its_lineage_and_is_cancelled_when_the_first_is_confirmed(tmp_path: Path) -> None:
     engine = ThreadEngine()
     engine.gate.clear()  # r1 stays pending until released
@@ -163,6 +241,34 @@ def test_reconcile_settles_what_a_job_left_unknown_through_the_apps_lookup(tmp_p
     assert events == [{"intent_id": "r1", "from": "unknown", "state": "confirmed", "note": "found by lookup"}]
     view = settled(a)["r1"]
     assert view["evidence"]["external_id"] == "re_found" and "ignored" not in view["evidence"]
+
+
+def test_a_reconcile_that_finds_it_failed_is_believed_over_the_jobs_record(tmp_path: Path) -> None:
+    a = adapter(tmp_path, reconcile=lambda intent, ended_ms: {"state": "failed", "reason": "refused, for good"})
+    propose(a, "r1", amount=7)
+    a.handle("reconcile", {})
+    view = settled(a)["r1"]
+    assert (view["state"], view["evidence"]["reason"]) == ("failed", "refused, for good")
+
+
+def test_a_failed_init_leaves_nothing_half_started(tmp_path: Path) -> None:
+    class Broken(ThreadEngine):
+        tries = 0
+
+        def launch(self, init: Init, app: App, state_dir: Path) -> None:
+            Broken.tries += 1
+            if Broken.tries == 1:
+                raise RuntimeError("the server did not answer")
+
+    a = Adapter(Broken(), App(actions={"payments.refund": refund}), "test", io.StringIO())
+    init = {"protocol": "twice/1", "worker_id": "w1", "state_dir": str(tmp_path / "state")}
+    with pytest.raises(ProtocolError) as refused:
+        a.handle("init", init)
+    assert "the server did not answer" in refused.value.text
+    with pytest.raises(ProtocolError):
+        a.handle("status", {})  # not initialised: "send init first"
+    a.handle("init", init)
+    assert a.handle("status", {})[1] == {"intents": []}
 
 
 def test_a_new_life_on_the_same_state_knows_every_intent(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ import stripe
 from celery import Celery
 from twice.engines import App
 
+import celery_effects
 import celery_settings as settings
 
 app = Celery("celery_careful", broker=settings.BROKER_URL, backend=settings.BROKER_URL)
@@ -144,10 +145,14 @@ def twice_configure(init: Any) -> None:
     """The settings (the payments URL, timeouts, the contract's bounds) from twice's `init`."""
     settings.from_twice(init)
     settings.configure_app(app)
+    celery_effects.configure(init)
 
+
+#: The other four actions' tasks (celery_effects.py), careful.
+OTHER_TASKS = celery_effects.tasks(app, careful=True)
 
 twice_app = App(
-    actions={"payments.refund": refund},
+    actions={"payments.refund": refund, **OTHER_TASKS},
     configure=twice_configure,
     raised="unknown",  # a task that raised past its retries may have refunded
 )

@@ -22,6 +22,7 @@ import stripe
 from celery import Celery
 from twice.engines import App
 
+import celery_effects
 import celery_settings as settings
 
 app = Celery("celery_idiomatic", broker=settings.BROKER_URL, backend=settings.BROKER_URL)
@@ -56,7 +57,11 @@ def twice_configure(init: Any) -> None:
     """The settings from twice's `init` instead of the environment; nothing else changes."""
     settings.from_twice(init)
     settings.configure_app(app)
+    celery_effects.configure(init)
 
 
 # A task that returned is `confirmed`, one that raised (FAILURE) `failed`: as the app reads it.
-twice_app = App(actions={"payments.refund": refund}, configure=twice_configure)
+#: The other four actions' tasks (celery_effects.py), as the docs write a task.
+OTHER_TASKS = celery_effects.tasks(app, careful=False)
+
+twice_app = App(actions={"payments.refund": refund, **OTHER_TASKS}, configure=twice_configure)

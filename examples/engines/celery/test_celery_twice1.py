@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from twice1_route import Route, route_tests
+from twice1_route import SHARED_FILES, Route, route_tests
 
 ROUTE = Route(
     engine="celery",
     folder=Path(__file__).resolve().parent,
     careful="celery_careful",
     idiomatic="celery_idiomatic",
-    files=("celery_careful.py", "celery_idiomatic.py", "celery_settings.py"),
+    files=("celery_careful.py", "celery_idiomatic.py", "celery_settings.py", "celery_effects.py", *SHARED_FILES),
     packages=("celery", "kombu", "redis", "stripe"),
     # A lost reply and a 403 the idiomatic app comes through: stripe-python's own retry replays
     # the first under the SDK's key, and a 403 is not among the errors it retries.

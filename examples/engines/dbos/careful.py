@@ -32,6 +32,7 @@ The workflow's output (DBOS's record) says which of these it came to.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -41,7 +42,13 @@ from dbos import DBOS
 from dbos._error import DBOSMaxStepRetriesExceeded
 from twice.engines import App
 
+# effects.py (examples/engines) and the example executor's services.py, which it builds on,
+# where this folder does not hold copies of them.
+_HERE = Path(__file__).resolve().parent
+sys.path += [str(_HERE.parent), str(_HERE.parents[1] / "executors" / "python")]
+
 import careful_workspaces
+import effects
 import sends
 
 #: Runs of the refund step per workflow (the first included), and DBOS's pause before the
@@ -227,6 +234,58 @@ def refund_workflow(payment_intent: str, amount: int) -> dict[str, Any]:
         return {"state": "unknown", "key": _keys.get(workflow_id, ""), "last_error": str(e)}
 
 
+# ---- files, transfers and messages: effects.py's careful step, in DBOS's steps ---------------
+
+
+@DBOS.step(retries_allowed=True, max_attempts=STEP_ATTEMPTS_MAX, interval_seconds=STEP_RETRY_INTERVAL_S,
+           backoff_rate=2.0)  # fmt: skip
+def prepare_step(action: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What every send must carry (a put's precondition, a transfer's signed bytes): made
+    once per round and recorded by DBOS as the step's output, so a recovered workflow sends
+    exactly these again."""
+    return effects.prepare(action, params, DBOS.workflow_id or "")
+
+
+@DBOS.step(retries_allowed=True, max_attempts=STEP_ATTEMPTS_MAX, interval_seconds=STEP_RETRY_INTERVAL_S,
+           backoff_rate=2.0)  # fmt: skip
+def effect_step(action: str, params: dict[str, Any], prepared: dict[str, Any]) -> dict[str, Any]:
+    """One run of the careful step, keyed `{workflow_id}-{step_id}`: effects.step looks up
+    first, sends, reads back, and raises `Unsure` (DBOS runs the step again) when it cannot tell."""
+    workflow_id, step_id = DBOS.workflow_id or "", DBOS.step_id
+    key = _keys[workflow_id] = f"{workflow_id}-{step_id}"
+    sends.count(workflow_id)
+    return effects.step(action, params, workflow_id, key, prepared)
+
+
+def _careful(action: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Rounds of (prepare, step) until the step knows; a hollow success starts a new round
+    (new step ids: a new key, and for a transfer new signed bytes)."""
+    try:
+        result: dict[str, Any] = {}
+        for _ in range(HOLLOW_ROUNDS_MAX):
+            result = effect_step(action, params, prepare_step(action, params))
+            if result["state"] != "not_landed":
+                return result
+        return {"state": "unknown", "key": result.get("key"), "last_error": "every success was hollow"}
+    except DBOSMaxStepRetriesExceeded as e:
+        return {"state": "unknown", "key": _keys.get(DBOS.workflow_id or "", ""), "last_error": str(e)}
+
+
+@DBOS.workflow()
+def put_workflow(bucket: str, key: str, body: str) -> dict[str, Any]:
+    return _careful("files.put", {"bucket": bucket, "key": key, "body": body})
+
+
+@DBOS.workflow()
+def transfer_workflow(to: str, value: str) -> dict[str, Any]:
+    return _careful("chain.transfer", {"to": to, "value": value})
+
+
+@DBOS.workflow()
+def message_workflow(to: str, subject: str, body: str) -> dict[str, Any]:
+    return _careful("messages.send", {"to": to, "subject": subject, "body": body})
+
+
 # ---- under twice/1 (`python -m twice.engines.dbos --app careful`) ---------------------------
 
 
@@ -238,12 +297,14 @@ def twice_configure(init: Any) -> None:
         configure(init.url("payments"), timeout_s, contract=init.contract("payments"))
     if init.url("workspaces") is not None:
         careful_workspaces.configure(init.url("workspaces"), timeout_s, init.contract("workspaces"))
+    effects.configure(init)
 
 
 def twice_started(intent_id: str) -> None:
     """This process starts the workflow (it did not recover it after a crash)."""
     started_here.add(intent_id)
     careful_workspaces.started_here.add(intent_id)
+    effects.started_here.add(intent_id)
 
 
 def twice_reconcile(intent: dict[str, Any], ended_ms: int) -> Optional[dict[str, Any]]:
@@ -253,6 +314,8 @@ def twice_reconcile(intent: dict[str, Any], ended_ms: int) -> Optional[dict[str,
     workspace is looked up by its external id."""
     if intent["action"] == "workspaces.create":
         return careful_workspaces.reconcile(intent, ended_ms)
+    if intent["action"] != "payments.refund":
+        return effects.reconcile(intent, ended_ms)
     found = _find(intent["params"]["payment_intent"], intent["id"])
     if found is not None:
         refund_id, amount = found
@@ -269,7 +332,13 @@ def twice_reconcile(intent: dict[str, Any], ended_ms: int) -> Optional[dict[str,
 
 
 twice_app = App(
-    actions={"payments.refund": refund_workflow, "workspaces.create": careful_workspaces.workspace_workflow},
+    actions={
+        "payments.refund": refund_workflow,
+        "workspaces.create": careful_workspaces.workspace_workflow,
+        "files.put": put_workflow,
+        "chain.transfer": transfer_workflow,
+        "messages.send": message_workflow,
+    },
     configure=twice_configure,
     reconcile=twice_reconcile,
     attempts=sends.count_of,

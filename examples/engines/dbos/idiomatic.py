@@ -17,6 +17,7 @@ scenario's request timeout, as a user sets a timeout on a call to a payment API.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,6 +26,12 @@ import stripe
 from dbos import DBOS
 from twice.engines import App
 
+# effects.py (examples/engines) and the example executor's services.py, which it builds on,
+# where this folder does not hold copies of them.
+_HERE = Path(__file__).resolve().parent
+sys.path += [str(_HERE.parent), str(_HERE.parents[1] / "executors" / "python")]
+
+import effects
 import sends
 
 _client: Optional[stripe.StripeClient] = None
@@ -75,6 +82,30 @@ def workspace_workflow(external_id: str, name: str) -> dict[str, Any]:
     return create_workspace_step(external_id, name)
 
 
+# ---- files, transfers and messages: boto3, web3.py and resend, in the same shape -------------
+
+
+@DBOS.step(retries_allowed=True)
+def effect_step(action: str, params: dict[str, Any]) -> dict[str, Any]:
+    sends.count(DBOS.workflow_id)
+    return effects.naive(action, params)
+
+
+@DBOS.workflow()
+def put_workflow(bucket: str, key: str, body: str) -> dict[str, Any]:
+    return effect_step("files.put", {"bucket": bucket, "key": key, "body": body})
+
+
+@DBOS.workflow()
+def transfer_workflow(to: str, value: str) -> dict[str, Any]:
+    return effect_step("chain.transfer", {"to": to, "value": value})
+
+
+@DBOS.workflow()
+def message_workflow(to: str, subject: str, body: str) -> dict[str, Any]:
+    return effect_step("messages.send", {"to": to, "subject": subject, "body": body})
+
+
 # ---- under twice/1 (`python -m twice.engines.dbos --app idiomatic`) -------------------------
 
 
@@ -86,11 +117,18 @@ def twice_configure(init: Any) -> None:
     if init.url("payments") is not None:
         configure(init.url("payments"), timeout_s)
     _workspaces_url, _workspaces_timeout_s = init.url("workspaces"), timeout_s
+    effects.configure(init)
 
 
 # A workflow that returned is `confirmed`, one that raised `failed`: as the app reads DBOS.
 twice_app = App(
-    actions={"payments.refund": refund_workflow, "workspaces.create": workspace_workflow},
+    actions={
+        "payments.refund": refund_workflow,
+        "workspaces.create": workspace_workflow,
+        "files.put": put_workflow,
+        "chain.transfer": transfer_workflow,
+        "messages.send": message_workflow,
+    },
     configure=twice_configure,
     attempts=sends.count_of,
 )

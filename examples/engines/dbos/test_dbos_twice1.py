@@ -8,14 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from twice1_route import Route, route_tests
+from twice1_route import SHARED_FILES, Route, route_tests
 
 ROUTE = Route(
     engine="dbos",
     folder=Path(__file__).resolve().parent,
     careful="careful",
     idiomatic="idiomatic",
-    files=("careful.py", "careful_workspaces.py", "idiomatic.py", "sends.py"),  # sends.py counts sends
+    # sends.py counts sends; effects.py and the example executor's services.py do the careful
+    # steps of files, transfers and messages.
+    files=("careful.py", "careful_workspaces.py", "idiomatic.py", "sends.py", *SHARED_FILES),
     packages=("dbos", "stripe"),
     idiomatic_violates={
         "lost_refund_reply": {"honest-terminal-states"},

@@ -75,6 +75,8 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import CachePolicy, RetryPolicy
 
+import agent_tools
+
 MODES = ("idiomatic", "careful")
 API_KEY = "sk_test_twice"
 REFUND_ID = re.compile(r"\bre_[A-Za-z0-9]+\b")
@@ -85,8 +87,15 @@ REFUND_ID = re.compile(r"\bre_[A-Za-z0-9]+\b")
 
 def script(payment_intent: str, amount: int) -> list[str]:
     """What the model says, in order: a decision to call `refund`, then a closing line."""
-    decision = {"tool": "refund", "args": {"payment_intent": payment_intent, "amount": amount}}
-    return [json.dumps(decision), "The refund is done; I have told the customer."]
+    return script_for({"tool": "refund", "args": {"payment_intent": payment_intent, "amount": amount}})
+
+
+def script_for(ticket: dict[str, Any]) -> list[str]:
+    """What the model says for a ticket: a decision to call the ticket's tool (`refund` for
+    a ticket that names none), then a closing line."""
+    if "tool" not in ticket:
+        ticket = {"tool": "refund", "args": {"payment_intent": ticket["payment_intent"], "amount": ticket["amount"]}}
+    return [json.dumps({"tool": ticket["tool"], "args": ticket["args"]}), "Done; I have told the customer."]
 
 
 def agent_node(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
@@ -94,7 +103,7 @@ def agent_node(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
     AI messages the state already has (a new process starts the fake afresh)."""
     ticket = config["configurable"]["ticket"]
     said = sum(1 for m in state["messages"] if isinstance(m, AIMessage))
-    model = GenericFakeChatModel(messages=iter(script(ticket["payment_intent"], ticket["amount"])[said:]))
+    model = GenericFakeChatModel(messages=iter(script_for(ticket)[said:]))
     reply = model.invoke(state["messages"])
     text = str(reply.content)
     try:
@@ -237,12 +246,15 @@ def build(mode: str, checkpointer: SqliteSaver) -> Any:
     builder = StateGraph(MessagesState)
     builder.add_node("agent", agent_node)
     if mode == "idiomatic":
-        builder.add_node("tools", ToolNode([refund_idiomatic]), retry_policy=RetryPolicy())
+        builder.add_node("tools", ToolNode([refund_idiomatic, *agent_tools.IDIOMATIC]), retry_policy=RetryPolicy())
     else:
         builder.add_node(
             "tools",
-            ToolNode([refund_careful]),
-            retry_policy=RetryPolicy(max_attempts=4, initial_interval=0.2, jitter=False, retry_on=NotExecuted),
+            ToolNode([refund_careful, *agent_tools.CAREFUL]),
+            # Six runs, 0.5 s apart and doubling (15.5 s in all): past the four 429s in a row
+            # the catalog sends one create (late_commit_after_retries), as DBOS's careful step.
+            retry_policy=RetryPolicy(max_attempts=6, initial_interval=0.5, backoff_factor=2.0, jitter=False,
+                                     retry_on=(NotExecuted, agent_tools.effects.Unsure)),  # fmt: skip
         )
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
@@ -411,6 +423,7 @@ def record(db_path: str, mode: str, ticket_id: str, payment_intent: str, amount:
 def twice_configure(init: Any) -> None:
     """The tools' Stripe client on twice's payments fake; the careful tool reads back for the
     contract's settle and read-lag bounds after an unsure send."""
+    agent_tools.effects.configure(init)
     url = init.url("payments")
     if url is None:
         return
@@ -435,12 +448,23 @@ def _tool_results(values: Any) -> list[ToolMessage]:
 
 
 def claim_idiomatic(values: Any) -> dict[str, Any]:
-    """As a user of the docs reads a finished thread: the tool's reply naming a refund is done."""
+    """As a user of the docs reads a finished thread: the tool's reply naming a refund (or,
+    from the other tools, an id) is done."""
     for message in _tool_results(values):
         found = REFUND_ID.search(str(message.content))
         if message.status == "success" and found:
             return {"state": "confirmed", "external_id": found.group(0)}
+        try:
+            answered = json.loads(str(message.content))
+        except ValueError:
+            continue
+        if message.status == "success" and isinstance(answered, dict) and answered.get("id"):
+            return {"state": "confirmed", "external_id": str(answered["id"])}
     return {"state": "failed", "last_error": "the thread finished without a refund"}
+
+
+#: What a careful tool's reply may say, the claim's state and evidence.
+CLAIM_FIELDS = ("state", "key", "external_id", "last_error", "decision", "could_duplicate", "reason")
 
 
 def claim_careful(values: Any) -> dict[str, Any]:
@@ -451,29 +475,71 @@ def claim_careful(values: Any) -> dict[str, Any]:
             outcome = json.loads(str(message.content))
         except ValueError:
             continue
-        claim = {"state": outcome["state"], "key": outcome.get("key"), "last_error": outcome.get("last_error")}
         if outcome.get("refund_id"):
-            claim["external_id"] = outcome["refund_id"]
+            outcome["external_id"] = outcome["refund_id"]
         if outcome.get("via"):
-            claim["reason"] = f"found by {outcome['via']}"
-        return claim
+            outcome["reason"] = f"found by {outcome['via']}"
+        # Past the refund's fields, the other tools' claims (agent_tools: effects.step's).
+        return {k: v for k, v in outcome.items() if k in CLAIM_FIELDS}
     return {"state": "failed", "last_error": "the agent never called the tool"}
+
+
+def refund_ticket(payment_intent: str, amount: int) -> dict[str, Any]:
+    return ticket(payment_intent, amount)
+
+
+def workspace_ticket(external_id: str, name: str) -> dict[str, Any]:
+    return {"messages": [HumanMessage(content=f"Please set up the workspace {name} for {external_id}.")]}
+
+
+def file_ticket(bucket: str, key: str, body: str) -> dict[str, Any]:
+    return {"messages": [HumanMessage(content=f"Please save this as {key} in {bucket}:\n{body}")]}
+
+
+def transfer_ticket(to: str, value: str) -> dict[str, Any]:
+    return {"messages": [HumanMessage(content=f"Please pay {value} wei to {to}.")]}
+
+
+def message_ticket(to: str, subject: str, body: str) -> dict[str, Any]:
+    return {"messages": [HumanMessage(content=f"Please email {to}: {subject}\n{body}")]}
+
+
+#: Each action's ticket (its signature is the action's params).
+TICKETS = {
+    "payments.refund": refund_ticket,
+    "workspaces.create": workspace_ticket,
+    "files.put": file_ticket,
+    "chain.transfer": transfer_ticket,
+    "messages.send": message_ticket,
+}
 
 
 def _twice_app(mode: str) -> Any:
     from twice.engines import App
     from twice.engines.langgraph import Graph
 
-    graph = Graph(
-        build=lambda checkpointer: build(mode, checkpointer),
-        input=ticket,
-        configurable=ticket_config,
-        durability="sync" if mode == "careful" else None,  # None: LangGraph's default ("async")
-    )
+    def graph(action: str) -> Graph:
+        tool_name = agent_tools.TOOL_OF[action]
+        return Graph(
+            build=lambda checkpointer: build(mode, checkpointer),
+            input=TICKETS[action],
+            configurable=lambda **params: {"ticket": {"tool": tool_name, "args": params}},
+            durability="sync" if mode == "careful" else None,  # None: LangGraph's default ("async")
+        )
+
+    actions = {action: graph(action) for action in TICKETS}
     if mode == "careful":
-        # A tool call that raised past its retries may have refunded: unknown, not failed.
-        return App(actions={"payments.refund": graph}, configure=twice_configure, read_output=claim_careful, raised="unknown")
-    return App(actions={"payments.refund": graph}, configure=twice_configure, read_output=claim_idiomatic)
+        # A tool call that raised past its retries may have acted: unknown, not failed.
+        return App(actions=actions, configure=twice_configure, read_output=claim_careful, raised="unknown",
+                   reconcile=twice_reconcile, on_start=agent_tools.effects.started_here.add)  # fmt: skip
+    return App(actions=actions, configure=twice_configure, read_output=claim_idiomatic)
+
+
+def twice_reconcile(intent: dict[str, Any], ended_ms: int) -> Optional[dict[str, Any]]:
+    """An intent a thread left `unknown`, other than a refund: looked up (effects.reconcile)."""
+    if intent["action"] == "payments.refund":
+        return None
+    return agent_tools.effects.reconcile(intent, ended_ms)
 
 
 #: The two apps as `twice.engines.App`s: `--app agent_app:careful`, `--app agent_app:idiomatic`.

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from twice1_route import Route, route_tests
+from twice1_route import SHARED_FILES, Route, route_tests
 
 ROUTE = Route(
     engine="langgraph",
     folder=Path(__file__).resolve().parent,
     careful="agent_app:careful",
     idiomatic="agent_app:idiomatic",
-    files=("agent_app.py",),
+    files=("agent_app.py", "agent_tools.py", *SHARED_FILES),
     packages=("langgraph", "langgraph-checkpoint-sqlite", "langchain-core", "stripe"),
     # A kill races the default ("async") durability: the resumed thread runs the tool again
     # (two refunds) or fails (claimed failed while the refund exists).

@@ -1,5 +1,5 @@
-// What both apps share: where the payments service is, how long one request may take, and
-// the HTTP/2 endpoint that serves a Restate service on loopback.
+// What both apps share: where the services are, how long one request may take, and the HTTP/2
+// endpoint that serves Restate services on loopback.
 import "./polyfill.mjs";
 import http2 from "node:http2";
 import * as restate from "@restatedev/restate-sdk";
@@ -8,8 +8,26 @@ import * as restate from "@restatedev/restate-sdk";
 export const PAYMENTS_URL = requiredEnv("PAYMENTS_URL").replace(/\/$/, "");
 /** The secret key sent as `Authorization: Bearer ...`. */
 export const PAYMENTS_KEY = process.env.PAYMENTS_KEY || "sk_test_x";
-/** How long one refund request may take (connect to last byte), in ms. */
+/** How long one request may take (connect to last byte), in ms. */
 export const REQUEST_TIMEOUT_MS = Number(process.env.REQUEST_TIMEOUT_MS || 2000);
+/** The messages API key (Resend's keys start with `re_`). */
+export const MESSAGES_KEY = process.env.MESSAGES_API_KEY || "re_test_twice";
+/** Who the apps' messages come from. */
+export const SENDER = "twice restate app <restate@twice.invalid>";
+
+/** The base URL of `service` (`WORKSPACES_URL`, ...): only the services a scenario uses have one. */
+export function urlOf(service) {
+  const url = (process.env[`${service.toUpperCase()}_URL`] || "").replace(/\/$/, "");
+  if (!url) throw new restate.TerminalError(`${service.toUpperCase()}_URL is not set`);
+  return url;
+}
+
+/** The chain account's private key (`CHAIN_PRIVATE_KEY`, twice's `secrets.chain_private_key`). */
+export function chainKey() {
+  const key = process.env.CHAIN_PRIVATE_KEY;
+  if (!key) throw new restate.TerminalError("CHAIN_PRIVATE_KEY is not set");
+  return key;
+}
 
 function requiredEnv(name) {
   const value = process.env[name];
@@ -38,11 +56,16 @@ export function refundForm(order, extraMetadata = {}) {
  */
 export function refundError(status, body) {
   const error = (body && body.error) || {};
-  const what = `refund answered ${status} ${error.code || error.type || ""}: ${error.message || ""}`.trim();
+  return answerError("refund", status, `${error.code || error.type || ""}: ${error.message || ""}`);
+}
+
+/** The same rule for any HTTP answer that is no success: `what` answered `status` `words`. */
+export function answerError(what, status, words) {
+  const message = `${what} answered ${status} ${words}`.trim();
   if (status >= 400 && status < 500 && status !== 409 && status !== 429) {
-    return new restate.TerminalError(what, { errorCode: status });
+    return new restate.TerminalError(message, { errorCode: status });
   }
-  return new Error(what);
+  return new Error(message);
 }
 
 /** Serves `services` over HTTP/2 on 127.0.0.1:`PORT`. */

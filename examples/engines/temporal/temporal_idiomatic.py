@@ -89,4 +89,4 @@ ACTIVITIES = [refund_payment]
 
 # ---- under twice/1 (`python -m twice.engines.temporal --app temporal_idiomatic`) ---------------------
 
-twice_app = temporal_twice.app(configure, RefundWorkflow, RefundRequest, ACTIVITIES)
+twice_app = temporal_twice.app(configure, RefundWorkflow, RefundRequest, ACTIVITIES, careful=False)

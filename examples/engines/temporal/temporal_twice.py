@@ -4,14 +4,26 @@ a claim (its `refund_id` is the effect's id)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 from twice.engines import App, read_output
 from twice.engines.temporal import Workflow
 
+# effects.py (examples/engines) and the example executor's services.py, which it builds on,
+# where this folder does not hold copies of them; temporal_effects' workflows import it.
+_HERE = Path(__file__).resolve().parent
+sys.path += [str(_HERE.parent), str(_HERE.parents[1] / "executors" / "python")]
+
+import effects  # noqa: E402,F401
+import temporal_effects  # noqa: E402
+
 
 def configure_from(init: Any, configure: Callable[..., None]) -> None:
-    """Calls an app's `configure` with the payments API and its contract from `init`."""
+    """Calls an app's `configure` with the payments API and its contract from `init`; the other
+    actions' activities (temporal_effects.py) take theirs from effects.configure."""
+    temporal_effects.effects.configure(init)
     url = init.url("payments")
     if url is None:
         return
@@ -26,14 +38,26 @@ def configure_from(init: Any, configure: Callable[..., None]) -> None:
 
 
 def claim(result: dict) -> dict:
-    """A workflow's result as a claim: its `refund_id` is the effect's id."""
-    return read_output({**result, "external_id": result.get("refund_id")})
+    """A workflow's result as a claim: a refund's `refund_id` is the effect's id; the other
+    actions' workflows say `external_id` (or, idiomatic, `id`) themselves."""
+    if result.get("refund_id"):
+        result = {**result, "external_id": result["refund_id"]}
+    return read_output(result)
 
 
-def app(configure: Callable[..., None], workflow: Any, request: Callable[..., Any], activities: list[Any]) -> App:
-    """The app as the adapter drives it: `payments.refund` is `workflow`, run with `request(**params)`."""
+def app(configure: Callable[..., None], workflow: Any, request: Callable[..., Any], activities: list[Any],
+        careful: bool) -> App:  # fmt: skip
+    """The app as the adapter drives it: `payments.refund` is `workflow`, run with `request(**params)`;
+    the other four actions are temporal_effects.py's workflows, careful or idiomatic."""
+    if careful:
+        others, other_activities = temporal_effects.CarefulEffectWorkflow, temporal_effects.CAREFUL_ACTIVITIES
+    else:
+        others, other_activities = temporal_effects.IdiomaticEffectWorkflow, temporal_effects.IDIOMATIC_ACTIVITIES
+    actions = {"payments.refund": Workflow(workflow, input=request, activities=activities)}
+    for action, effect_request in temporal_effects.REQUESTS.items():
+        actions[action] = Workflow(others, input=effect_request, activities=other_activities)
     return App(
-        actions={"payments.refund": Workflow(workflow, input=request, activities=activities)},
+        actions=actions,
         configure=lambda init: configure_from(init, configure),
         read_output=claim,
     )

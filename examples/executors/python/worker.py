@@ -55,6 +55,7 @@ from twice.protocol import (
 )
 from twice.protocol import EXISTS as KEY_EXISTS
 from services import (
+    DEFAULT_CONTRACT,
     ABSENT,
     AMBIGUOUS,
     CONFLICT,
@@ -83,18 +84,6 @@ UNLEASED_UNTIL_MS = 2**62
 # replies, the private stdout) and the error codes are the kit's: `twice.protocol`.
 DRAIN_MS_MAX = 600_000
 
-# What a service promises when init leaves a term out: the cautious reading.
-DEFAULT_CONTRACT = {
-    "idempotency_keys": "ignored",
-    "key_retention_ms": 0,
-    "reads": "strong",
-    "read_lag_ms_max": 0,
-    "acks": "reliable",
-    "settle_ms_max": 30_000,
-    "unique_business_key": False,
-    "fencing": False,
-    "conditional_writes": False,
-}
 DEFAULT_LIMITS = {
     "request_timeout_ms": 2_000,
     "lease_ms": 10_000,

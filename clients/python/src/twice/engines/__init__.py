@@ -63,6 +63,8 @@ from twice.protocol import (
     serve,
 )
 
+from . import steps
+
 #: The seven states of docs/protocol.md §7.
 STATES = ("recorded", "submitted", "blocked", "unknown", "confirmed", "failed", "escalated")
 #: States in which an intent may still take effect or be decided.
@@ -177,19 +179,20 @@ class IntentTable:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS intents (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL,"
-            " action TEXT NOT NULL, params TEXT NOT NULL, replaces TEXT, state TEXT, evidence TEXT)"
+            " action TEXT NOT NULL, params TEXT NOT NULL, replaces TEXT, state TEXT, evidence TEXT, after TEXT)"
         )
 
     def rows(self, ids: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
         wanted = None if ids is None else set(ids)
         out = []
-        for seq, id_, action, params, replaces, state, evidence in self.db.execute(
-            "SELECT seq, id, action, params, replaces, state, evidence FROM intents ORDER BY seq"
+        for seq, id_, action, params, replaces, state, evidence, after in self.db.execute(
+            "SELECT seq, id, action, params, replaces, state, evidence, after FROM intents ORDER BY seq"
         ):
             if wanted is not None and id_ not in wanted:
                 continue
             out.append({"seq": seq, "id": id_, "action": action, "params": json.loads(params), "replaces": replaces,
-                        "state": state, "evidence": json.loads(evidence) if evidence else {}})  # fmt: skip
+                        "state": state, "evidence": json.loads(evidence) if evidence else {},
+                        "after": json.loads(after) if after else []})  # fmt: skip
         return out
 
     def find(self, intent_id: str) -> Optional[dict[str, Any]]:
@@ -197,11 +200,12 @@ class IntentTable:
         return rows[0] if rows else None
 
     def insert(self, intent_id: str, action: str, params: dict[str, Any], replaces: Optional[str],
-               state: Optional[str], evidence: dict[str, Any]) -> None:  # fmt: skip
+               state: Optional[str], evidence: dict[str, Any], after: Sequence[str] = ()) -> None:  # fmt: skip
         self.db.execute(
-            "INSERT INTO intents (id, action, params, replaces, state, evidence) VALUES (?, ?, ?, ?, ?, ?)",
-            (intent_id, action, canonical(params), replaces, state, json.dumps(evidence) if evidence else None),
-        )
+            "INSERT INTO intents (id, action, params, replaces, state, evidence, after) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (intent_id, action, canonical(params), replaces, state, json.dumps(evidence) if evidence else None,
+             json.dumps(list(after)) if after else None),
+        )  # fmt: skip
 
     def set(self, intent_id: str, state: Optional[str], evidence: dict[str, Any]) -> None:
         self.db.execute(
@@ -264,24 +268,29 @@ class Adapter:
                 self.app.configure(checked)
             self.engine.launch(checked, self.app, state_dir)
             started = [r for r in self.table_rows() if r["state"] is None]
-            self.engine.recover([(r["id"], self.app.actions[r["action"]], r["params"]) for r in started])
+            self.engine.recover([(r["id"], self.app.actions[r["action"]], steps.job_params(r)) for r in started])
             self.start_missing()
             for view in self.views(None):
                 self.known[view["id"]] = view["state"]
-        except ProtocolError:
-            raise
         except Exception as e:  # noqa: BLE001
+            # A failed init leaves nothing half-started: a second init may try again.
+            if self.table is not None:
+                self.table.db.close()
+            self.table = None
+            if isinstance(e, ProtocolError):
+                raise
             raise ProtocolError(CRASH, f"cannot start {self.engine.name} in {state_dir}: {e!r}") from e
         return {
             "executor": {"name": f"{self.engine.name}-{self.app_name}", "version": "0.1.0"},
             "actions": sorted(self.app.actions),
+            "features": [steps.FEATURE],
         }
 
     # ---- jobs -------------------------------------------------------------------------
     def start(self, row: dict[str, Any]) -> None:
         if self.app.on_start is not None:
             self.app.on_start(row["id"])
-        self.engine.start(row["id"], self.app.actions[row["action"]], row["params"])
+        self.engine.start(row["id"], self.app.actions[row["action"]], steps.job_params(row))
 
     def start_missing(self) -> None:
         """Starts the jobs of intents recorded (and released) by a life that died before."""
@@ -298,7 +307,7 @@ class Adapter:
         return self.table.rows(ids)
 
     # ---- propose ----------------------------------------------------------------------
-    def checked_intent(self, request: dict[str, Any]) -> tuple[str, str, dict[str, Any], Optional[str]]:
+    def checked_intent(self, request: dict[str, Any]) -> tuple[str, str, dict[str, Any], Optional[str], list[str]]:
         intent = request.get("intent")
         if not isinstance(intent, dict):
             raise ProtocolError(MALFORMED, "propose needs an intent object")
@@ -312,33 +321,35 @@ class Adapter:
             raise ProtocolError(MALFORMED, "intent.action must be a string")
         if action not in self.app.actions:
             raise ProtocolError(NOT_SUPPORTED, f"action {action!r} is not supported; supported: {', '.join(sorted(self.app.actions))}")
-        if intent.get("after"):
-            raise ProtocolError(MALFORMED, "intent.after: this executor has no workflows feature")
         if replaces is not None and not isinstance(replaces, str):
             raise ProtocolError(MALFORMED, "intent.replaces must be a string or null")
         check_params(action, self.app.actions[action], params)
-        return intent_id, action, params, replaces
+        recorded = {r["id"]: r["action"] for r in self.table_rows()}
+        after = steps.check(intent_id, action, params, intent.get("after"), recorded)
+        return intent_id, action, params, replaces, after
 
     def propose(self, request: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        intent_id, action, params, replaces = self.checked_intent(request)
+        intent_id, action, params, replaces, after = self.checked_intent(request)
         assert self.table is not None
         with self.lock:
             existing = self.table.find(intent_id)
             if existing is not None:
-                if existing["action"] != action or canonical(existing["params"]) != canonical(params):
-                    raise ProtocolError(EXISTS, f"intent id {intent_id} was already recorded with another action or payload")
+                same = existing["action"] == action and canonical(existing["params"]) == canonical(params)
+                if not same or existing["after"] != after:
+                    raise ProtocolError(EXISTS, f"intent id {intent_id} was already recorded with another action, payload or after")
                 self.start_missing()
                 return self.changes([]), {"intent": self.view_of(intent_id)}
             if replaces is not None and self.table.find(replaces) is None:
                 raise ProtocolError(MALFORMED, f"intent {intent_id} replaces {replaces}, which this executor has never recorded")
+            row = {"id": intent_id, "action": action, "params": params, "replaces": replaces, "after": after}
             state, evidence = None, {}
-            if replaces is not None:
-                state, evidence = self.released(replaces, intent_id) or ("blocked", {})
+            if replaces is not None or after:
+                state, evidence = self.release(row) or ("blocked", {})
                 if state == "recorded":
-                    state, evidence = None, {}
-                    self.tell_changes()  # the lineage's resolution is told before the replacement runs
+                    state = None
+                    self.tell_changes()  # what released it is told before it runs
             try:
-                self.table.insert(intent_id, action, params, replaces, state, evidence)
+                self.table.insert(intent_id, action, params, replaces, state, evidence, after)
                 if state is None:
                     self.start(self.table_rows([intent_id])[0])
             except Exception as e:  # noqa: BLE001
@@ -380,22 +391,39 @@ class Adapter:
                                   "could_duplicate": False, "key": intent_id})  # fmt: skip
         return ("recorded", {})
 
+    def release(self, row: dict[str, Any]) -> Optional[tuple[str, dict[str, Any]]]:
+        """What a blocked intent may do now: a step once what it comes after is settled (its
+        references resolved), then a replacement once its lineage is; None: still blocked."""
+        evidence: dict[str, Any] = {}
+        if row["after"]:
+            views = {v["id"]: v for v in self.views(row["after"])}
+            got = steps.released(row["id"], row["after"], row["params"], views)
+            if got is None or got[0] != "recorded":
+                return got
+            evidence = got[1]
+        if row["replaces"] is not None:
+            got = self.released(row["replaces"], row["id"])
+            if got is None or got[0] != "recorded":
+                return got
+        return ("recorded", evidence)
+
     def release_pass(self) -> bool:
-        """Decides every blocked replacement whose lineage is resolved; whether any was."""
+        """Decides every blocked intent that may now run, or end; whether any was."""
         assert self.table is not None
         changed = False
         for row in self.table_rows():
             if row["state"] != "blocked":
                 continue
-            got = self.released(row["replaces"], row["id"])
+            got = self.release(row)
             if got is None:
                 continue
             changed = True
             state, evidence = got
             if state == "recorded":
-                self.table.set(row["id"], None, {})
-                self.tell_changes()  # the lineage's resolution is told before the replacement runs
-                self.start({**row, "state": None})
+                # The resolved values are durable before the job starts (docs/protocol.md §3.2).
+                self.table.set(row["id"], None, evidence)
+                self.tell_changes()  # what released it is told before it runs
+                self.start({**row, "state": None, "evidence": evidence})
             else:
                 self.table.set(row["id"], state, evidence)
         return changed
@@ -425,14 +453,16 @@ class Adapter:
         }  # fmt: skip
         if row["replaces"] is not None:
             view["replaces"] = row["replaces"]
+        if row["after"]:
+            view["after"] = row["after"]
         return view
 
     def state_of(self, row: dict[str, Any], record: Optional[Record]) -> tuple[str, dict[str, Any]]:
         decided = row["state"]
         if decided in ("blocked", "failed", "escalated", "confirmed") and record is None:
             return decided, {}
-        if decided in ("confirmed", "escalated") and record is not None:
-            return decided, {}  # decided by the adapter's reconcile
+        if decided in ("confirmed", "escalated", "failed") and record is not None:
+            return decided, {}  # decided by the app's reconcile
         if record is None:
             return "recorded", {}
         evidence: dict[str, Any] = {"engine_status": record.engine_status}

@@ -133,7 +133,7 @@ class LangGraphEngine(Engine):
             if intent_id not in mine or not isinstance(work, Graph):
                 continue
             snapshot = self.compiled[id(work)].get_state(self.config(intent_id, work, params))
-            if snapshot.created_at and snapshot.next and not _task_errors(snapshot):
+            if snapshot.created_at and _unfinished(snapshot) and not _task_errors(snapshot):
                 self.spawn(intent_id, work, params, resume=True)
 
     # ---- the record -------------------------------------------------------------------
@@ -162,14 +162,21 @@ class LangGraphEngine(Engine):
         if intent_id in self.errors or errors:
             error = self.errors.get(intent_id) or errors[-1]
             return Record("failed", error=error, ended_ms=self.ended_ms.get(intent_id), engine_status=f"error at {list(snapshot.next)}")
-        if snapshot.next:
-            return Record("pending", engine_status=f"unfinished at {list(snapshot.next)}")
+        if _unfinished(snapshot):
+            return Record("pending", engine_status=f"unfinished at {list(snapshot.next) or [t.name for t in snapshot.tasks]}")
         return Record("succeeded", output=snapshot.values, ended_ms=self.ended_ms.get(intent_id), engine_status="finished")
 
     def pending(self, ids: Sequence[str], worker_id: str) -> tuple[int, int]:
         records = self.records(ids)
         pending = [i for i, r in records.items() if r.status == "pending"]
         return sum(1 for i in pending if i in self.running), len(pending)
+
+
+def _unfinished(snapshot: Any) -> bool:
+    """Whether a thread has more to run. A process killed just after the first step's writes
+    leaves a checkpoint whose `next` is empty while its `__start__` task is still pending (seen
+    with langgraph 1.2 and durability="sync"); `invoke(None)` runs it on from there."""
+    return bool(snapshot.next or snapshot.tasks)
 
 
 def _task_errors(snapshot: Any) -> list[str]:

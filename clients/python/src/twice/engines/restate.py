@@ -19,7 +19,7 @@ small JSON file beside it::
     }
 
 `{...}` in `env` and `input` is filled from `init` (`SERVICE.url`, `SERVICE.contract.TERM`,
-`limits.NAME`, `worker_id`) and from the intent (`intent.id`, `params.NAME`); `|default` is
+`limits.NAME`, `secrets.NAME`, `worker_id`) and from the intent (`intent.id`, `params.NAME`); `|default` is
 used when the value is absent, and a string that is one placeholder keeps the value's type.
 
 - Each twice worker is the adapter plus the app's endpoint (`command`, with `port_env` set to a
@@ -119,6 +119,8 @@ def init_values(init: Init) -> dict[str, Any]:
             values[f"{name}.contract.{term}"] = value
     for name, value in init.limits.items():
         values[f"limits.{name}"] = value
+    for name, value in init.secrets.items():
+        values[f"secrets.{name}"] = value  # e.g. the chain account's key, for the endpoint's env
     return values
 
 

@@ -106,8 +106,9 @@ class TemporalEngine(Engine):
         address = shared_temporal(state_dir)
         threading.Thread(target=self.loop.run_forever, daemon=True, name="temporal-loop").start()
         self.client = self.call(self.connect(address), CONNECT_S_MAX + 5)
-        workflows = [w.workflow for w in app.actions.values()]
-        activities = [a for w in app.actions.values() for a in w.activities]
+        # Several actions may share a workflow or an activity; a worker registers each once.
+        workflows = list(dict.fromkeys(w.workflow for w in app.actions.values()))
+        activities = list(dict.fromkeys(a for w in app.actions.values() for a in w.activities))
         self.call(self.run_worker(init.worker_id, workflows, activities))
 
     async def connect(self, address: str) -> Any:
@@ -163,7 +164,11 @@ class TemporalEngine(Engine):
             except RPCError as e:
                 if e.status == RPCStatusCode.NOT_FOUND:
                     continue
-                raise
+                # The server did not answer this time (a connection refused or reset under
+                # load): what the workflow did is not known yet, so it is still running as far
+                # as anyone can say; the next poll asks again.
+                out[intent_id] = Record("pending", engine_status=f"UNREACHABLE: {e}"[:200])
+                continue
             status = desc.status.name if desc.status is not None else "UNKNOWN"
             ended = int(desc.close_time.timestamp() * 1000) if desc.close_time is not None else None
             if desc.status == WorkflowExecutionStatus.RUNNING:
