@@ -14,7 +14,7 @@ pub const INIT_ANSWERED: Rule = Rule {
     name: "init-answered",
     sends: "init, as the live driver sends it (the four services on loopback with their contracts, \
             secrets, limits, a fresh state_dir)",
-    expects: "init_ok within 10 s, in_reply_to 1, with executor {name, version} (strings) and \
+    expects: "init_ok within 30 s, in_reply_to 1, with executor {name, version} (strings) and \
               actions (a list of strings), and nothing else on stdout before it",
 };
 

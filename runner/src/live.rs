@@ -70,8 +70,9 @@ pub use crate::process::{EXIT_MS_MAX, LINE_BYTES_MAX, STDERR_FLUSH_MS_MAX, STDER
 use crate::setup;
 use results::Observed;
 
-/// A worker has this long to answer `init`.
-pub const INIT_MS_MAX: u64 = 10_000;
+/// A worker has this long to answer `init`: it may start or reach an engine's server first (a
+/// Temporal dev server or a `restate-server` took over 10 s on a loaded 2-core machine).
+pub const INIT_MS_MAX: u64 = 30_000;
 /// And this long to answer `propose`, `status` or `shutdown` (beyond requests queued ahead).
 pub const REPLY_MS_MAX: u64 = 10_000;
 /// Added to the wait for a `reconcile_ok`: a worker's first reconcile after a restart may load

@@ -326,7 +326,7 @@ fn a_script_that_keeps_the_protocol_passes_every_rule_and_fails_its_scenario() {
 
 #[test]
 fn an_executor_that_never_answers_init_fails_init_answered_and_skips_the_catalog() {
-    let checked = broken("silent", "init-answered", "no reply within 10000 ms");
+    let checked = broken("silent", "init-answered", "no reply within 30000 ms");
     assert!(checked.stdout.contains("catalog: not run"), "{}", checked.stdout);
     assert_eq!(checked.failed_rules(), ["init-answered"], "the other rules are skipped, not failed");
     assert!(checked.stdout.contains("SKIP replies-well-formed"));

@@ -186,7 +186,7 @@ fn assert_rule_failed(ran: &Ran, rule: &str, why: &str) {
 #[test]
 fn an_executor_that_never_answers_is_an_executor_error() {
     let ran = run("silent");
-    assert_executor_error(&ran, &["worker w1 did not answer init within 10000 ms"]);
+    assert_executor_error(&ran, &["worker w1 did not answer init within 30000 ms"]);
 }
 
 #[test]
@@ -200,7 +200,7 @@ fn an_executor_that_answers_garbage_is_an_executor_error() {
 #[test]
 fn an_executor_that_writes_half_a_line_and_goes_silent_is_an_executor_error() {
     let ran = run("partial");
-    assert_executor_error(&ran, &["worker w1 did not answer init within 10000 ms"]);
+    assert_executor_error(&ran, &["worker w1 did not answer init within 30000 ms"]);
 }
 
 #[test]
