@@ -15,7 +15,7 @@ pub(crate) const BENCH: &str = "xtask/engines";
 const TOTAL_S_TARGET: f64 = 1500.0;
 
 /// The figures of a `cargo xtask engines` output: its venvs' preparation, each engine that
-/// passed, and the run's wall time (engines run two at a time), or, in the output of a run
+/// passed, and the run's wall time (when engines run side by side), or, in the output of a run
 /// that ran them one by one, their sum. A run in which an engine failed is refused.
 pub(crate) fn figures(log: &str) -> Result<Vec<Record>> {
     let mut figures = Vec::new();
