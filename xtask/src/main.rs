@@ -18,6 +18,7 @@ mod compare;
 mod counts;
 mod engines;
 mod engines_log;
+mod engines_run;
 mod flake;
 mod fuzz_api;
 mod fuzz_http;
