@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
-use crate::engines_run::{run_all, wait_bounded};
+use crate::engines_run::{ENGINES_AT_ONCE, run_all, wait_bounded};
 use crate::matrix::{read_matrices, render_matrix, write_section};
 use crate::node::{build_node_kit, install_lockfile};
 use crate::test::{apt_install, find_on_path};
@@ -39,8 +39,8 @@ pub(crate) const USAGE: &str = "\
                   `also_seen` say)";
 
 /// One engine's folder under `examples/engines/` and what it needs besides its venv.
-pub(crate) struct Engine {
-    pub(crate) name: &'static str,
+struct Engine {
+    name: &'static str,
     /// A Redis server on the PATH (`redis-server`), which the tests start on their own ports.
     redis: bool,
     /// An npm lockfile in the folder, installed with `npm ci`.
@@ -73,17 +73,6 @@ const FAMILIES: [(&str, &str); 9] = [
 /// tests' fixtures stop their servers), and its short run.
 const FULL_RUN_S_MAX: u64 = 30 * 60;
 const SHORT_RUN_S_MAX: u64 = 8 * 60;
-/// After SIGINT, how long pytest has to run its finalizers before it is killed.
-pub(crate) const INTERRUPT_GRACE_S: u64 = 30;
-/// Engines whose tests run at once; each engine's pytest output goes to
-/// `target/engines/<engine>/pytest.log`, shown in full when it fails. Their runs mostly wait,
-/// but two at a time (a Temporal and a Restate run, four cases each, on 2 cores: load 12 to 16)
-/// made a worker's `init` miss its bound once in each of two full runs, a failure of the
-/// machine, not of the engine. One at a time until the servers' starts are lighter.
-pub(crate) const ENGINES_AT_ONCE: usize = 1;
-/// The engines, longest first (as the last full run took), the order they are started in:
-/// the two queues end closer together.
-pub(crate) const LONGEST_FIRST: [&str; 5] = ["restate", "temporal", "celery", "langgraph", "dbos"];
 /// The line that ends a run: its wall time, read by `bench --engines-log`.
 pub(crate) const WALL_PREFIX: &str = "xtask: the engines' tests took, in all, ";
 
@@ -160,9 +149,12 @@ pub(crate) fn engines(args: &[String]) -> Result<i32> {
             .collect()
     });
     println!("xtask: the engines' venvs and packages: ready in {:.1} s", started.elapsed().as_secs_f64());
-    let outcomes = run_all(&selected, prepared, |engine, python| {
-        run_engine(&root, engine, &python, &twice, &args, refresh)
-    });
+    let outcomes = run_all(
+        &selected,
+        |engine| engine.name,
+        prepared,
+        |engine, python| run_engine(&root, engine, &python, &twice, &args, refresh),
+    );
     for (engine, (outcome, took_s)) in selected.iter().zip(outcomes) {
         match outcome {
             Ok(true) => lines.push(format!("{:<10} passed in {took_s:.0} s", engine.name)),
