@@ -4,7 +4,8 @@
 # (twice/tests/it/action.rs), so the action cannot drift from the command line.
 #
 #   twice-action.sh cache-key   where the binaries live, and the cache key of this source tree
-#   twice-action.sh install     reuse the binaries found there, or `cargo install` them
+#   twice-action.sh install     install from the package input (a wheel or the npm platform
+#                               tarball), else reuse the binaries found there, or `cargo install`
 #   twice-action.sh run         run twice as the inputs say; job summary; outputs
 #
 # Inputs come as TWICE_INPUT_* environment variables, never spliced into the script's text
@@ -66,11 +67,52 @@ cmd_cache_key() {
     output root "$root"
 }
 
+# Where binaries from a package input go: beside the cached ones, never over them, so that a
+# cache saved under the source's key only ever holds what that source built.
+package_bin() {
+    printf '%s\n' "$(install_root)/from-package/bin"
+}
+
+# Installs twice from PACKAGE into package_bin: a twice-kit wheel (`*.whl`, into a venv of its
+# own: its scripts are the binaries) or the npm platform package's tarball
+# (`twice-kit-<platform>-<arch>-*.tgz`, whose `package/bin/` holds them). No Rust needed.
+install_package() {
+    local package="$1" bin dir
+    bin="$(package_bin)"
+    dir="$(dirname "$bin")"
+    [[ -f "$package" ]] || fail "the package input names ${package}, which is not a file"
+    rm -rf "$dir"
+    mkdir -p "$bin"
+    case "$package" in
+    *.whl)
+        command -v python3 >/dev/null 2>&1 || fail "python3 is not on the PATH: a wheel needs it (actions/setup-python)"
+        python3 -m venv "$dir/venv" >&2 || fail "python3 -m venv failed (see the log above)"
+        "$dir/venv/bin/pip" install --quiet --disable-pip-version-check "$package" >&2 ||
+            fail "pip install ${package} failed (see the log above)"
+        ln -s "$dir/venv/bin/twice" "$bin/twice"
+        ln -s "$dir/venv/bin/twice-executor" "$bin/twice-executor"
+        ;;
+    *.tgz)
+        tar -xzf "$package" -C "$dir" || fail "${package} is not a gzipped tarball"
+        [[ -x "$dir/package/bin/twice" ]] ||
+            fail "${package} holds no package/bin/twice: give the platform package (twice-kit-linux-x64-VERSION.tgz and the like), not twice-kit's"
+        ln -s "$dir/package/bin/twice" "$bin/twice"
+        ln -s "$dir/package/bin/twice-executor" "$bin/twice-executor"
+        ;;
+    *) fail "the package input must be a wheel (.whl) or the npm platform package (.tgz), not ${package}" ;;
+    esac
+    "$bin/twice" --version >/dev/null 2>&1 || fail "the twice in ${package} does not run on this machine"
+    printf 'twice-action: installed %s from %s\n' "$("$bin/twice" --version)" "$package" >&2
+}
+
 cmd_install() {
     local root bin
     root="$(install_root)"
     bin="$root/bin"
-    if [[ -x "$bin/twice" && -x "$bin/twice-executor" ]] && "$bin/twice" --version >/dev/null 2>&1; then
+    if [[ -n "${TWICE_INPUT_PACKAGE:-}" ]]; then
+        install_package "$TWICE_INPUT_PACKAGE"
+        bin="$(package_bin)"
+    elif [[ -x "$bin/twice" && -x "$bin/twice-executor" ]] && "$bin/twice" --version >/dev/null 2>&1; then
         printf 'twice-action: reusing %s (%s)\n' "$bin/twice" "$("$bin/twice" --version)" >&2
     else
         command -v cargo >/dev/null 2>&1 ||
@@ -98,6 +140,9 @@ to_summary() {
 cmd_run() {
     local twice command report_dir
     twice="$(install_root)/bin/twice"
+    if [[ -n "${TWICE_INPUT_PACKAGE:-}" ]]; then
+        twice="$(package_bin)/twice"
+    fi
     [[ -x "$twice" ]] || twice="$(command -v twice || true)"
     [[ -n "$twice" ]] || fail "no twice binary: run the install step first"
     command="${TWICE_INPUT_COMMAND:-run}"

@@ -36,7 +36,7 @@ mod state;
 
 pub use bounds::{Bounds, KEYS_MAX, LEDGER_EFFECTS_MAX, SEEDED_OBJECTS_MAX};
 pub use control::{CONTROL_ROUTES, Control, control_methods, control_route};
-pub use error::{ApiError, Shape};
+pub use error::{ApiError, RETRY_AFTER_S, Shape};
 pub use journal::Abandon;
 pub use pending::{Pending, PendingKind};
 pub use service::{RefusalReader, ServiceCore};

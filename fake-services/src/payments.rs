@@ -2,15 +2,15 @@
 //!
 //! `POST /v1/refunds` (form-encoded), `GET /v1/refunds/{id}`, `GET /v1/refunds` filtered by
 //! `payment_intent` or `charge`; PaymentIntents created, retrieved, confirmed and canceled
-//! (`intents.rs`); with Stripe's error envelope, `Request-Id`, 401 without a key and Stripe's
+//! (`intents.rs`) and listed (`GET /v1/payment_intents`); with Stripe's error envelope, `Request-Id`, 401 without a key and Stripe's
 //! idempotency rules (see `docs/faults.md` and the wire reference). Payment intents to refund
 //! are created through the API or seeded through the control API (a seeded intent has
 //! succeeded).
 //!
 //! The module is split by concept: this file holds the fake itself ([`Payments`]: construction,
 //! the state it holds, which route a request is, and its dispatch through the shared
-//! pipeline); `refunds.rs` a refund (its object, create and retrieve); `list.rs` the refund
-//! list and its pages; `intents.rs` PaymentIntents; `keys.rs` the API key a request carries
+//! pipeline); `refunds.rs` a refund (its object, create and retrieve); `list.rs` the lists of
+//! refunds and of PaymentIntents and their pages; `intents.rs` PaymentIntents; `keys.rs` the API key a request carries
 //! and what a restricted key may do; `seed.rs` the objects seeded through the control API;
 //! and below them `params.rs`, Stripe's checks of parameters and keys, `answer.rs`,
 //! Stripe's error envelope, and `json_text.rs`, JSON written by hand for the refund answer.
@@ -39,7 +39,7 @@ pub use seed::PaymentIntent;
 
 use answer::stripe_error;
 use keys::{authorize, seed_restricted_key, seed_secret_key};
-use list::{list, parse_list};
+use list::{INTENT_FILTERS, REFUND_FILTERS, list_intents, list_refunds, parse_list};
 use refunds::{Prepared, Refund, prepare_create, refused_params, retrieve};
 use seed::{seed_from_json, seed_intent};
 
@@ -176,8 +176,16 @@ impl Payments {
                     let exists = exists(&id);
                     write(intents::prepare_cancel(&req, id, exists)).await
                 }
-                Route::List => match parse_list(&req) {
-                    Ok(query) => self.core.read(&ctx, |inner, until| list(inner, &query, until)).await,
+                Route::List => match parse_list(&req, REFUND_FILTERS) {
+                    Ok(query) => {
+                        self.core.read(&ctx, |inner, until| list_refunds(inner, &query, until)).await
+                    }
+                    Err(e) => Outcome::of(self.core.error(&e)),
+                },
+                Route::ListIntents => match parse_list(&req, INTENT_FILTERS) {
+                    Ok(query) => {
+                        self.core.read(&ctx, |inner, until| list_intents(inner, &query, until)).await
+                    }
                     Err(e) => Outcome::of(self.core.error(&e)),
                 },
                 Route::Unknown => Outcome::of(self.core.error(&ApiError::new(
@@ -200,7 +208,7 @@ impl Payments {
             Route::CreateIntent | Route::ConfirmIntent(_) | Route::CancelIntent(_) => {
                 Permission::PaymentIntentWrite
             }
-            Route::RetrieveIntent(_) => Permission::PaymentIntentRead,
+            Route::RetrieveIntent(_) | Route::ListIntents => Permission::PaymentIntentRead,
             Route::Unknown => return Ok(()),
         };
         keys::permitted(&self.core, key, needed)
@@ -214,6 +222,7 @@ enum Route {
     List,
     CreateIntent,
     RetrieveIntent(String),
+    ListIntents,
     ConfirmIntent(String),
     CancelIntent(String),
     Unknown,
@@ -230,6 +239,7 @@ fn route(req: &FakeRequest) -> Route {
         ("POST", "/v1/refunds") => Route::Create,
         ("GET", "/v1/refunds") => Route::List,
         ("POST", "/v1/payment_intents") => Route::CreateIntent,
+        ("GET", "/v1/payment_intents") => Route::ListIntents,
         ("GET", p) if p.starts_with("/v1/payment_intents/") => match intent {
             Some((id, "")) => Route::RetrieveIntent(id),
             _ => Route::Unknown,

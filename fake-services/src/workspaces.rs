@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::clock::ServiceClock;
-use crate::core::{ApiError, Commit, Inner, Mode, Outcome, ServiceCore, Shape, Stamp};
+use crate::core::{ApiError, Commit, Inner, Mode, Outcome, RETRY_AFTER_S, ServiceCore, Shape, Stamp};
 use crate::wire::{Disposition, FakeRequest, FakeResponse};
 use vocabulary::Effect;
 use vocabulary::contract::Contract;
@@ -356,8 +356,13 @@ fn list(
     )
 }
 
-/// The workspaces error shape: `{"error": {"type", "code", "message", "param"}}`.
+/// The workspaces error shape: `{"error": {"type", "code", "message", "param"}}`. A 429 in
+/// the pipeline's bare words (a `reject`, an `error_after_commit`) says what a rate limit
+/// says: that the caller was rate limited, and when to come back.
 pub fn error_body(error: &ApiError) -> FakeResponse {
+    if error.status == 429 && error.standard {
+        return error_body(&rate_limited());
+    }
     let mut body = Map::new();
     body.insert("type".into(), json!(error.kind));
     if let Some(code) = error.code {
@@ -368,4 +373,17 @@ pub fn error_body(error: &ApiError) -> FakeResponse {
         body.insert("param".into(), json!(param));
     }
     FakeResponse::json(error.status, &json!({"error": body}))
+}
+
+/// The 429 of a rate limit, in Stripe's envelope as the rest of this API: code `rate_limit`,
+/// and the wait the answer's `Retry-After` gives.
+fn rate_limited() -> ApiError {
+    ApiError::new(
+        429,
+        "invalid_request_error",
+        format!(
+            "Too many requests: this request was rate limited. Retry after {RETRY_AFTER_S} s, as the Retry-After header says."
+        ),
+    )
+    .code("rate_limit")
 }

@@ -1,5 +1,6 @@
 //! `results.json`: the run's record, from which every other file is rendered: everything of
-//! the cases that failed, and a compact form of those that passed (`docs/reports.md`).
+//! the cases that failed, and a compact form of those that passed (`docs/reports.md`). Every
+//! case's row carries its verdicts, whatever its outcome.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -12,9 +13,10 @@ use crate::ReportError;
 use results::{Outcome, RESULTS_SCHEMA, RunResults, ScenarioResult, Shard, Totals, Verdict};
 
 /// The file's text: compact JSON with a final newline, fields in declaration order and maps
-/// sorted, so the same run gives the same bytes. A passed case's verdicts go into the run's
-/// table of distinct verdict lists (`verdict_sets`) and the case names its entry:
-/// a run's passed cases share a handful of lists.
+/// sorted, so the same run gives the same bytes. Every row has its `verdicts`. A passed
+/// case also names its list's entry in the run's table of distinct verdict lists
+/// (`verdict_sets`, `verdict_set`): that was once the only place of a passed case's verdicts,
+/// and stays, deprecated, until the next schema version, so that readers of it keep working.
 pub fn render(run: &RunResults) -> Result<String, ReportError> {
     let mut sets: Vec<&[Verdict]> = Vec::new();
     let mut index: HashMap<&[Verdict], usize> = HashMap::new();
@@ -29,11 +31,7 @@ pub fn render(run: &RunResults) -> Result<String, ReportError> {
             sets.len() - 1
         });
         // As a run keeps it, a passed result is compact: this copy is small.
-        results.push(Cow::Owned(ScenarioResult {
-            verdicts: Vec::new(),
-            verdict_set: Some(set),
-            ..r.clone()
-        }));
+        results.push(Cow::Owned(ScenarioResult { verdict_set: Some(set), ..r.clone() }));
     }
     let file = RunFile {
         schema: &run.schema,
@@ -75,9 +73,11 @@ pub(crate) struct RunFile<'a> {
     strict: bool,
     /// Counts of outcomes.
     totals: Totals,
-    /// The distinct verdict lists of the passed cases; a passed case names its entry in
-    /// `verdict_set` (from 0).
+    /// Deprecated, goes away with the next schema version (read each case's `verdicts`): the
+    /// distinct verdict lists of the passed cases, each naming its entry in `verdict_set`
+    /// (from 0).
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("deprecated" = true))]
     verdict_sets: Vec<&'a [Verdict]>,
     /// One per case, in the run's order.
     results: Vec<Cow<'a, ScenarioResult>>,
@@ -102,7 +102,8 @@ struct RunFileIn {
 }
 
 /// Reads a results file (or the `results.json` inside a report directory), refusing another
-/// schema version; every case gets its verdicts back from the run's table.
+/// schema version. A passed case of a file written before every row carried its verdicts
+/// gets them from the run's table.
 pub fn read(path: &Path) -> Result<RunResults, ReportError> {
     let path = if path.is_dir() { path.join(crate::RESULTS_FILE) } else { path.to_path_buf() };
     let text = std::fs::read_to_string(&path).map_err(|e| ReportError::io(&path, e))?;
@@ -133,7 +134,10 @@ pub fn read(path: &Path) -> Result<RunResults, ReportError> {
         results: file.results,
     };
     for r in &mut run.results {
-        if let Some(set) = r.verdict_set.take() {
+        // The table is an alias of the rows' own lists; only an earlier file needs it.
+        if let Some(set) = r.verdict_set.take()
+            && r.verdicts.is_empty()
+        {
             let verdicts = sets.get(set).ok_or_else(|| {
                 ReportError::Invalid(format!(
                     "{}: {} names verdict set {set}, the file has {}",

@@ -29,7 +29,7 @@ pub fn results_schema() -> Value {
         root.insert(
             "description".into(),
             json!(format!(
-                "results.json, the record of a `twice run` from which every report is rendered (docs/reports.md), schema `{RESULTS_SCHEMA}`: everything of the cases that did not pass, and a compact form of those that passed, whose verdicts are entries of the run's `verdict_sets`. Generated from the Rust types."
+                "results.json, the record of a `twice run` from which every report is rendered (docs/reports.md), schema `{RESULTS_SCHEMA}`: everything of the cases that did not pass, and a compact form of those that passed; every case's row has its `verdicts`. Generated from the Rust types."
             )),
         );
     }

@@ -377,6 +377,33 @@ fn junit_skips_what_was_not_judged_and_never_fails_a_hazard() {
     }
 }
 
+/// Whoever reads `results.json` finds a case's verdicts in its row's `verdicts`, passed or
+/// not, each verdict with the same fields; the deprecated table names the same list.
+#[test]
+fn every_row_of_results_json_carries_its_verdicts_whatever_its_outcome() {
+    let text = reports::json::render(&mixed(false)).unwrap();
+    let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rows = file["results"].as_array().unwrap();
+    let row = |outcome: &str| rows.iter().find(|r| r["outcome"] == outcome).unwrap();
+    let (passed, violated) = (row("passed"), row("violated"));
+    let shape = |row: &serde_json::Value| -> Vec<(String, Vec<String>)> {
+        let verdicts = row["verdicts"].as_array().unwrap_or_else(|| panic!("no verdicts in {row}"));
+        verdicts
+            .iter()
+            .map(|v| {
+                assert!(v["status"].is_string() && v["held"].is_boolean() && v["evidence"].is_array(), "{v}");
+                let keys = v.as_object().unwrap().keys().filter(|k| *k != "reason").cloned().collect();
+                (v["invariant"].as_str().unwrap().to_string(), keys)
+            })
+            .collect()
+    };
+    assert_eq!(shape(passed), shape(violated));
+    assert!(!shape(passed).is_empty());
+    let set = passed["verdict_set"].as_u64().unwrap() as usize;
+    assert_eq!(file["verdict_sets"][set], passed["verdicts"], "the deprecated alias names the same list");
+    assert!(violated.get("verdict_set").is_none(), "{violated}");
+}
+
 #[test]
 fn results_json_keeps_the_new_fields_and_reads_old_verdicts() {
     let dir = std::env::temp_dir().join(format!("twice-results-json-{}", std::process::id()));
@@ -409,7 +436,7 @@ fn results_json_keeps_the_new_fields_and_reads_old_verdicts() {
             v.as_object_mut().unwrap().remove("status");
         }
     };
-    // A passed case's verdicts are in the run's table of verdict lists.
+    // Then a passed case's verdicts were only in the run's table of verdict lists.
     for set in old["verdict_sets"].as_array_mut().unwrap() {
         strip(set.as_array_mut().unwrap());
     }
@@ -417,8 +444,10 @@ fn results_json_keeps_the_new_fields_and_reads_old_verdicts() {
         let r = r.as_object_mut().unwrap();
         r.remove("hazards");
         r.remove("shrink");
-        if let Some(verdicts) = r.get_mut("verdicts") {
-            strip(verdicts.as_array_mut().unwrap());
+        if r.contains_key("verdict_set") {
+            r.remove("verdicts");
+        } else {
+            strip(r.get_mut("verdicts").unwrap().as_array_mut().unwrap());
         }
     }
     std::fs::write(&path, old.to_string()).unwrap();

@@ -157,12 +157,16 @@ pub struct ScenarioResult {
     /// Passed, violated or executor-error.
     pub outcome: Outcome,
     /// One per invariant, then the scenario's expected states (or a single executor-error).
-    /// In `results.json` a passed case names an entry of the run's table of verdict lists
-    /// instead (`verdict_sets`, see `json::render`); reading fills this in from it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Every row of `results.json` carries them, whatever its outcome, so that a reader finds
+    /// a case's verdicts in one place. Files written before that named a passed case's list
+    /// in `verdict_set` instead; reading fills this in from it.
+    #[serde(default)]
     pub verdicts: Vec<Verdict>,
-    /// The entry of the file's `verdict_sets` that holds this case's verdicts (files only).
+    /// Deprecated, goes away with the next schema version: a passed case's entry in the
+    /// file's `verdict_sets`, which holds the same list as `verdicts` (files only).
+    /// Still written so that a reader of earlier files keeps working.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("deprecated" = true))]
     pub verdict_set: Option<usize>,
     /// The executor's final claims (failed cases only: a passed one has its [`Summary`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

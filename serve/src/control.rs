@@ -255,10 +255,14 @@ struct SetScenario {
     file: Option<String>,
     #[serde(default)]
     toml: Option<String>,
-    /// With `toml`: where the text came from (a path), for the verdict's replay line.
+    /// With `toml`: where the text came from (a path), for the verdict's replay line. Without
+    /// it, serve keeps the text in a file of its own (`super::kept`) and the line names that.
     #[serde(default)]
     origin: Option<String>,
 }
+
+/// What errors in a scenario's text name it by when the text says not where it came from.
+const TEXT_LABEL: &str = "scenario.toml";
 
 fn set_scenario(world: &World, body: &[u8]) -> Response<Full<Bytes>> {
     let asked: SetScenario = match serde_json::from_slice(body) {
@@ -273,15 +277,18 @@ fn set_scenario(world: &World, body: &[u8]) -> Response<Full<Bytes>> {
     if asked.origin.is_some() && asked.toml.is_none() {
         return error(400, "\"origin\" goes with \"toml\": it names where the text came from");
     }
-    let origin = asked.origin.unwrap_or_else(|| "scenario.toml".into());
     let case = match (asked.name, asked.file, asked.toml) {
         // Each field its own kind: a name is never read as a path on serve's disk, a file
         // never looked up in the catalog.
         (Some(name), None, None) => pipeline::load_catalog(&name).map_err(|e| format!("{e:#}")),
         (None, Some(file), None) => pipeline::load_file(&file).map_err(|e| format!("{e:#}")),
-        (None, None, Some(text)) => scenarios::parse_scenario(&text, &origin)
-            .map(|scenario| Case { scenario, source: Source::File { path: origin.clone() } })
-            .map_err(|e| e.to_string()),
+        (None, None, Some(text)) => {
+            let label = asked.origin.as_deref().unwrap_or(TEXT_LABEL);
+            scenarios::parse_scenario(&text, label).map_err(|e| e.to_string()).map(|scenario| {
+                let path = asked.origin.clone().unwrap_or_else(|| kept_path(world, &scenario.name, &text));
+                Case { scenario, source: Source::File { path } }
+            })
+        }
         _ => Err("give exactly one of \"name\", \"file\" and \"toml\"".to_string()),
     };
     let case = match case {
@@ -294,6 +301,24 @@ fn set_scenario(world: &World, body: &[u8]) -> Response<Full<Bytes>> {
     match describe(world) {
         Some(described) => answer(200, &described),
         None => error(409, "the scenario was reset meanwhile"),
+    }
+}
+
+/// The file serve keeps a scenario's text in, for the replay line of its verdicts. The world
+/// is set up all the same when the text cannot be written (the line then names
+/// [`TEXT_LABEL`]): a replay line is no reason to fail the test, and the log says why.
+fn kept_path(world: &World, name: &str, text: &str) -> String {
+    match world.kept.keep(name, text) {
+        Ok(path) => path.display().to_string(),
+        Err(e) => {
+            tracing::warn!(
+                target: "twice::serve",
+                error = %e,
+                "cannot keep scenario {name}'s text in a file under the temporary directory (TMPDIR); \
+                 its replay line names {TEXT_LABEL}, which does not exist"
+            );
+            TEXT_LABEL.into()
+        }
     }
 }
 

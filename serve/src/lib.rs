@@ -11,6 +11,7 @@ mod claims;
 pub mod client;
 pub mod clients;
 pub mod control;
+mod kept;
 pub mod mcp;
 mod settle;
 pub mod world;

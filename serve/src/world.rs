@@ -133,6 +133,8 @@ pub struct World {
     /// `--strict-keys`: every world serve sets up has the payments fake accept only the
     /// seeded keys.
     strict_keys: bool,
+    /// Where a scenario given as text is kept, for the replay line of its verdicts.
+    pub(crate) kept: super::kept::KeptScenarios,
 }
 
 impl World {
@@ -147,6 +149,7 @@ impl World {
             current: Mutex::new(None),
             moved: Notify::new(),
             strict_keys,
+            kept: super::kept::KeptScenarios::default(),
         };
         world.plain();
         world

@@ -77,7 +77,15 @@ impl Runner {
 
     /// Runs `twice-action.sh SUBCOMMAND` with the step's inputs, as the action's step does.
     fn step(&self, subcommand: &str, inputs: &[(&str, &str)]) -> Step {
+        self.step_on(subcommand, inputs, None)
+    }
+
+    /// [`Runner::step`], with `path` as the step's whole `PATH` when given.
+    fn step_on(&self, subcommand: &str, inputs: &[(&str, &str)], path: Option<&str>) -> Step {
         let mut command = Command::new("bash");
+        if let Some(path) = path {
+            command.env("PATH", path);
+        }
         command
             .arg(repo().join("action/twice-action.sh"))
             .arg(subcommand)
@@ -241,6 +249,41 @@ fn wrong_inputs_and_a_missing_toolchain_are_clear_errors() {
     assert_eq!(bad.code, Some(2), "{}", bad.stderr);
     assert!(runner.read("summary").contains("could not run"), "{}", runner.read("summary"));
     assert_eq!(runner.outputs()["exit-code"], "2");
+}
+
+/// The `package` input installs twice from a wheel or from the npm platform package's tarball
+/// with no cargo on the `PATH`, and the run step then uses that binary; a package that holds no
+/// binary (twice-kit's own tarball) is a clear error.
+#[ignore = "needs the wheel and npm packages that cargo xtask test makes"]
+#[test]
+fn the_package_input_installs_twice_without_rust() {
+    let path_without_cargo = "/usr/bin:/bin";
+    assert!(
+        !Path::new("/usr/bin/cargo").exists(),
+        "cargo in /usr/bin: the test would not prove no Rust is needed"
+    );
+    for variable in ["TWICE_WHEEL", "TWICE_NPM_PLATFORM"] {
+        let package = std::env::var(variable)
+            .unwrap_or_else(|_| panic!("{variable} is not set: run `cargo xtask test`"));
+        let runner = Runner::new(&format!("package-{variable}"));
+        let install = runner.step_on("install", &[("PACKAGE", &package)], Some(path_without_cargo));
+        assert_eq!(install.code, Some(0), "{variable}: {}", install.stderr);
+        assert!(install.stderr.contains("twice-action: installed twice"), "{}", install.stderr);
+        let bin_dir = runner.install_root().join("from-package/bin");
+        assert_eq!(runner.read("path").trim(), bin_dir.display().to_string());
+        assert_eq!(Path::new(&runner.outputs()["twice"]), bin_dir.join("twice"));
+
+        let inputs = [("PACKAGE", package.as_str()), ("SCENARIOS", "key_regenerated_per_attempt")];
+        let run = runner.step_on("run", &inputs, Some(path_without_cargo));
+        assert_eq!(run.code, Some(0), "{variable}: {}", run.stderr);
+        assert_eq!(runner.outputs()["exit-code"], "0");
+        assert!(runner.read("summary").contains("the scenario passed"), "{}", runner.read("summary"));
+    }
+    let kit = std::env::var("TWICE_NPM_KIT").expect("TWICE_NPM_KIT");
+    let runner = Runner::new("package-kit");
+    let wrong = runner.step_on("install", &[("PACKAGE", &kit)], Some(path_without_cargo));
+    assert_eq!(wrong.code, Some(2), "{}", wrong.stderr);
+    assert!(wrong.stderr.contains("give the platform package"), "{}", wrong.stderr);
 }
 
 /// `action.yml` and the script agree: each input reaches the script (as `TWICE_INPUT_*`) or the

@@ -33,6 +33,7 @@ mod modules;
 mod mutant_naive;
 mod mutant_table;
 mod mutants;
+mod newcomer;
 mod node_kit;
 mod packages;
 #[path = "../../executor/tests/it/process.rs"]

@@ -10,14 +10,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The longest an install (pip or npm, from a registry or its cache) may take.
-const INSTALL_WAIT: Duration = Duration::from_secs(600);
+pub(crate) const INSTALL_WAIT: Duration = Duration::from_secs(600);
 /// The longest `twice run --scenario` or an example's suite may take.
-const RUN_WAIT: Duration = Duration::from_secs(300);
+pub(crate) const RUN_WAIT: Duration = Duration::from_secs(300);
 /// The only directories on a run's PATH besides the venv's or the project's: the system's,
 /// where python3, node and npm are and cargo is not.
 const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
-fn package(variable: &str) -> PathBuf {
+pub(crate) fn package(variable: &str) -> PathBuf {
     let path = std::env::var_os(variable).map(PathBuf::from).unwrap_or_else(|| {
         panic!(
             "{variable} is not set: run the suite with `cargo xtask test`, which builds the packages first"
@@ -31,11 +31,11 @@ fn package(variable: &str) -> PathBuf {
     path
 }
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -44,7 +44,7 @@ fn scratch(name: &str) -> PathBuf {
 
 /// The PATH a run gets: `first` (the venv's bin/, the project's node_modules/.bin) and the
 /// system's directories, and a check that no cargo is on it.
-fn path_without_rust(first: &[&Path]) -> String {
+pub(crate) fn path_without_rust(first: &[&Path]) -> String {
     let mut dirs: Vec<String> = first.iter().map(|d| d.display().to_string()).collect();
     dirs.extend(SYSTEM_PATH.split(':').map(str::to_string));
     for dir in &dirs {
@@ -60,7 +60,7 @@ fn path_without_rust(first: &[&Path]) -> String {
 /// the PATH given, and no variable of cargo's, rustup's or twice's own, nor one that points
 /// Python or Node at other packages. The rest (certificates, proxies, pip's and npm's
 /// settings) is the machine's, as a user's shell has it.
-fn clean(program: impl AsRef<std::ffi::OsStr>, dir: &Path, path: &str) -> Command {
+pub(crate) fn clean(program: impl AsRef<std::ffi::OsStr>, dir: &Path, path: &str) -> Command {
     let mut command = Command::new(program);
     command.current_dir(dir).env("PATH", path);
     for (name, _) in std::env::vars_os() {
@@ -75,7 +75,7 @@ fn clean(program: impl AsRef<std::ffi::OsStr>, dir: &Path, path: &str) -> Comman
 
 /// Runs `command` to its end within `wait`: whether it succeeded, and the tail of its output
 /// (stdout and stderr together). Killed, and the test failed with that tail, on the bound.
-pub fn run(mut command: Command, what: &str, wait: Duration) -> (bool, String) {
+pub(crate) fn run(mut command: Command, what: &str, wait: Duration) -> (bool, String) {
     let dir = scratch(&format!("run-{}", what.replace(|c: char| !c.is_ascii_alphanumeric(), "-")));
     let out = dir.join("output.txt");
     let file = std::fs::File::create(&out).unwrap();
@@ -105,14 +105,14 @@ pub fn run(mut command: Command, what: &str, wait: Duration) -> (bool, String) {
     }
 }
 
-fn must(command: Command, what: &str, wait: Duration) -> String {
+pub(crate) fn must(command: Command, what: &str, wait: Duration) -> String {
     let (ok, output) = run(command, what, wait);
     assert!(ok, "{what} failed:\n{output}");
     output
 }
 
 /// The pinned version of `name` in tests/requirements.txt (`name==X`).
-fn pinned(name: &str) -> String {
+pub(crate) fn pinned(name: &str) -> String {
     let text = std::fs::read_to_string(root().join("tests/requirements.txt")).unwrap();
     let prefix = format!("{name}==");
     text.lines()
@@ -127,7 +127,7 @@ fn pinned(name: &str) -> String {
 
 /// The Python that makes the fresh venv: the suite's (its venv's base interpreter makes a
 /// new venv with nothing of the suite's packages in it).
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     std::env::var_os("TWICE_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("TWICE_PYTHON is not set: run the suite with `cargo xtask test`"))

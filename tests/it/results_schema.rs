@@ -58,9 +58,16 @@ fn results_of_a_twice_run_validate() {
     );
     let results = read_results(&dir);
     assert_eq!(results["schema"], json!(results::RESULTS_SCHEMA));
+    let rows = results["results"].as_array().expect("results");
+    assert!(
+        rows.iter()
+            .all(|r| r["outcome"] == json!("passed")
+                && r["verdicts"].as_array().is_some_and(|v| !v.is_empty())),
+        "every case passed and carries its verdicts"
+    );
     assert!(
         results["verdict_sets"].as_array().is_some_and(|s| !s.is_empty()),
-        "passed cases share verdict sets"
+        "the deprecated table of verdict lists is still written"
     );
     assert_valid(&validator(), &results, "twice run --cases 5");
     let _ = std::fs::remove_dir_all(&dir);
@@ -98,6 +105,11 @@ fn results_with_failures_validate_and_a_broken_file_does_not() {
         .expect("a violated case in the file")
         .clone();
     assert!(failed["observed"]["ledgers"].is_object() && failed["claims"].is_array(), "{failed}");
+    let passed = results["results"]
+        .as_array()
+        .and_then(|all| all.iter().find(|r| r["outcome"] == json!("passed")))
+        .expect("a passed case in the file");
+    assert_eq!(verdicts_shape(passed), verdicts_shape(&failed), "passed and violated carry verdicts alike");
     let validator = validator();
     assert_valid(&validator, &results, "a run with failures");
 
@@ -111,12 +123,10 @@ fn results_with_failures_validate_and_a_broken_file_does_not() {
         ("a seed as a string", |v| v["seed"] = json!("20")),
         ("an unknown source kind", |v| v["results"][0]["source"] = json!({"kind": "corpus"})),
         ("a verdict without invariant", |v| {
-            let verdicts = if v["verdict_sets"].is_array() {
-                &mut v["verdict_sets"][0]
-            } else {
-                &mut v["results"][0]["verdicts"]
-            };
-            verdicts[0].as_object_mut().map(|r| r.remove("invariant"));
+            v["results"][0]["verdicts"][0].as_object_mut().map(|r| r.remove("invariant"));
+        }),
+        ("a case without verdicts", |v| {
+            v["results"][0].as_object_mut().map(|r| r.remove("verdicts"));
         }),
         ("totals without passed", |v| {
             v["totals"].as_object_mut().map(|t| t.remove("passed"));
@@ -128,4 +138,20 @@ fn results_with_failures_validate_and_a_broken_file_does_not() {
         assert!(!validator.is_valid(&broken), "the schema accepts {what}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A row's verdicts as a reader meets them: each invariant's name and the fields its verdict
+/// has, a `reason` aside (only a verdict not judged has one).
+fn verdicts_shape(row: &Value) -> Vec<(String, Vec<String>)> {
+    let verdicts = row["verdicts"].as_array().unwrap_or_else(|| panic!("{}: no verdicts", row["name"]));
+    assert!(!verdicts.is_empty(), "{}: no verdicts", row["name"]);
+    verdicts
+        .iter()
+        .map(|v| {
+            assert!(v["status"].is_string() && v["held"].is_boolean() && v["evidence"].is_array(), "{v}");
+            let fields =
+                v.as_object().expect("a verdict is an object").keys().filter(|k| *k != "reason").cloned();
+            (v["invariant"].as_str().expect("an invariant").to_string(), fields.collect())
+        })
+        .collect()
 }

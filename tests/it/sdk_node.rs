@@ -121,6 +121,30 @@ async fn stripe_node_resends_after_a_closed_connection_unless_the_executor_s_cli
     }
 }
 
+/// stripe-node's auto-pagination walks `GET /v1/payment_intents` two at a time, forward (`for
+/// await` and `autoPagingToArray`, after the last id of each page) and back (`ending_before`,
+/// yielding oldest first), over more than one page, and gets every intent once, in Stripe's
+/// order: newest first.
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
+#[tokio::test]
+async fn stripe_node_auto_paginates_payment_intents_both_ways() {
+    let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
+    let seeded = ["pi_a1", "pi_b2", "pi_c3", "pi_d4", "pi_e5"];
+    for id in seeded {
+        fakes.payments.seed_payment_intent(Some(id), 5000, "usd").unwrap();
+    }
+    let fake = Fake::Payments(fakes.payments.clone());
+    let (steps, journal) = probe("payment-intents", &fake, &[seeded[0]]).await;
+    let newest_first: Vec<&str> = seeded.iter().rev().copied().collect();
+    assert_eq!(ok(&steps, "for await"), &serde_json::json!(newest_first));
+    assert_eq!(ok(&steps, "autoPagingToArray"), &serde_json::json!(newest_first));
+    assert_eq!(ok(&steps, "ending_before"), &serde_json::json!(seeded[1..]));
+    // Five intents two at a time are three pages each way forward; four back are two.
+    let lists: Vec<_> = journal.iter().filter(|e| e.path == "/v1/payment_intents").collect();
+    assert_eq!(lists.len(), 3 + 3 + 2, "{journal:#?}");
+    assert!(lists.iter().all(|e| e.method == "GET" && e.status == Some(200)), "{journal:#?}");
+}
+
 #[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[tokio::test]
 async fn aws_sdk_s3_puts_under_if_none_match_and_if_match_and_reads_412() {

@@ -291,6 +291,36 @@ async fn stripe_python_lists_and_retrieves_the_refund_it_created() {
     assert_eq!(refunds[0].object_id, id);
 }
 
+/// stripe-python's `auto_paging_iter` walks `GET /v1/payment_intents` page by page, forward
+/// and (with `ending_before`) back, and yields every intent once: forward newest first, as
+/// Stripe lists, back oldest first.
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_python_auto_paging_iter_lists_every_payment_intent() {
+    let run = run_payments(
+        "stripe_refunds.py",
+        &[
+            "pi_create amount=1000",
+            "pi_create amount=2000",
+            "pi_create amount=3000",
+            "pi_list limit=2",
+            "pi_list limit=2 ending_before=pi_1",
+        ],
+        vec![],
+    )
+    .await;
+    let made: Vec<&str> = (0..3).map(|i| step(&run, i)["object"]["id"].as_str().unwrap()).collect();
+    let forward = step(&run, 3);
+    assert_eq!((&forward["ok"], &forward["class"]), (&true.into(), &"ListObject".into()), "{forward}");
+    assert_eq!(forward["ids"], json!([made[2], made[1], made[0], "pi_1"]), "{forward}");
+    assert_eq!(forward["object"]["url"], "/v1/payment_intents");
+    assert_eq!(step(&run, 4)["ids"], json!(made), "back from pi_1, oldest first");
+    // Four intents two at a time, and the three after pi_1 back: two pages each.
+    let lists = run.requests("GET", "/v1/payment_intents");
+    assert_eq!(lists.len(), 4, "{:#?}", run.journal);
+    assert!(lists.iter().all(|e| e.status == Some(200)), "{:#?}", run.journal);
+}
+
 fn effects<'a>(run: &'a Run, kind: &str) -> Vec<&'a Effect> {
     run.ledger.iter().filter(|e| e.kind == kind).collect()
 }

@@ -6,6 +6,8 @@
 // Usage: node sdk_probe.js SERVICE URL [ARGS...]
 //   payments URL PAYMENT_INTENT   refunds.create with an idempotency key, then refunds.list
 //   payments-closed URL PAYMENT_INTENT sdk|executor   one refunds.create on a connection closed after the commit
+//   payment-intents URL OLDEST    paymentIntents.list({limit: 2}) auto-paginated forward (for await,
+//                                 autoPagingToArray) and back (ending_before: OLDEST)
 //   files URL BUCKET KEY          HEAD (404), PUT If-None-Match: *, HEAD, PUT If-Match, PUT If-Match stale (412)
 //   chain URL PRIVATE_KEY TO WEI  chain id, nonce, fees; sign EIP-1559 locally; send raw; receipt
 //   messages URL TO               emails.send with an idempotency key and a header, then the inbox
@@ -36,18 +38,24 @@ async function step(steps, name, call) {
   }
 }
 
-async function payments(url, paymentIntent) {
+// stripe-node pointed at the fake, its retries off; with `httpClient` when given, else its own
+// Node client on a connection per request.
+function stripeAt(url, httpClient) {
   const Stripe = example("stripe");
   const u = new URL(url);
-  const stripe = new Stripe("sk_test_twice", {
+  return new Stripe("sk_test_twice", {
     host: u.hostname,
     port: u.port,
     protocol: "http",
     maxNetworkRetries: 0,
     timeout: TIMEOUT_MS,
     telemetry: false,
-    httpClient: Stripe.createNodeHttpClient(new http.Agent({ keepAlive: false })),
+    httpClient: httpClient || Stripe.createNodeHttpClient(new http.Agent({ keepAlive: false })),
   });
+}
+
+async function payments(url, paymentIntent) {
+  const stripe = stripeAt(url);
   const steps = [];
   const params = { payment_intent: paymentIntent, amount: 1200, metadata: { twice_intent: "i-1" } };
   await step(steps, "create", async () => {
@@ -67,24 +75,36 @@ async function payments(url, paymentIntent) {
 // how many requests one call sends, and what the caller is told.
 async function paymentsClosed(url, paymentIntent, client) {
   const Stripe = example("stripe");
-  const u = new URL(url);
   let httpClient = Stripe.createNodeHttpClient(new http.Agent({ keepAlive: false }));
   if (client === "executor") {
     const { noResendOnClose } = require(path.join(__dirname, "../../examples/executors/typescript/dist/services.js"));
     httpClient = noResendOnClose(httpClient);
   }
-  const stripe = new Stripe("sk_test_twice", {
-    host: u.hostname,
-    port: u.port,
-    protocol: "http",
-    maxNetworkRetries: 0,
-    timeout: TIMEOUT_MS,
-    telemetry: false,
-    httpClient,
-  });
+  const stripe = stripeAt(url, httpClient);
   const steps = [];
   const params = { payment_intent: paymentIntent, amount: 1200, metadata: { twice_intent: "i-1" } };
   await step(steps, "create", async () => (await stripe.refunds.create(params, { idempotencyKey: "key-1" })).id);
+  return steps;
+}
+
+// stripe-node's auto-pagination of paymentIntents.list, two to a page: forward, as `for await`
+// and as autoPagingToArray, and back from OLDEST (ending_before), which the SDK walks with
+// ending_before and yields oldest first. Each step is the ids in the order the SDK gave them.
+async function paymentIntents(url, oldest) {
+  const stripe = stripeAt(url);
+  const steps = [];
+  const ids = (intents) => intents.map((pi) => pi.id);
+  await step(steps, "for await", async () => {
+    const seen = [];
+    for await (const pi of stripe.paymentIntents.list({ limit: 2 })) seen.push(pi);
+    return ids(seen);
+  });
+  await step(steps, "autoPagingToArray", async () =>
+    ids(await stripe.paymentIntents.list({ limit: 2 }).autoPagingToArray({ limit: 100 })),
+  );
+  await step(steps, "ending_before", async () =>
+    ids(await stripe.paymentIntents.list({ limit: 2, ending_before: oldest }).autoPagingToArray({ limit: 100 })),
+  );
   return steps;
 }
 
@@ -167,7 +187,7 @@ async function messages(url, to) {
   return steps;
 }
 
-const probes = { payments, "payments-closed": paymentsClosed, files, chain, messages };
+const probes = { payments, "payments-closed": paymentsClosed, "payment-intents": paymentIntents, files, chain, messages };
 
 async function main() {
   const [service, url, ...args] = process.argv.slice(2);

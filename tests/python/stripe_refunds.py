@@ -17,6 +17,9 @@ Each STEP is one argument, an operation and its `name=value` parameters:
       PaymentIntent a `pi_create` step made.
   list [payment_intent=pi_1]
       client.v1.refunds.list.
+  pi_list [limit=N] [ending_before=pi_...]
+      client.v1.payment_intents.list(...).auto_paging_iter(), every page: the step is the
+      first page, with "ids", the ids in the order the SDK yielded them.
   retrieve [id=re_...]
       client.v1.refunds.retrieve; the id defaults to the last refund created.
   jump by_ms=N
@@ -154,6 +157,13 @@ def main(argv):
             elif op == "list":
                 listing = client.v1.refunds.list(params={"payment_intent": params.pop("payment_intent", "pi_1")})
                 steps.append(success(op, listing))
+            elif op == "pi_list":
+                listing = {"limit": int(params.pop("limit", "10"))}
+                if "ending_before" in params:
+                    listing["ending_before"] = params.pop("ending_before")
+                first = client.v1.payment_intents.list(params=listing)
+                ids = [intent.id for intent in first.auto_paging_iter()]
+                steps.append({**success(op, first), "ids": ids})
             elif op == "retrieve":
                 refund_id = params.pop("id", last_refund)
                 if refund_id is None:

@@ -66,8 +66,11 @@ const SIM_ROUNDS: usize = 5;
 const LIVE_ROUNDS: usize = 3;
 /// Passes over the catalog in each sim round of the sim-against-live figures.
 const CATALOG_PASSES: usize = 20;
-/// `results.json` and `report.html` of a passing default run stay under this.
-const REPORT_FILE_BYTES_MAX: u64 = 1_000_000;
+/// `results.json` of a passing default run stays under this: every row carries its verdicts
+/// whatever its outcome (about 1.1 kB of a passed case's 1.6 kB), so a reader needs no table.
+const RESULTS_JSON_BYTES_MAX: u64 = 2_000_000;
+/// `report.html` of a passing default run stays under this.
+const REPORT_HTML_BYTES_MAX: u64 = 1_000_000;
 /// Generated cases whose results the report benchmark renders.
 const REPORT_CASES: u64 = 10_000;
 const REPORT_ROUNDS: usize = 5;
@@ -305,8 +308,8 @@ fn sim_figures(work: &Path, records: &mut Vec<Value>) -> Result<()> {
     ));
     let (results_bytes, html_bytes, junit_bytes) = sizes_bytes;
     for (name, bytes, target) in [
-        ("results.json", results_bytes, Some(REPORT_FILE_BYTES_MAX)),
-        ("report.html", html_bytes, Some(REPORT_FILE_BYTES_MAX)),
+        ("results.json", results_bytes, Some(RESULTS_JSON_BYTES_MAX)),
+        ("report.html", html_bytes, Some(REPORT_HTML_BYTES_MAX)),
         ("junit.xml", junit_bytes, None),
     ] {
         let kb = bytes as f64 / 1e3;

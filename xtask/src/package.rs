@@ -8,8 +8,10 @@
 //!   dependency per platform, `@twice-kit/<os>-<cpu>`, each holding that platform's binaries
 //!   and saying its `os` and `cpu`, so npm installs only the one that fits the machine.
 //!
-//! Everything lands in `target/packages/` (or `--out`): `python/*.whl`, `npm/*.tgz`. The
-//! suite installs them into a fresh venv and a fresh Node project (`tests/it/packages.rs`).
+//! Everything lands in `target/packages/` (or `--out`): `python/*.whl`, `npm/*.tgz`, and
+//! nothing else. The npm packages are laid out for `npm pack` in a stage of their own under
+//! the target directory, removed on every path. The suite installs the packages into a fresh
+//! venv and a fresh Node project (`tests/it/packages.rs`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -189,15 +191,40 @@ pub(crate) fn make(root: &Path, bin_dir: &Path, out: &Path, platform: Platform) 
         }
     }
     let wheel = build_wheel(root, &twice, &executor, &out.join("python"), platform)?;
-    let npm_dir = out.join("npm");
-    let stage = npm_dir.join("stage");
-    if stage.exists() {
-        fs::remove_dir_all(&stage).with_context(|| format!("could not clear {}", stage.display()))?;
-    }
     let version = kit_version(root)?;
-    let npm_platform = pack_platform(&stage, &npm_dir, platform, &version, &twice, &executor)?;
-    let npm_kit = pack_kit(root, &stage, &npm_dir, &version)?;
+    let (npm_platform, npm_kit) = staged(root, &out.join("npm"), |stage, npm_dir| {
+        let npm_platform = pack_platform(stage, npm_dir, platform, &version, &twice, &executor)?;
+        Ok((npm_platform, pack_kit(root, stage, npm_dir, &version)?))
+    })?;
     Ok(Packages { wheel, npm_kit, npm_platform })
+}
+
+/// Runs `pack(stage, npm_dir)`, which lays packages out in `stage` and packs them into
+/// `npm_dir`. The stage is a fresh directory under the target directory, removed when this
+/// returns, on an error too: the output holds only what was packed, and two packagings at
+/// once never share a stage.
+fn staged<T>(root: &Path, npm_dir: &Path, pack: impl FnOnce(&Path, &Path) -> Result<T>) -> Result<T> {
+    // Earlier versions staged inside the output; an output one of them made keeps that folder.
+    let old_stage = npm_dir.join("stage");
+    if old_stage.exists() {
+        fs::remove_dir_all(&old_stage)
+            .with_context(|| format!("could not remove {}", old_stage.display()))?;
+    }
+    fs::create_dir_all(npm_dir).with_context(|| format!("could not create {}", npm_dir.display()))?;
+    let target = target_dir(root);
+    fs::create_dir_all(&target).with_context(|| format!("could not create {}", target.display()))?;
+    let stage = tempfile::Builder::new()
+        .prefix("package-stage-")
+        .tempdir_in(&target)
+        .with_context(|| format!("could not make a stage for the npm packages in {}", target.display()))?;
+    let packed = pack(stage.path(), npm_dir);
+    let path = stage.path().to_path_buf();
+    // Closed explicitly, so that a stage that cannot be removed is an error, not a leftover;
+    // the packing's own error comes first.
+    let closed = stage.close();
+    let packed = packed?;
+    closed.with_context(|| format!("could not remove the stage {}", path.display()))?;
+    Ok(packed)
 }
 
 fn build_wheel(
@@ -440,5 +467,54 @@ mod tests {
         }
         assert_eq!(PLATFORMS[0].npm_name(), "@twice-kit/linux-x64");
         assert!(kit_manifest("[]", "0.1.0").is_err());
+    }
+
+    /// A scratch directory under the target directory, removed when dropped.
+    fn scratch() -> tempfile::TempDir {
+        let target = target_dir(&root());
+        fs::create_dir_all(&target).unwrap();
+        tempfile::Builder::new().prefix("xtask-package-test-").tempdir_in(target).unwrap()
+    }
+
+    /// The npm output holds the tarball and nothing else: not the stage it was laid out in
+    /// (which is under the target directory and gone afterwards), nor the one an earlier
+    /// version left in the output. Runs `npm pack`, as `cargo xtask test` does.
+    #[test]
+    fn a_packed_platform_package_leaves_only_its_tarball_in_the_output() {
+        let scratch = scratch();
+        let bin = scratch.path().join("bin");
+        fs::create_dir_all(&bin).unwrap();
+        let (twice, executor) = (bin.join("twice"), bin.join("twice-executor"));
+        for binary in [&twice, &executor] {
+            fs::write(binary, "#!/bin/sh\n").unwrap();
+        }
+        let npm_dir = scratch.path().join("out").join("npm");
+        fs::create_dir_all(npm_dir.join("stage").join("linux-x64")).unwrap();
+        let mut seen_stage = PathBuf::new();
+        let tarball = staged(&root(), &npm_dir, |stage, npm_dir| {
+            seen_stage = stage.to_path_buf();
+            pack_platform(stage, npm_dir, PLATFORMS[0], "0.1.0", &twice, &executor)
+        })
+        .unwrap();
+        let left: Vec<_> = fs::read_dir(&npm_dir).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(left, std::slice::from_ref(&tarball), "only the tarball is left in {}", npm_dir.display());
+        assert!(tarball.extension().is_some_and(|e| e == "tgz"), "{}", tarball.display());
+        assert!(seen_stage.starts_with(target_dir(&root())), "{}", seen_stage.display());
+        assert!(!seen_stage.exists(), "the stage is removed");
+    }
+
+    #[test]
+    fn the_stage_is_removed_when_packing_fails() {
+        let scratch = scratch();
+        let npm_dir = scratch.path().join("npm");
+        let mut seen_stage = PathBuf::new();
+        let failed = staged(&root(), &npm_dir, |stage, _| -> Result<()> {
+            seen_stage = stage.to_path_buf();
+            fs::write(stage.join("half.json"), "{").unwrap();
+            bail!("npm pack failed")
+        });
+        assert!(failed.unwrap_err().to_string().contains("npm pack failed"));
+        assert!(!seen_stage.as_os_str().is_empty() && !seen_stage.exists(), "{}", seen_stage.display());
+        assert_eq!(fs::read_dir(&npm_dir).unwrap().count(), 0);
     }
 }

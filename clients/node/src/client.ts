@@ -176,7 +176,8 @@ export class Twice implements AsyncDisposable {
    * `URL`, or a string ending in `.toml`), or a scenario's TOML text (a string with a
    * newline). When the kit started serve itself (`twiceServe`, the fixtures), a file is posted
    * as its absolute path; otherwise its text is posted (serve may not see this machine's disk)
-   * with the path as its origin. Either way the verdict's replay line names it.
+   * with the path as its origin. Either way the verdict's replay line names it. TOML text is
+   * kept by serve in a file of its own, which the replay line names.
    */
   async loadScenario(scenario: string | URL): Promise<Scenario> {
     let body: Record<string, string>;

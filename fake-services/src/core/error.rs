@@ -1,5 +1,6 @@
 //! The errors a service answers, as the pipeline and the services raise them ([`ApiError`]),
-//! and what each service renders them in ([`Shape`]): one error, five wire formats.
+//! and what each service renders them in ([`Shape`]): one error, five wire formats; and the
+//! `Retry-After` every 429 carries, whatever its format ([`RETRY_AFTER_S`]).
 
 use crate::wire::FakeResponse;
 
@@ -63,6 +64,20 @@ impl ApiError {
         let error =
             ApiError::new(status, "api_error", "An unknown error occurred while processing the request.");
         ApiError { standard: true, ..error }
+    }
+}
+
+/// How long a 429 tells its caller to wait, in whole seconds (`Retry-After`). No fault says how
+/// long its refusal lasts (a `reject` holds for as long as its rule is armed and fires, which
+/// the fake cannot know ahead), so every service says what Resend says: one second.
+pub const RETRY_AFTER_S: u64 = 1;
+
+/// Puts `Retry-After` on a 429 that has none: a client told "too many requests" is told when
+/// to come back, whichever service, fault or body made the 429. Other statuses are left as
+/// they are: S3 sends its 503 `SlowDown` without one, and Stripe its 503s.
+pub(super) fn retry_after(response: &mut FakeResponse) {
+    if response.status == 429 && response.header("retry-after").is_none() {
+        response.headers.push(("Retry-After".into(), RETRY_AFTER_S.to_string()));
     }
 }
 

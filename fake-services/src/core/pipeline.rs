@@ -100,7 +100,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 "twice: the {} fake's journal holds {capacity} requests, its bound; this request was refused unseen. Reset the fake (POST /__twice/reset) to go on.",
                 self.name
             ));
-            (self.shape.stamp)(&mut response, &ctx.request_id);
+            self.stamp(&mut response, &ctx.request_id);
             return Some(Disposition::Respond(response));
         }
         if ctx.plan.refuse {
@@ -112,7 +112,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
             Some(body) => FakeResponse::json(status, &body),
             None => self.error(&ApiError::rejected(status)),
         };
-        (self.shape.stamp)(&mut response, &ctx.request_id);
+        self.stamp(&mut response, &ctx.request_id);
         self.end(ctx, req, "answered", Some(status), false);
         Some(Disposition::Respond(response))
     }
@@ -313,7 +313,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         {
             response = response.with_header("Idempotency-Key", k);
         }
-        (self.shape.stamp)(&mut response, &ctx.request_id);
+        self.stamp(&mut response, &ctx.request_id);
         sleep_ms(ctx.plan.after_ms).await;
         match ctx.plan.after_commit {
             AfterCommit::Drop => {

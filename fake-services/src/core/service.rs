@@ -7,7 +7,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::bounds::Bounds;
-use super::error::{ApiError, Shape};
+use super::error::{ApiError, Shape, retry_after};
 use super::pending::{self, LateCommits, Pending, PendingKind};
 use super::state::Inner;
 use crate::clock::ServiceClock;
@@ -172,7 +172,15 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
     pub fn stamped_error(&self, error: &ApiError) -> FakeResponse {
         let mut response = self.error(error);
         let request_id = self.lock().new_id("req_", 14);
-        (self.shape.stamp)(&mut response, &request_id);
+        self.stamp(&mut response, &request_id);
         response
+    }
+
+    /// The headers every answer carries: the service's own ([`Shape::stamp`]), and
+    /// `Retry-After` on a 429. Every answer of a service's API (its errors, its successes, a
+    /// replay, the body a fault gives) passes through here, so no 429 can leave without it.
+    pub(super) fn stamp(&self, response: &mut FakeResponse, request_id: &str) {
+        (self.shape.stamp)(response, request_id);
+        retry_after(response);
     }
 }

@@ -1,5 +1,5 @@
 //! PaymentIntents: `POST /v1/payment_intents` (create, optionally confirmed at once),
-//! `GET /v1/payment_intents/{id}`, `POST /v1/payment_intents/{id}/confirm` and
+//! `GET /v1/payment_intents/{id}` (the list, `GET /v1/payment_intents`, is in `list.rs`), `POST /v1/payment_intents/{id}/confirm` and
 //! `POST /v1/payment_intents/{id}/cancel`, with Stripe's object, its state machine and its
 //! errors.
 //!
@@ -111,12 +111,19 @@ impl Intent {
 /// An intent's versions over service time, oldest first; never empty.
 #[derive(Debug, Clone)]
 pub(super) struct History {
+    /// How many intents the service held before this one was made: its place in creation
+    /// order, which breaks ties of `created` in the list.
+    number: usize,
     versions: Vec<(u64, Intent)>,
 }
 
 impl History {
-    pub(super) fn new(at_ms: u64, intent: Intent) -> Self {
-        History { versions: vec![(at_ms, intent)] }
+    pub(super) fn new(number: usize, at_ms: u64, intent: Intent) -> Self {
+        History { number, versions: vec![(at_ms, intent)] }
+    }
+
+    pub(super) fn number(&self) -> usize {
+        self.number
     }
 
     pub(super) fn current(&self) -> &Intent {
@@ -418,7 +425,8 @@ fn create_intent(
         }
     }
     let body = intent.to_json();
-    inner.state.intents.insert(intent.id.clone(), History::new(stamp.now_ms, intent));
+    let number = inner.state.intents.len();
+    inner.state.intents.insert(intent.id.clone(), History::new(number, stamp.now_ms, intent));
     FakeResponse::json(200, &body)
 }
 
@@ -526,9 +534,16 @@ fn cancel_intent(
     push_version(inner, stamp, id, intent)
 }
 
-/// A seeded intent: succeeded, its whole amount received, its charge `ch_` + the id's tail;
-/// visible to every read however stale (it has always been there).
-pub(super) fn seeded(id: String, charge: String, amount: u64, currency: &str, now_ms: u64) -> History {
+/// A seeded intent, the service's `number`th: succeeded, its whole amount received, its charge
+/// `ch_` + the id's tail; visible to every read however stale (it has always been there).
+pub(super) fn seeded(
+    number: usize,
+    id: String,
+    charge: String,
+    amount: u64,
+    currency: &str,
+    now_ms: u64,
+) -> History {
     let client_secret = format!("{id}_secret_seeded");
     let intent = Intent {
         id,
@@ -545,5 +560,5 @@ pub(super) fn seeded(id: String, charge: String, amount: u64, currency: &str, no
         canceled_ms: None,
         cancellation_reason: None,
     };
-    History::new(0, intent)
+    History::new(number, 0, intent)
 }

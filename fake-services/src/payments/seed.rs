@@ -46,7 +46,8 @@ pub(super) fn seed_intent(
     let intent =
         PaymentIntent { id: id.clone(), charge: charge.clone(), amount, currency: currency.to_string() };
     inner.state.charges.insert(charge.clone(), id.clone());
-    inner.state.intents.insert(id.clone(), intents::seeded(id, charge, amount, currency, now_ms));
+    let number = inner.state.intents.len();
+    inner.state.intents.insert(id.clone(), intents::seeded(number, id, charge, amount, currency, now_ms));
     Ok(intent)
 }
 

@@ -36,6 +36,7 @@ fn ws_metadata(keys: usize, key_chars: usize, value_chars: usize) -> Req {
 
 fn cases() -> Vec<Case> {
     let refund = Req::refund;
+    let intents = |query: &str| Req::new("GET", format!("/v1/payment_intents?{query}")).authorized();
     vec![
         p(Req::new("POST", "/v1/refunds").body("payment_intent=pi_1"), 401, "did not provide an API key"),
         p(
@@ -66,6 +67,16 @@ fn cases() -> Vec<Case> {
         p(Req::new("GET", "/v1/refunds?bogus=1").authorized(), 400, "unknown parameter: bogus"),
         p(Req::new("GET", "/v1/refunds?starting_after=re_nope").authorized(), 404, "No such refund"),
         p(Req::new("GET", "/v1/refunds/re_nope").authorized(), 404, "No such refund: 're_nope'"),
+        p(intents("limit=0"), 400, "Invalid limit"),
+        p(intents("limit=101"), 400, "Invalid limit"),
+        p(intents("limit=ten"), 400, "Invalid limit"),
+        p(intents("bogus=1"), 400, "unknown parameter: bogus"),
+        p(intents("charge=ch_1"), 400, "unknown parameter: charge"),
+        p(intents("created[gte]=1"), 400, "does not filter lists by created"),
+        p(intents("starting_after=pi_1&ending_before=pi_1"), 400, "only specify one of these parameters"),
+        p(intents("starting_after=pi_nope"), 404, "No such payment_intent: 'pi_nope'"),
+        p(intents("ending_before=%FF"), 404, "No such payment_intent"),
+        p(Req::new("GET", "/v1/payment_intents/pi_1/nope").authorized(), 404, "Unrecognized request URL"),
         p(refund("payment_intent=pi_1").body(vec![b'a'; 2 * 1024 * 1024]), 413, "larger than"),
         w(ws_body("{not json"), 400, "not valid JSON"),
         w(ws_body("[1,2]"), 400, "must be a JSON object"),

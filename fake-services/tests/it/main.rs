@@ -15,4 +15,5 @@ mod payment_intents;
 mod pending;
 mod props;
 mod refusals;
+mod retry_after;
 mod tags;

@@ -8,6 +8,7 @@ mod mcp;
 mod misbehave;
 mod reports;
 mod serve;
+mod serve_replay;
 mod serve_settle;
 mod serve_world;
 mod sim;

@@ -139,7 +139,7 @@ impl Drop for Session {
 }
 
 /// A child killed when the test ends, however it ends.
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {

@@ -153,6 +153,7 @@ class Twice:
         newline). When the kit started serve itself (the fixtures do), a file is posted as
         its absolute path; otherwise its text is posted (serve may not see this machine's
         disk) with the path as its origin. Either way the verdict's replay line names it.
+        TOML text is kept by serve in a file of its own, which the replay line names.
         """
         if isinstance(name_or_toml, os.PathLike) or (
             isinstance(name_or_toml, str) and "\n" not in name_or_toml and name_or_toml.endswith(".toml")
