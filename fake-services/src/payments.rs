@@ -2,7 +2,8 @@
 //!
 //! `POST /v1/refunds` (form-encoded), `GET /v1/refunds/{id}`, `GET /v1/refunds` filtered by
 //! `payment_intent` or `charge`; PaymentIntents created, retrieved, confirmed and canceled
-//! (`intents.rs`) and listed (`GET /v1/payment_intents`); with Stripe's error envelope, `Request-Id`, 401 without a key and Stripe's
+//! (`intents.rs`) and listed (`GET /v1/payment_intents`); the events of what it did
+//! (`GET /v1/events`, `events.rs`); with Stripe's error envelope, `Request-Id`, 401 without a key and Stripe's
 //! idempotency rules (see `docs/faults.md` and the wire reference). Payment intents to refund
 //! are created through the API or seeded through the control API (a seeded intent has
 //! succeeded).
@@ -16,6 +17,8 @@
 //! Stripe's error envelope, and `json_text.rs`, JSON written by hand for the refund answer.
 
 mod answer;
+mod event_log;
+mod events;
 mod intents;
 mod json_text;
 mod keys;
@@ -38,6 +41,7 @@ pub use keys::Permission;
 pub use seed::PaymentIntent;
 
 use answer::stripe_error;
+use events::{EVENT_FILTERS, list_events, retrieve_event};
 use keys::{authorize, seed_restricted_key, seed_secret_key};
 use list::{INTENT_FILTERS, REFUND_FILTERS, list_intents, list_refunds, parse_list};
 use refunds::{Prepared, Refund, prepare_create, refused_params, retrieve};
@@ -51,6 +55,8 @@ pub const NAME: &str = "payments";
 pub struct PaymentsState {
     /// Every PaymentIntent, created or seeded, with its versions.
     intents: BTreeMap<String, intents::History>,
+    /// The event log, oldest first (`events.rs`).
+    events: Vec<event_log::Record>,
     /// Charge id to payment intent id, for every intent that has been charged.
     charges: BTreeMap<String, String>,
     /// In creation order.
@@ -188,6 +194,13 @@ impl Payments {
                     }
                     Err(e) => Outcome::of(self.core.error(&e)),
                 },
+                Route::ListEvents => match parse_list(&req, EVENT_FILTERS) {
+                    Ok(query) => self.core.read(&ctx, |inner, until| list_events(inner, &query, until)).await,
+                    Err(e) => Outcome::of(self.core.error(&e)),
+                },
+                Route::RetrieveEvent(id) => {
+                    self.core.read(&ctx, |inner, until| retrieve_event(inner, &id, until)).await
+                }
                 Route::Unknown => Outcome::of(self.core.error(&ApiError::new(
                     404,
                     "invalid_request_error",
@@ -209,6 +222,7 @@ impl Payments {
                 Permission::PaymentIntentWrite
             }
             Route::RetrieveIntent(_) | Route::ListIntents => Permission::PaymentIntentRead,
+            Route::ListEvents | Route::RetrieveEvent(_) => Permission::EventRead,
             Route::Unknown => return Ok(()),
         };
         keys::permitted(&self.core, key, needed)
@@ -223,6 +237,8 @@ enum Route {
     CreateIntent,
     RetrieveIntent(String),
     ListIntents,
+    ListEvents,
+    RetrieveEvent(String),
     ConfirmIntent(String),
     CancelIntent(String),
     Unknown,
@@ -240,6 +256,11 @@ fn route(req: &FakeRequest) -> Route {
         ("GET", "/v1/refunds") => Route::List,
         ("POST", "/v1/payment_intents") => Route::CreateIntent,
         ("GET", "/v1/payment_intents") => Route::ListIntents,
+        ("GET", "/v1/events") => Route::ListEvents,
+        ("GET", p) if p.starts_with("/v1/events/") => match &p["/v1/events/".len()..] {
+            id if !id.is_empty() && !id.contains('/') => Route::RetrieveEvent(id.to_string()),
+            _ => Route::Unknown,
+        },
         ("GET", p) if p.starts_with("/v1/payment_intents/") => match intent {
             Some((id, "")) => Route::RetrieveIntent(id),
             _ => Route::Unknown,

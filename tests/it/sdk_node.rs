@@ -145,6 +145,37 @@ async fn stripe_node_auto_paginates_payment_intents_both_ways() {
     assert!(lists.iter().all(|e| e.method == "GET" && e.status == Some(200)), "{journal:#?}");
 }
 
+/// stripe-node lists the fake's events with auto-pagination, by `types[]`, and retrieves one:
+/// two refunds of the seeded intent are two `refund.created` and two `charge.refunded`, after
+/// the intent's `payment_intent.succeeded`.
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
+#[tokio::test]
+async fn stripe_node_lists_and_retrieves_the_fakes_events() {
+    let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
+    fakes.payments.seed_payment_intent(Some("pi_1"), 5000, "usd").unwrap();
+    let fake = Fake::Payments(fakes.payments.clone());
+    let (steps, journal) = probe("events", &fake, &[]).await;
+    let all = [
+        "charge.refunded",
+        "refund.created",
+        "charge.refunded",
+        "refund.created",
+        "payment_intent.succeeded",
+    ];
+    assert_eq!(ok(&steps, "for await"), &serde_json::json!(all));
+    assert_eq!(ok(&steps, "types"), &serde_json::json!(["refund.created", "refund.created"]));
+    let retrieved = ok(&steps, "retrieve");
+    assert_eq!(
+        (&retrieved["same"], &retrieved["type"]),
+        (&true.into(), &"charge.refunded".into()),
+        "{retrieved}"
+    );
+    assert_eq!(retrieved["refunded"], 1500, "{retrieved}");
+    // Five events two at a time are three pages.
+    let lists = journal.iter().filter(|e| e.path == "/v1/events").count();
+    assert_eq!(lists, 3 + 1 + 1, "{journal:#?}");
+}
+
 #[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[tokio::test]
 async fn aws_sdk_s3_puts_under_if_none_match_and_if_match_and_reads_412() {

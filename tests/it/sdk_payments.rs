@@ -321,6 +321,38 @@ async fn stripe_python_auto_paging_iter_lists_every_payment_intent() {
     assert!(lists.iter().all(|e| e.status == Some(200)), "{:#?}", run.journal);
 }
 
+/// stripe-python lists the fake's events page by page and retrieves one: a refund is a
+/// `refund.created` and a `charge.refunded` carrying the charge after it, and the seeded intent
+/// a `payment_intent.succeeded`.
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
+#[tokio::test]
+async fn stripe_python_lists_and_retrieves_the_fakes_events() {
+    let run = run_payments(
+        "stripe_refunds.py",
+        &["create amount=1000", "create amount=500", "events limit=2", "events type=charge.refunded"],
+        vec![],
+    )
+    .await;
+    let all = step(&run, 2);
+    assert_eq!((&all["ok"], &all["class"]), (&true.into(), &"Event".into()), "{all}");
+    assert_eq!(
+        all["types"],
+        json!([
+            "charge.refunded",
+            "refund.created",
+            "charge.refunded",
+            "refund.created",
+            "payment_intent.succeeded"
+        ]),
+        "{all}"
+    );
+    assert_eq!(all["object"]["type"], "charge.refunded");
+    assert_eq!(all["object"]["data"]["object"]["amount_refunded"], 1_500, "{all}");
+    assert_eq!(step(&run, 3)["types"], json!(["charge.refunded", "charge.refunded"]));
+    // Five events two at a time is three pages; one more list and a retrieve per step.
+    assert_eq!(run.requests("GET", "/v1/events").len(), 3 + 1 + 1 + 1, "{:#?}", run.journal);
+}
+
 fn effects<'a>(run: &'a Run, kind: &str) -> Vec<&'a Effect> {
     run.ledger.iter().filter(|e| e.kind == kind).collect()
 }

@@ -8,6 +8,8 @@
 //   payments-closed URL PAYMENT_INTENT sdk|executor   one refunds.create on a connection closed after the commit
 //   payment-intents URL OLDEST    paymentIntents.list({limit: 2}) auto-paginated forward (for await,
 //                                 autoPagingToArray) and back (ending_before: OLDEST)
+//   events URL                    refunds.create twice, then events.list({limit: 2}) auto-paginated,
+//                                 events.list({types: [...]}) and events.retrieve of the newest
 //   files URL BUCKET KEY          HEAD (404), PUT If-None-Match: *, HEAD, PUT If-Match, PUT If-Match stale (412)
 //   chain URL PRIVATE_KEY TO WEI  chain id, nonce, fees; sign EIP-1559 locally; send raw; receipt
 //   messages URL TO               emails.send with an idempotency key and a header, then the inbox
@@ -108,6 +110,28 @@ async function paymentIntents(url, oldest) {
   return steps;
 }
 
+async function events(url) {
+  const stripe = stripeAt(url);
+  const steps = [];
+  for (const amount of [1000, 500]) {
+    await step(steps, `refund ${amount}`, async () => (await stripe.refunds.create({ payment_intent: "pi_1", amount })).id);
+  }
+  await step(steps, "for await", async () => {
+    const seen = [];
+    for await (const event of stripe.events.list({ limit: 2 })) seen.push(event.type);
+    return seen;
+  });
+  await step(steps, "types", async () =>
+    (await stripe.events.list({ types: ["refund.created"] }).autoPagingToArray({ limit: 100 })).map((e) => e.type),
+  );
+  await step(steps, "retrieve", async () => {
+    const [newest] = (await stripe.events.list({ limit: 1 })).data;
+    const event = await stripe.events.retrieve(newest.id);
+    return { id: event.id, same: event.id === newest.id, type: event.type, refunded: event.data.object.amount_refunded };
+  });
+  return steps;
+}
+
 async function files(url, bucket, key) {
   const { S3Client, HeadObjectCommand, PutObjectCommand } = example("@aws-sdk/client-s3");
   const s3 = new S3Client({
@@ -187,7 +211,7 @@ async function messages(url, to) {
   return steps;
 }
 
-const probes = { payments, "payments-closed": paymentsClosed, "payment-intents": paymentIntents, files, chain, messages };
+const probes = { payments, "payments-closed": paymentsClosed, "payment-intents": paymentIntents, events, files, chain, messages };
 
 async function main() {
   const [service, url, ...args] = process.argv.slice(2);

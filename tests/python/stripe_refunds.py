@@ -22,6 +22,9 @@ Each STEP is one argument, an operation and its `name=value` parameters:
       first page, with "ids", the ids in the order the SDK yielded them.
   retrieve [id=re_...]
       client.v1.refunds.retrieve; the id defaults to the last refund created.
+  events [type=charge.refunded] [limit=N]
+      client.v1.events.list(...).auto_paging_iter(), every page, then client.v1.events.retrieve
+      of the newest: the step is that event, with "types", the types in the order yielded.
   jump by_ms=N
       POST BASE_URL/__twice/clock/jump (the fake's control API), not the SDK.
   seed_key key=rk_... permissions=rak_refund_read[,rak_...]
@@ -164,6 +167,13 @@ def main(argv):
                 first = client.v1.payment_intents.list(params=listing)
                 ids = [intent.id for intent in first.auto_paging_iter()]
                 steps.append({**success(op, first), "ids": ids})
+            elif op == "events":
+                listing = {"limit": int(params.pop("limit", "10"))}
+                if "type" in params:
+                    listing["type"] = params.pop("type")
+                kinds = [event.type for event in client.v1.events.list(params=listing).auto_paging_iter()]
+                newest = client.v1.events.list(params={"limit": 1}).data[0]
+                steps.append({**success(op, client.v1.events.retrieve(newest.id)), "types": kinds})
             elif op == "retrieve":
                 refund_id = params.pop("id", last_refund)
                 if refund_id is None:

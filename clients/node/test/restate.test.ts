@@ -19,7 +19,7 @@ import { afterAll, describe, expect, test } from "vitest";
 
 import { AppNotFound, type IntentView } from "../src/engines/index.js";
 import { fill, initValues, load, loadMapping } from "../src/engines/restate.js";
-import { alive, freePort, keep } from "../src/engines/servers.js";
+import { alive, freePort, keep, PORTS_DIR, reservedPort, reservedRange } from "../src/engines/servers.js";
 import { Init, type JsonObject } from "../src/protocol.js";
 import { tempDir as tempFolder } from "./helpers.js";
 
@@ -357,5 +357,25 @@ describe("twice-engine-restate", () => {
     expect([noApp, noAppText]).toEqual([2, expect.stringContaining("the following arguments are required: --app")]);
     const [missing, missingText] = await run(["--app", "/nonexistent/twice-app.json"]);
     expect([missing, missingText]).toEqual([2, expect.stringContaining("error: --app /nonexistent/twice-app.json")]);
+  });
+});
+
+describe("an endpoint's port", () => {
+  test("is reserved below the ephemeral range while its case lives", async () => {
+    const first = await tempFolder("case-1-");
+    const second = await tempFolder("case-2-");
+    removals.push(second.remove);
+    const [low, high] = reservedRange();
+    // A port the kernel never hands out for port 0, and another case never gets while the first
+    // lives, even with nothing listening on it.
+    const taken = await reservedPort(first.path);
+    expect(taken).toBeGreaterThanOrEqual(low);
+    expect(taken).toBeLessThan(high);
+    expect(await readFile(join(PORTS_DIR, String(taken)), "utf8")).toContain("case-1-");
+    const others = new Set<number>();
+    for (let i = 0; i < 20; i++) others.add(await reservedPort(second.path));
+    expect(others.has(taken)).toBe(false);
+    expect(others.size).toBe(20);
+    await first.remove();
   });
 });

@@ -342,3 +342,26 @@ def test_a_restate_mapping_file_fills_its_placeholders_keeping_types(tmp_path: P
     (tmp_path / "broken.json").write_text('{"actions": {"payments.refund": {}}}')
     with pytest.raises(AppNotFound, match="broken.json"):
         load(str(tmp_path / "broken.json"))
+
+
+def test_an_endpoint_port_is_reserved_below_the_ephemeral_range_while_its_case_lives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from twice.engines import servers
+
+    monkeypatch.setattr(servers, "PORTS_DIR", tmp_path / "ports")
+    low, high = servers.reserved_range()
+    first, second = tmp_path / "case-1", tmp_path / "case-2"
+    first.mkdir()
+    second.mkdir()
+    # A port the kernel never hands out for port 0, and another case never gets while the
+    # first lives, even with nothing listening on it.
+    taken = servers.reserved_port(first)
+    assert low <= taken < high
+    assert (tmp_path / "ports" / str(taken)).read_text() == str(first.resolve())
+    others = {servers.reserved_port(second) for _ in range(20)}
+    assert taken not in others
+    # Once the first case's directory is gone, its port may be reserved again.
+    first.rmdir()
+    monkeypatch.setattr(servers.random, "randrange", lambda a, b: taken)
+    assert servers.reserved_port(second) == taken

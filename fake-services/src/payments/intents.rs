@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 
 use super::PaymentsState;
 use super::answer::{missing, stripe_error};
+use super::event_log::Happened;
 use super::params::{check_key, check_metadata, optional_string, positive_integer, unknown_parameters};
 use crate::core::{ApiError, Commit, Inner, Mode, Stamp};
 use crate::form;
@@ -371,6 +372,8 @@ fn record_succeeded(inner: &mut Inner<PaymentsState>, stamp: &Stamp, intent: &In
         "metadata": intent.metadata,
     });
     record(inner, stamp, "payment_intent.succeeded", intent, params);
+    let request = Some((stamp.request_id.clone(), stamp.key.clone()));
+    inner.state.happened(Happened::IntentSucceeded { intent: intent.id.clone() }, stamp.now_ms, request);
 }
 
 fn create_intent(

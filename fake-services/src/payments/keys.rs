@@ -16,14 +16,17 @@ pub enum Permission {
     RefundWrite,
     PaymentIntentRead,
     PaymentIntentWrite,
+    /// Reading events; there is no event write.
+    EventRead,
 }
 
 impl Permission {
-    pub(super) const ALL: [Permission; 4] = [
+    pub(super) const ALL: [Permission; 5] = [
         Permission::RefundRead,
         Permission::RefundWrite,
         Permission::PaymentIntentRead,
         Permission::PaymentIntentWrite,
+        Permission::EventRead,
     ];
 
     /// Stripe's name, as its 403 says which permission is missing.
@@ -33,6 +36,7 @@ impl Permission {
             Permission::RefundWrite => "rak_refund_write",
             Permission::PaymentIntentRead => "rak_payment_intent_read",
             Permission::PaymentIntentWrite => "rak_payment_intent_write",
+            Permission::EventRead => "rak_event_read",
         }
     }
 
@@ -45,6 +49,7 @@ impl Permission {
         match self {
             Permission::RefundRead | Permission::RefundWrite => Permission::RefundWrite,
             Permission::PaymentIntentRead | Permission::PaymentIntentWrite => Permission::PaymentIntentWrite,
+            Permission::EventRead => Permission::EventRead,
         }
     }
 }

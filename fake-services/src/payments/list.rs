@@ -29,14 +29,22 @@ const LIMIT_MAX: usize = 100;
 pub(super) struct ListQuery {
     /// The filters given, by name; only names the list takes.
     filters: BTreeMap<&'static str, String>,
+    /// The array filters given (`types[0]=...`, `types[]=...`), by the list's name for them
+    /// (`types[]`).
+    arrays: BTreeMap<&'static str, Vec<String>>,
     limit: usize,
     starting_after: Option<String>,
     ending_before: Option<String>,
 }
 
 impl ListQuery {
-    fn filter(&self, name: &str) -> Option<&str> {
+    pub(super) fn filter(&self, name: &str) -> Option<&str> {
         self.filters.get(name).map(String::as_str)
+    }
+
+    /// The values of the array filter `name` (`types[]`), if any was given.
+    pub(super) fn all(&self, name: &str) -> Option<&[String]> {
+        self.arrays.get(name).map(Vec::as_slice)
     }
 }
 
@@ -52,6 +60,12 @@ pub(super) fn parse_list(req: &FakeRequest, filters: &'static [&'static str]) ->
             "ending_before" => query.ending_before = Some(value),
             "limit" => query.limit = limit(&value)?,
             _ if base == "expand" => {}
+            // An array filter, `types[0]=a&types[1]=b` (what the SDKs send) or `types[]=a`.
+            _ if name != base && filters.iter().any(|f| f.strip_suffix("[]") == Some(base)) => {
+                if let Some(array) = filters.iter().find(|f| f.strip_suffix("[]") == Some(base)) {
+                    query.arrays.entry(array).or_default().push(value);
+                }
+            }
             // Stripe takes `created` on both lists; saying it is unknown would be untrue, and
             // ignoring it would answer objects the caller ruled out.
             _ if base == "created" => {
@@ -91,7 +105,7 @@ fn limit(value: &str) -> Result<usize, ApiError> {
 /// The page of `items` (the whole list, newest first) that `query` asks for: the `limit`
 /// items next to the cursor, and whether the list goes on beyond them in the direction of
 /// travel. A cursor that is not in the list is Stripe's 404 for a missing `what`.
-fn page<'a, T>(
+pub(super) fn page<'a, T>(
     items: &'a [T],
     id: impl Fn(&T) -> &str,
     query: &ListQuery,

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::PaymentsState;
 use super::answer::{json_answer, missing, stripe_error};
+use super::event_log::Happened;
 use super::intents;
 use super::json_text;
 use super::params::{
@@ -29,10 +30,10 @@ const CREATE_PARAMS: &[&str] =
 #[derive(Debug, Clone)]
 pub(super) struct Refund {
     pub(super) id: String,
-    amount: u64,
+    pub(super) amount: u64,
     pub(super) charge: Arc<str>,
     pub(super) payment_intent: Arc<str>,
-    currency: Arc<str>,
+    pub(super) currency: Arc<str>,
     metadata: Map<String, Value>,
     reason: Option<String>,
     pub(super) created_ms: u64,
@@ -464,7 +465,11 @@ fn create_refund(
         fencing_token: None,
         request_id: stamp.request_id.clone(),
     });
+    let index = inner.state.refunds.len();
     inner.state.add(refund);
+    let request = Some((stamp.request_id.clone(), stamp.key.clone()));
+    inner.state.happened(Happened::RefundCreated { refund: index }, stamp.now_ms, request.clone());
+    inner.state.happened(Happened::ChargeRefunded { refund: index }, stamp.now_ms, request);
     response
 }
 

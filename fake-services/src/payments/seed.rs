@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::PaymentsState;
+use super::event_log::Happened;
 use super::intents;
 use super::keys::{Permission, seed_restricted_key, seed_secret_key};
 use crate::core::Inner;
@@ -47,7 +48,12 @@ pub(super) fn seed_intent(
         PaymentIntent { id: id.clone(), charge: charge.clone(), amount, currency: currency.to_string() };
     inner.state.charges.insert(charge.clone(), id.clone());
     let number = inner.state.intents.len();
-    inner.state.intents.insert(id.clone(), intents::seeded(number, id, charge, amount, currency, now_ms));
+    inner
+        .state
+        .intents
+        .insert(id.clone(), intents::seeded(number, id.clone(), charge, amount, currency, now_ms));
+    // A seeded intent has succeeded, before anything the scenario does.
+    inner.state.happened(Happened::IntentSucceeded { intent: id }, now_ms, None);
     Ok(intent)
 }
 

@@ -5,6 +5,7 @@ mod bad_input;
 mod chain;
 mod client;
 mod control;
+mod events;
 mod faults;
 mod files;
 mod fuzz_corpus;

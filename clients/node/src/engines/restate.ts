@@ -26,7 +26,8 @@
  *
  * - Each twice worker is the adapter plus the app's endpoint (`command`, with `port_env` set to
  *   a loopback port kept per worker id, so that a restarted worker serves the invocations
- *   Restate pinned to its deployment), in one process group: twice's SIGKILL and SIGSTOP reach
+ *   Restate pinned to its deployment, and reserved for the case, so that no other case's
+ *   endpoint takes it while the worker is down: `reservedPort`), in one process group: twice's SIGKILL and SIGSTOP reach
  *   both. The worker registers its endpoint with the server (`POST /deployments`, `force`).
  * - The server is a `restate-server` of the case (the app's `node_modules` has it, as
  *   `@restatedev/restate-server` installs it, or the PATH), started by the first worker, shared
@@ -50,7 +51,7 @@ import { fileURLToPath } from "node:url";
 import { type Init, isObject, type JsonObject } from "../protocol.js";
 import { type App, AppNotFound, type Engine, type JobRecord, main, readOutput } from "./index.js";
 import { JsonLinesLog } from "./log.js";
-import { answers, freePort, ServerError, sharedServer } from "./servers.js";
+import { answers, freePort, reservedPort, ServerError, sharedServer } from "./servers.js";
 import { pyStr, sleep } from "./values.js";
 
 /** How long the server and the app's endpoint may take to be ready. */
@@ -326,11 +327,12 @@ export class RestateEngine implements Engine<Handler> {
   }
 
   /** The same port for every life of a worker: Restate keeps calling the deployment an
-   * invocation started on. */
+   * invocation started on. Reserved for the case (`reservedPort`), so that no other case's
+   * endpoint takes it while this worker is down. */
   private async endpointPort(stateDir: string, workerId: string): Promise<number> {
     const path = join(stateDir, `restate-endpoint-${workerId}.port`);
     if (existsSync(path)) return Number.parseInt(readFileSync(path, "utf8"), 10);
-    const port = await freePort();
+    const port = await reservedPort(stateDir);
     writeFileSync(path, String(port));
     return port;
   }

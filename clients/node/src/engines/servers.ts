@@ -31,6 +31,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { createConnection, createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -69,6 +70,61 @@ export function freePort(): Promise<number> {
       const { port } = server.address() as { port: number };
       server.close(() => done(port));
     });
+  });
+}
+
+/**
+ * Where the adapters note, machine-wide, the endpoint ports they reserved: a file per port
+ * naming the state directory of the case that holds it (the Python kit's `PORTS_DIR`).
+ */
+export const PORTS_DIR = join(tmpdir(), "twice-engine-ports");
+/** How many ports below the kernel's ephemeral range the reservations are made from. */
+export const RESERVED_PORTS = 10_000;
+
+/**
+ * Ports `[low, high)` that no listen on port 0 on this machine is given: just below the
+ * kernel's ephemeral range (Linux: `ip_local_port_range`; elsewhere 20000 to 30000, under the
+ * BSDs' 49152).
+ */
+export function reservedRange(): [number, number] {
+  const ephemeralLow = Number.parseInt(readQuietly("/proc/sys/net/ipv4/ip_local_port_range").split(/\s+/)[0] ?? "", 10);
+  if (!Number.isInteger(ephemeralLow)) return [20_000, 30_000];
+  return [Math.max(1024, ephemeralLow - RESERVED_PORTS), ephemeralLow];
+}
+
+/** Whether the loopback `port` can be listened on now. */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const server = createServer();
+    server.once("error", () => done(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => done(true)));
+  });
+}
+
+/**
+ * A loopback port for an app's endpoint that no other case is given while `owner` (this case's
+ * state directory) exists, even while nothing listens on it. A Restate server keeps calling the
+ * endpoint an invocation started on at its address, also while twice has killed that worker; a
+ * port the kernel handed to another case in that window (the other case's endpoint, say) would
+ * run this case's invocation against the other case's services. So the port comes from below
+ * the kernel's ephemeral range, and is noted in `PORTS_DIR`, under a lock, until its owner's
+ * directory is gone.
+ */
+export async function reservedPort(owner: string): Promise<number> {
+  const [low, high] = reservedRange();
+  mkdirSync(PORTS_DIR, { recursive: true });
+  return withLock(PORTS_DIR, "ports", async () => {
+    // Where the search starts only spreads the cases out; any free port will do.
+    const start = low + Math.floor(Math.random() * (high - low));
+    for (let i = 0; i < high - low; i++) {
+      const port = low + ((start - low + i) % (high - low));
+      const claim = join(PORTS_DIR, String(port));
+      const holder = readQuietly(claim);
+      if ((holder !== "" && existsSync(holder)) || !(await bindable(port))) continue;
+      writeFileSync(claim, resolve(owner));
+      return port;
+    }
+    throw new ServerError(`no free port left in ${low}..${high} (reservations in ${PORTS_DIR})`);
   });
 }
 

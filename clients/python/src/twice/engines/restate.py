@@ -24,7 +24,8 @@ used when the value is absent, and a string that is one placeholder keeps the va
 
 - Each twice worker is the adapter plus the app's endpoint (`command`, with `port_env` set to a
   loopback port kept per worker id, so that a restarted worker serves the invocations Restate
-  pinned to its deployment), in one process group: twice's SIGKILL and SIGSTOP reach both.
+  pinned to its deployment, and reserved for the case, so that no other case's endpoint takes
+  it while the worker is down: `servers.reserved_port`), in one process group: twice's SIGKILL and SIGSTOP reach both.
   The worker registers its endpoint with the server (`POST /deployments`, `force`).
 - The server is a `restate-server` of the case (the app's `node_modules` has it, as
   `@restatedev/restate-server` installs it, or the PATH), started by the first worker, shared by
@@ -55,7 +56,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from twice.engines import App, AppNotFound, Engine, Record, main, read_output
-from twice.engines.servers import ServerError, free_port, shared_server
+from twice.engines.servers import ServerError, free_port, reserved_port, shared_server
 from twice.protocol import Init
 
 #: How long the server and the app's endpoint may take to be ready.
@@ -233,11 +234,12 @@ class RestateEngine(Engine):
 
     def endpoint_port(self, state_dir: Path, worker_id: str) -> int:
         """The same port for every life of a worker: Restate keeps calling the deployment an
-        invocation started on."""
+        invocation started on. Reserved for the case (`reserved_port`), so that no other case's
+        endpoint takes it while this worker is down."""
         path = state_dir / f"restate-endpoint-{worker_id}.port"
         if path.exists():
             return int(path.read_text())
-        port = free_port()
+        port = reserved_port(state_dir)
         path.write_text(str(port))
         return port
 

@@ -23,8 +23,10 @@ import os
 import shutil
 import signal
 import socket
+import random
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -56,6 +58,61 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+#: Where the adapters note, machine-wide, the endpoint ports they reserved: a file per port
+#: naming the state directory of the case that holds it.
+PORTS_DIR = Path(tempfile.gettempdir()) / "twice-engine-ports"
+#: How many ports below the kernel's ephemeral range the reservations are made from.
+RESERVED_PORTS = 10_000
+
+
+def reserved_range() -> tuple[int, int]:
+    """Ports `[low, high)` that no `bind` to port 0 on this machine is given: just below the
+    kernel's ephemeral range (Linux: `ip_local_port_range`; elsewhere 20000 to 30000, under
+    the BSDs' 49152)."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 20_000, 30_000
+    return max(1024, ephemeral_low - RESERVED_PORTS), ephemeral_low
+
+
+def bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def reserved_port(owner: Path) -> int:
+    """A loopback port for an app's endpoint that no other case is given while `owner` (this
+    case's state directory) exists, even while nothing listens on it. A Restate server keeps
+    calling the endpoint an invocation started on at its address, also while twice has killed
+    that worker; a port the kernel handed to another case in that window (the other case's
+    endpoint, say) would run this case's invocation against the other case's services. So the
+    port comes from below the kernel's ephemeral range, and is noted in `PORTS_DIR`, under a
+    lock, until its owner's directory is gone."""
+    low, high = reserved_range()
+    PORTS_DIR.mkdir(parents=True, exist_ok=True)
+    with open(PORTS_DIR / "ports.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # Where the search starts only spreads the cases out; any free port will do.
+        start = random.randrange(low, high)
+        for i in range(high - low):
+            port = low + (start - low + i) % (high - low)
+            claim = PORTS_DIR / str(port)
+            try:
+                holder = claim.read_text()
+            except OSError:
+                holder = ""
+            if (holder and Path(holder).exists()) or not bindable(port):
+                continue
+            claim.write_text(str(owner.resolve()))
+            return port
+    raise ServerError(f"no free port left in {low}..{high} (reservations in {PORTS_DIR})")
 
 
 def answers(port: int) -> bool:
