@@ -217,19 +217,22 @@ def record_matrix(engine: str, app: str, command: list[str], results: dict, pack
 
 
 #: Cases at a time in a whole-catalog run, per app. The cases mostly wait (on the engine's own
-#: retry backoff, on a settle bound), they do not compute: one engine at a time, six careful
-#: cases kept a 2-core machine's load under 10 with every `init` in its bound. An idiomatic
-#: app's job that its engine retries for ever holds its case through every reconcile round
-#: (some minutes), so its run goes eight at a time.
-WHOLE_CATALOG_JOBS = {"careful": 6, "idiomatic": 8}
+#: retry backoff, on a settle bound), they do not compute: one engine at a time, six cases kept
+#: a 2-core machine's load under 10 with every `init` in its bound; at eight, a DBOS and a
+#: Temporal worker each missed the 30 s `init` bound once.
+WHOLE_CATALOG_JOBS = {"careful": 6, "idiomatic": 6}
+#: Where an app's cases may go more at a time: Restate's idiomatic jobs, retried for ever, hold
+#: their cases through every reconcile round (some minutes) waiting, with no worker starting.
+WHOLE_CATALOG_JOBS_OF = {("restate", "idiomatic"): 8}
 
 
 def run_whole_catalog(engine: str, app: str, command: list[str], cwd: Path, report_dir: Path,
                       packages: Iterable[str]) -> tuple[int, dict]:  # fmt: skip
     """The whole catalog and 20 generated cases (the default of a live run),
-    `WHOLE_CATALOG_JOBS[app]` at a time, recorded in the engine's matrix on a full engines
-    run."""
-    command = [*command, "--jobs", str(WHOLE_CATALOG_JOBS[app])]
+    `WHOLE_CATALOG_JOBS[app]` at a time (or what `WHOLE_CATALOG_JOBS_OF` says for this engine),
+    recorded in the engine's matrix on a full engines run."""
+    jobs = WHOLE_CATALOG_JOBS_OF.get((engine, app), WHOLE_CATALOG_JOBS[app])
+    command = [*command, "--jobs", str(jobs)]
     code, results = run(command, cwd, report_dir, FULL_RUN_TIMEOUT_S)
     record_matrix(engine, app, command, results, packages)
     return code, results
