@@ -85,7 +85,7 @@ fn the_python_readme_s_first_test_fails_the_naive_worker_as_quoted_from_the_whee
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(folder.join("test_refund.py"), &readme.code).unwrap();
     let mut pytest = clean("pytest", &folder, &path_without_rust(&[&bin]));
-    pytest.args(["-p", "no:cacheprovider"]).env("PYTHONDONTWRITEBYTECODE", "1");
+    pytest.args(["-p", "no:cacheprovider"]).env("PYTHONDONTWRITEBYTECODE", "1").env("NO_COLOR", "1");
     let (passed, output) = run(pytest, "pytest (the README's first test)", RUN_WAIT);
     assert!(!passed, "the naive worker passed:\n{output}");
     assert!(output.contains("1 failed, 1 passed"), "{output}");
@@ -117,7 +117,8 @@ fn the_node_readme_s_first_test_fails_the_naive_worker_as_quoted_from_the_tarbal
 
     std::fs::write(folder.join("refund.test.ts"), &readme.code).unwrap();
     let mut vitest = clean("npx", &folder, &system);
-    vitest.args(["--no-install", "vitest", "run"]);
+    // Plain text to compare: vitest colours its output wherever `CI` is set, as on CI runners.
+    vitest.args(["--no-install", "vitest", "run"]).env("NO_COLOR", "1");
     let (passed, output) = run(vitest, "npx vitest run (the README's first test)", RUN_WAIT);
     assert!(!passed, "the naive worker passed:\n{output}");
     assert!(output.contains("1 failed | 1 passed"), "{output}");
