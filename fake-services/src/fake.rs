@@ -154,8 +154,8 @@ impl Fake {
     }
 
     /// Whether nothing is in flight at this fake: no request being worked on, no late commit
-    /// waiting, (the chain) no transaction waiting in the pool for a block, and (messages) no
-    /// delivery still to make. [`Fake::pending`] names what it waits for.
+    /// waiting, (the chain) no transaction waiting in the pool for a block, (messages) no
+    /// delivery still to make, and (payments) no webhook still to send. [`Fake::pending`] names what it waits for.
     pub fn settled(&self) -> bool {
         match self {
             Fake::Chain(chain) => {
@@ -170,6 +170,7 @@ impl Fake {
                     return false;
                 }
             }
+            Fake::Payments(payments) if !payments.pending_deliveries().is_empty() => return false,
             _ => {}
         }
         with_core!(self, core => core.settled())
@@ -225,7 +226,23 @@ impl Fake {
                     });
                 }
             }
-            Fake::Payments(_) | Fake::Workspaces(_) | Fake::Files(_) => {}
+            Fake::Payments(payments) => {
+                for (event, kind, url, attempts, due_ms) in payments.pending_deliveries() {
+                    let when = if due_ms.is_some() { "due" } else { "being sent" };
+                    out.push(Pending {
+                        service: self.name(),
+                        kind: PendingKind::Webhook,
+                        request: None,
+                        request_id: None,
+                        due_ms,
+                        detail: format!(
+                            "webhook {event} ({kind}) to {url}, {when}, after {attempts} of at most {} attempts",
+                            payments::ATTEMPTS_MAX
+                        ),
+                    });
+                }
+            }
+            Fake::Workspaces(_) | Fake::Files(_) => {}
         }
         out
     }

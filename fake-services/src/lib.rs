@@ -45,6 +45,7 @@ pub mod form;
 pub mod fuzzing;
 pub mod messages;
 pub mod metadata;
+mod outbound;
 pub mod payments;
 pub mod record;
 pub mod server;

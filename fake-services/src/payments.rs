@@ -26,19 +26,29 @@ mod list;
 mod params;
 mod refunds;
 mod seed;
+mod webhooks;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+use tokio::sync::Notify;
 
 use crate::clock::ServiceClock;
 use crate::core::{ApiError, Commit, Outcome, ServiceCore, Shape};
 use crate::record::IdMap;
-use crate::wire::{Disposition, FakeRequest};
+use crate::wire::{Disposition, FakeRequest, FakeResponse};
 use vocabulary::contract::Contract;
 
 // Named by `Payments`' own methods, so they stay where callers have always found them.
 pub use keys::Permission;
 pub use seed::PaymentIntent;
+pub(crate) use webhooks::driver;
+pub use webhooks::{
+    ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, ENDPOINTS_MAX, RETRY_AFTER_MS, SIGNATURE_TOLERANCE_S,
+    sign as sign_webhook,
+};
 
 use answer::stripe_error;
 use events::{EVENT_FILTERS, list_events, retrieve_event};
@@ -50,6 +60,9 @@ use seed::{seed_from_json, seed_intent};
 /// The service's name in rules, ledgers and URLs files.
 pub const NAME: &str = "payments";
 
+/// The control route that reports webhook endpoints, deliveries and attempts.
+pub const WEBHOOKS_CONTROL_PATH: &str = "/__twice/webhooks";
+
 /// The payments fake's objects.
 #[derive(Debug, Default)]
 pub struct PaymentsState {
@@ -57,6 +70,8 @@ pub struct PaymentsState {
     intents: BTreeMap<String, intents::History>,
     /// The event log, oldest first (`events.rs`).
     events: Vec<event_log::Record>,
+    /// Webhook endpoints and the deliveries of events to them (`webhooks.rs`).
+    webhooks: webhooks::Webhooks,
     /// Charge id to payment intent id, for every intent that has been charged.
     charges: BTreeMap<String, String>,
     /// In creation order.
@@ -82,6 +97,8 @@ pub struct PaymentsState {
 #[derive(Clone)]
 pub struct Payments {
     core: Arc<ServiceCore<PaymentsState>>,
+    /// Wakes the delivery task when something may have become due: a write, a control call.
+    wake: Arc<Notify>,
 }
 
 impl Payments {
@@ -89,7 +106,7 @@ impl Payments {
         let shape =
             Shape { error: stripe_error, stamp: |r, id| r.headers.push(("Request-Id".into(), id.into())) };
         let core = ServiceCore::new(NAME, clock, seed, Contract::payments_default(), shape);
-        Payments { core: Arc::new(core.reading_refusals(refused_params)) }
+        Payments { core: Arc::new(core.reading_refusals(refused_params)), wake: Arc::new(Notify::new()) }
     }
 
     /// Rules, contract, clock, ledger and journal.
@@ -126,6 +143,53 @@ impl Payments {
         self.core.lock().state.strict_keys = strict;
     }
 
+    /// What wakes the delivery task.
+    pub(crate) fn wake(&self) -> Arc<Notify> {
+        Arc::clone(&self.wake)
+    }
+
+    /// The deliveries due now, marked as being sent, each signed with the wall clock's time
+    /// (what the SDKs check a signature's age against).
+    pub(crate) fn take_due_deliveries(&self) -> Vec<webhooks::Outgoing> {
+        let now_ms = self.core.clock.now_ms();
+        let wall_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        webhooks::take_due(&mut self.core.lock().state, now_ms, wall_s)
+    }
+
+    /// Notes how an attempt of delivery `number` went.
+    pub(crate) fn delivery_attempted(&self, number: u64, answer: Result<u16, String>) {
+        let now_ms = self.core.clock.now_ms();
+        self.core.lock().state.webhooks.attempted(number, answer, now_ms);
+        self.wake.notify_one();
+    }
+
+    /// How long until the next delivery is due (0: due now), if one is waiting.
+    pub(crate) fn next_delivery_in_ms(&self) -> Option<u64> {
+        let now_ms = self.core.clock.now_ms();
+        self.core.lock().state.webhooks.next_due_ms().map(|due| due.saturating_sub(now_ms))
+    }
+
+    /// The deliveries not yet ended (being sent, or due again), as [`crate::fake::Fake::pending`]
+    /// names them: (event id, event type, endpoint URL, attempts made, due time).
+    pub fn pending_deliveries(&self) -> Vec<(String, &'static str, String, u32, Option<u64>)> {
+        let inner = self.core.lock();
+        let state = &inner.state;
+        state
+            .webhooks
+            .unfinished()
+            .map(|d| {
+                let kind = state.events.get(d.event).map_or("", |r| r.what.kind());
+                let url =
+                    state.webhooks.endpoints.get(d.endpoint).map_or_else(String::new, |e| e.url.clone());
+                let due = match d.standing {
+                    webhooks::Standing::Due(at) => Some(at),
+                    _ => None,
+                };
+                (events::event_id(d.event), kind, url, d.attempts, due)
+            })
+            .collect()
+    }
+
     /// Fields a rule can match: form fields (nested ones as `metadata[k]`) and query parameters.
     pub fn fields(req: &FakeRequest) -> BTreeMap<String, String> {
         let mut fields: BTreeMap<String, String> = req.query_pairs().into_iter().collect();
@@ -137,11 +201,16 @@ impl Payments {
 
     pub async fn handle(&self, req: FakeRequest) -> Disposition {
         if req.path.starts_with("/__twice") {
+            // Whatever a control call changed (a seed, a jumped clock) may make a delivery due.
+            self.wake.notify_one();
+            if req.method == "GET" && req.path.trim_end_matches('/') == WEBHOOKS_CONTROL_PATH {
+                return Disposition::Respond(self.webhooks_report());
+            }
             let now_ms = self.core.clock.now_ms();
             let response = self.core.control(&req, |inner, body| seed_from_json(inner, body, now_ms));
             return Disposition::Respond(response);
         }
-        let is_write = req.method == "POST";
+        let is_write = req.method == "POST" || req.method == "DELETE";
         let ctx = self.core.begin(&req, Self::fields, is_write);
         let _abandoned = self.core.watch(&ctx);
         if let Some(done) = self.core.intercept(&ctx, &req) {
@@ -201,6 +270,20 @@ impl Payments {
                 Route::RetrieveEvent(id) => {
                     self.core.read(&ctx, |inner, until| retrieve_event(inner, &id, until)).await
                 }
+                Route::CreateEndpoint => write(webhooks::prepare_create(&req)).await,
+                Route::UpdateEndpoint(id) => write(webhooks::prepare_update(&req, id)).await,
+                Route::DeleteEndpoint(id) => write(webhooks::prepare_delete(&req, id)).await,
+                Route::RetrieveEndpoint(id) => {
+                    self.core.read(&ctx, |inner, until| webhooks::retrieve_endpoint(inner, &id, until)).await
+                }
+                Route::ListEndpoints => match parse_list(&req, &[]) {
+                    Ok(query) => {
+                        self.core
+                            .read(&ctx, |inner, until| webhooks::list_endpoints(inner, &query, until))
+                            .await
+                    }
+                    Err(e) => Outcome::of(self.core.error(&e)),
+                },
                 Route::Unknown => Outcome::of(self.core.error(&ApiError::new(
                     404,
                     "invalid_request_error",
@@ -208,7 +291,21 @@ impl Payments {
                 ))),
             },
         };
-        self.core.conclude(&ctx, &req, outcome).await
+        let done = self.core.conclude(&ctx, &req, outcome).await;
+        if is_write {
+            self.wake.notify_one();
+        }
+        done
+    }
+
+    /// `GET /__twice/webhooks`: each endpoint's id and secret, every delivery and every attempt.
+    fn webhooks_report(&self) -> FakeResponse {
+        let inner = self.core.lock();
+        let mut report = inner.state.webhooks.report(events::event_id);
+        if let Some(map) = report.as_object_mut() {
+            map.insert("secrets".into(), json!(webhooks::secrets(&inner.state)));
+        }
+        FakeResponse::json(200, &report)
     }
 
     /// Whether `key` may make a request of `route`: a restricted key needs the permission
@@ -223,6 +320,10 @@ impl Payments {
             }
             Route::RetrieveIntent(_) | Route::ListIntents => Permission::PaymentIntentRead,
             Route::ListEvents | Route::RetrieveEvent(_) => Permission::EventRead,
+            Route::CreateEndpoint | Route::UpdateEndpoint(_) | Route::DeleteEndpoint(_) => {
+                Permission::WebhookWrite
+            }
+            Route::RetrieveEndpoint(_) | Route::ListEndpoints => Permission::WebhookRead,
             Route::Unknown => return Ok(()),
         };
         keys::permitted(&self.core, key, needed)
@@ -241,6 +342,11 @@ enum Route {
     RetrieveEvent(String),
     ConfirmIntent(String),
     CancelIntent(String),
+    CreateEndpoint,
+    ListEndpoints,
+    RetrieveEndpoint(String),
+    UpdateEndpoint(String),
+    DeleteEndpoint(String),
     Unknown,
 }
 
@@ -251,7 +357,19 @@ fn route(req: &FakeRequest) -> Route {
         let (id, action) = rest.split_once('/').unwrap_or((rest, ""));
         (!id.is_empty() && !action.contains('/')).then(|| (id.to_string(), action))
     });
+    let endpoint = path
+        .strip_prefix("/v1/webhook_endpoints/")
+        .filter(|id| !id.is_empty() && !id.contains('/'))
+        .map(str::to_string);
     match (req.method.as_str(), path) {
+        ("POST", "/v1/webhook_endpoints") => Route::CreateEndpoint,
+        ("GET", "/v1/webhook_endpoints") => Route::ListEndpoints,
+        (method, p) if p.starts_with("/v1/webhook_endpoints/") => match (method, endpoint) {
+            ("GET", Some(id)) => Route::RetrieveEndpoint(id),
+            ("POST", Some(id)) => Route::UpdateEndpoint(id),
+            ("DELETE", Some(id)) => Route::DeleteEndpoint(id),
+            _ => Route::Unknown,
+        },
         ("POST", "/v1/refunds") => Route::Create,
         ("GET", "/v1/refunds") => Route::List,
         ("POST", "/v1/payment_intents") => Route::CreateIntent,

@@ -1,4 +1,6 @@
-//! The loopback HTTP transport: hyper serving a [`Fake`], one task per connection.
+//! The loopback HTTP transport: hyper serving a [`Fake`], one task per connection (and, for
+//! the payments fake, its webhook delivery task beside the listener; `outbound.rs` holds the
+//! socket code of a delivery).
 //!
 //! The transport only turns bytes into a [`FakeRequest`] and a [`Disposition`] back into
 //! bytes, or into a closed (FIN) or reset (RST) connection. Reading is bounded: headers
@@ -96,6 +98,10 @@ impl Server {
         let addr = socket.local_addr()?;
         let (stop, stopped) = watch::channel(false);
         let name = fake.name();
+        // A fake that sends to apps (the payments fake's webhooks) does so while it listens.
+        if let Fake::Payments(payments) = &fake {
+            tokio::spawn(crate::payments::driver::run(payments.clone(), stopped.clone()));
+        }
         let task = tokio::spawn(accept_loop(fake, socket, listener, stopped));
         Ok(Server { name, addr, stop, task: Some(task) })
     }

@@ -176,6 +176,34 @@ async fn stripe_node_lists_and_retrieves_the_fakes_events() {
     assert_eq!(lists, 3 + 1 + 1, "{journal:#?}");
 }
 
+/// stripe-node's `webhooks.constructEvent` verifies the fake's delivery unchanged, and refuses
+/// it signed under a guessed secret, altered, or signed ten minutes ago.
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
+#[tokio::test]
+async fn stripe_node_verifies_the_fakes_webhooks_and_refuses_forged_ones() {
+    let fakes = Fakes::new(Arc::new(TokioClock::from_wall_clock()), SEED);
+    fakes.payments.seed_payment_intent(Some("pi_1"), 5000, "usd").unwrap();
+    let fake = Fake::Payments(fakes.payments.clone());
+    let (steps, _journal) = probe("webhooks", &fake, &[]).await;
+    assert_eq!(ok(&steps, "register")["secretPrefix"], "whsec_");
+    let verified = ok(&steps, "verify");
+    assert_eq!(
+        (&verified["type"], &verified["refunded"]),
+        (&"charge.refunded".into(), &700.into()),
+        "{verified}"
+    );
+    for attack in ["forged", "altered"] {
+        let refusal = verified[attack].as_str().unwrap_or_else(|| panic!("{attack} accepted: {verified}"));
+        assert!(
+            refusal.starts_with("StripeSignatureVerificationError: No signatures found matching"),
+            "{refusal}"
+        );
+    }
+    let stale = verified["stale"].as_str().unwrap_or_else(|| panic!("stale accepted: {verified}"));
+    assert!(stale.contains("Timestamp outside the tolerance zone"), "{stale}");
+    assert_eq!(ok(&steps, "delete"), &serde_json::json!(true));
+}
+
 #[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
 #[tokio::test]
 async fn aws_sdk_s3_puts_under_if_none_match_and_if_match_and_reads_412() {

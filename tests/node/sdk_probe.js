@@ -10,6 +10,9 @@
 //                                 autoPagingToArray) and back (ending_before: OLDEST)
 //   events URL                    refunds.create twice, then events.list({limit: 2}) auto-paginated,
 //                                 events.list({types: [...]}) and events.retrieve of the newest
+//   webhooks URL                  webhookEndpoints.create (an endpoint on loopback), refunds.create, then each
+//                                 delivery through webhooks.constructEvent: as sent, signed under a guessed
+//                                 secret, altered, and signed ten minutes ago; then the endpoint deleted
 //   files URL BUCKET KEY          HEAD (404), PUT If-None-Match: *, HEAD, PUT If-Match, PUT If-Match stale (412)
 //   chain URL PRIVATE_KEY TO WEI  chain id, nonce, fees; sign EIP-1559 locally; send raw; receipt
 //   messages URL TO               emails.send with an idempotency key and a header, then the inbox
@@ -132,6 +135,53 @@ async function events(url) {
   return steps;
 }
 
+async function webhooks(url) {
+  const stripe = stripeAt(url);
+  const received = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      received.push({ body: Buffer.concat(chunks).toString("utf8"), signature: req.headers["stripe-signature"] });
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const endpointUrl = `http://127.0.0.1:${server.address().port}/stripe/webhooks`;
+  const steps = [];
+  let endpoint;
+  await step(steps, "register", async () => {
+    endpoint = await stripe.webhookEndpoints.create({ url: endpointUrl, enabled_events: ["charge.refunded"] });
+    return { id: endpoint.id, secretPrefix: endpoint.secret.slice(0, 6) };
+  });
+  await step(steps, "refund", async () => (await stripe.refunds.create({ payment_intent: "pi_1", amount: 700 })).id);
+  for (let i = 0; i < 1000 && received.length < 1; i++) await new Promise((r) => setTimeout(r, 20));
+  const refusal = (body, header) => {
+    try {
+      stripe.webhooks.constructEvent(body, header, endpoint.secret);
+      return null;
+    } catch (error) {
+      return `${error.type}: ${error.message}`;
+    }
+  };
+  for (const { body, signature } of received) {
+    await step(steps, "verify", async () => {
+      const event = stripe.webhooks.constructEvent(body, signature, endpoint.secret);
+      const old = Math.floor(Date.now() / 1000) - 600;
+      return {
+        type: event.type,
+        refunded: event.data.object.amount_refunded,
+        forged: refusal(body, stripe.webhooks.generateTestHeaderString({ payload: body, secret: "whsec_guessed" })),
+        altered: refusal(body.replace('"livemode":false', '"livemode":true'), signature),
+        stale: refusal(body, stripe.webhooks.generateTestHeaderString({ payload: body, secret: endpoint.secret, timestamp: old })),
+      };
+    });
+  }
+  await step(steps, "delete", async () => (await stripe.webhookEndpoints.del(endpoint.id)).deleted);
+  server.close();
+  return steps;
+}
+
 async function files(url, bucket, key) {
   const { S3Client, HeadObjectCommand, PutObjectCommand } = example("@aws-sdk/client-s3");
   const s3 = new S3Client({
@@ -211,7 +261,16 @@ async function messages(url, to) {
   return steps;
 }
 
-const probes = { payments, "payments-closed": paymentsClosed, "payment-intents": paymentIntents, events, files, chain, messages };
+const probes = {
+  payments,
+  "payments-closed": paymentsClosed,
+  "payment-intents": paymentIntents,
+  events,
+  webhooks,
+  files,
+  chain,
+  messages,
+};
 
 async function main() {
   const [service, url, ...args] = process.argv.slice(2);

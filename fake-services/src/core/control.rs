@@ -78,6 +78,12 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 FakeResponse::json(200, &json!({"reset": true}))
             }
             Control::Seed => self.seed_control(&req.body, seed),
+            Control::Webhooks => FakeResponse::json(
+                404,
+                &json!({"error": {"message": format!(
+                    "the {} fake sends no webhooks: only the payments fake does", self.name
+                )}}),
+            ),
             Control::Ledger => {
                 let inner = self.lock();
                 FakeResponse::json(200, &json!({"service": self.name, "effects": inner.ledger.effects()}))
@@ -230,6 +236,9 @@ pub enum Control {
     Seed,
     Ledger,
     Journal,
+    /// Webhook endpoints, deliveries and attempts: answered by the payments fake, the only one
+    /// that sends webhooks; every other fake says so.
+    Webhooks,
 }
 
 /// Every route of a fake's control API: method, path (`{id}` is a rule's id) and what it asks
@@ -251,6 +260,7 @@ pub const CONTROL_ROUTES: &[(&str, &str, Control)] = &[
     ("POST", "/__twice/seed", Control::Seed),
     ("GET", "/__twice/ledger", Control::Ledger),
     ("GET", "/__twice/journal", Control::Journal),
+    ("GET", "/__twice/webhooks", Control::Webhooks),
 ];
 
 /// The control route `method` and `path` (under `/__twice`, without it) ask for, with the

@@ -20,6 +20,8 @@ pub enum PendingKind {
     LateCommit,
     /// A message accepted and not yet in its recipient's inbox.
     Delivery,
+    /// A webhook event not yet answered 2xx by an endpoint, with attempts left.
+    Webhook,
     /// A transaction in the pool that a block will take by itself.
     PooledTx,
     /// A transaction in the pool that no block can take until its sender sends something
@@ -28,13 +30,14 @@ pub enum PendingKind {
 }
 
 impl PendingKind {
-    /// The kind's name in reports: `request`, `late-commit`, `delivery`, `pooled-tx`,
-    /// `queued-tx`.
+    /// The kind's name in reports: `request`, `late-commit`, `delivery`, `webhook`,
+    /// `pooled-tx`, `queued-tx`.
     pub fn name(self) -> &'static str {
         match self {
             PendingKind::Request => "request",
             PendingKind::LateCommit => "late-commit",
             PendingKind::Delivery => "delivery",
+            PendingKind::Webhook => "webhook",
             PendingKind::PooledTx => "pooled-tx",
             PendingKind::QueuedTx => "queued-tx",
         }

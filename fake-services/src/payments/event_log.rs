@@ -1,6 +1,7 @@
 //! The payments fake's event log as it is kept: what happened, when, and by which request, one
 //! small record per event (rendered as Stripe's event objects in `events.rs`). A leaf: the
-//! writes that make events (`refunds.rs`, `intents.rs`, `seed.rs`) need only this.
+//! writes that make events (`refunds.rs`, `intents.rs`, `seed.rs`) need only this. Each event is
+//! queued for the webhook endpoints that want it as it is noted (`webhooks.rs`).
 
 use super::PaymentsState;
 
@@ -37,6 +38,8 @@ pub(super) struct Record {
 impl PaymentsState {
     /// Notes that `what` happened at `at_ms`, by the request `request`.
     pub(super) fn happened(&mut self, what: Happened, at_ms: u64, request: Option<(String, Option<String>)>) {
+        let kind = what.kind();
+        self.webhooks.enqueue(self.events.len(), kind, at_ms);
         self.events.push(Record { what, created_ms: at_ms, request });
     }
 }

@@ -28,7 +28,7 @@ pub(super) const EVENT_FILTERS: &[&str] = &["type", "types[]"];
 const EVENT_ID_STREAM: u64 = 0x6576_745f_6964_7321;
 
 /// The id of the event numbered `number` in the log: `evt_` and 24 letters and digits.
-fn event_id(number: usize) -> String {
+pub(super) fn event_id(number: usize) -> String {
     let mut rng = ChaCha8Rng::seed_from_u64(EVENT_ID_STREAM ^ number as u64);
     let mut id = String::with_capacity(28);
     id.push_str("evt_");
@@ -37,7 +37,7 @@ fn event_id(number: usize) -> String {
 }
 
 /// The event numbered `number`, as Stripe's API and webhooks show it.
-fn render(state: &PaymentsState, number: usize, record: &Record) -> Value {
+pub(super) fn render(state: &PaymentsState, number: usize, record: &Record) -> Value {
     let request = match &record.request {
         Some((id, key)) => json!({"id": id, "idempotency_key": key}),
         None => json!({"id": null, "idempotency_key": null}),
@@ -49,7 +49,7 @@ fn render(state: &PaymentsState, number: usize, record: &Record) -> Value {
         "created": record.created_ms / 1000,
         "data": {"object": object(state, &record.what, record.created_ms)},
         "livemode": false,
-        "pending_webhooks": 0,
+        "pending_webhooks": state.webhooks.pending_for(number),
         "request": request,
         "type": record.what.kind(),
     })

@@ -18,15 +18,19 @@ pub enum Permission {
     PaymentIntentWrite,
     /// Reading events; there is no event write.
     EventRead,
+    WebhookRead,
+    WebhookWrite,
 }
 
 impl Permission {
-    pub(super) const ALL: [Permission; 5] = [
+    pub(super) const ALL: [Permission; 7] = [
         Permission::RefundRead,
         Permission::RefundWrite,
         Permission::PaymentIntentRead,
         Permission::PaymentIntentWrite,
         Permission::EventRead,
+        Permission::WebhookRead,
+        Permission::WebhookWrite,
     ];
 
     /// Stripe's name, as its 403 says which permission is missing.
@@ -37,6 +41,8 @@ impl Permission {
             Permission::PaymentIntentRead => "rak_payment_intent_read",
             Permission::PaymentIntentWrite => "rak_payment_intent_write",
             Permission::EventRead => "rak_event_read",
+            Permission::WebhookRead => "rak_webhook_read",
+            Permission::WebhookWrite => "rak_webhook_write",
         }
     }
 
@@ -50,6 +56,7 @@ impl Permission {
             Permission::RefundRead | Permission::RefundWrite => Permission::RefundWrite,
             Permission::PaymentIntentRead | Permission::PaymentIntentWrite => Permission::PaymentIntentWrite,
             Permission::EventRead => Permission::EventRead,
+            Permission::WebhookRead | Permission::WebhookWrite => Permission::WebhookWrite,
         }
     }
 }

@@ -18,3 +18,4 @@ mod props;
 mod refusals;
 mod retry_after;
 mod tags;
+mod webhooks;
