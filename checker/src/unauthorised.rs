@@ -5,7 +5,8 @@
 //! wrote, a transfer to nobody's address. Reads are not effects, and neither are the
 //! scenario's own seeds (they never enter a ledger), nor a provider's own second delivery of a
 //! message. An effect carrying the business key of an intent whose action the executor does
-//! not support is nobody's to judge.
+//! not support is nobody's to judge. An intent that a webhook triggers is authorised by its
+//! event only: when the scenario's event is a forgery, its effects are nobody's to make.
 
 use super::NO_UNAUTHORISED_EFFECT;
 use super::attribution::{Facts, Found, param_diff};
@@ -29,7 +30,7 @@ impl Facts<'_> {
     /// Why `effect` is one nobody authorised, if it is.
     fn unauthorised(&self, effect: &Found) -> Option<String> {
         if effect.authorised {
-            return None;
+            return self.forged_only(effect);
         }
         let Some(group) = effect.group else {
             return Some(format!(
@@ -61,6 +62,23 @@ impl Facts<'_> {
             effect.key_text(),
             self.ids_text(&self.groups[group].intents),
             differences.join("; ")
+        ))
+    }
+
+    /// Why an effect whose parameters an intent authorised is still nobody's to make: that
+    /// intent waits for a webhook the service never sent (the scenario's trigger is forged,
+    /// an attacker's event), so nothing authorised it.
+    fn forged_only(&self, effect: &Found) -> Option<String> {
+        let intent = &self.intents[*effect.candidates.first()?];
+        let trigger = intent.spec.on_event.as_ref().filter(|t| t.forged)?;
+        Some(format!(
+            "{} for {} was made for {}, which only a forged {} of {} asked for: the customer never paid, \
+             and the event was signed without the endpoint's secret",
+            effect.label(),
+            effect.key_text(),
+            intent.id(),
+            trigger.kind,
+            trigger.payment_intent
         ))
     }
 }

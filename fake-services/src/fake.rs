@@ -227,6 +227,19 @@ impl Fake {
                 }
             }
             Fake::Payments(payments) => {
+                for payment_intent in payments.awaiting_listener() {
+                    out.push(Pending {
+                        service: self.name(),
+                        kind: PendingKind::AwaitingListener,
+                        request: None,
+                        request_id: None,
+                        due_ms: None,
+                        detail: format!(
+                            "the payment of {payment_intent} waits for the application to listen: no webhook \
+                             endpoint that wants payment_intent.succeeded is registered"
+                        ),
+                    });
+                }
                 for (event, kind, url, attempts, due_ms) in payments.pending_deliveries() {
                     let when = if due_ms.is_some() { "due" } else { "being sent" };
                     out.push(Pending {

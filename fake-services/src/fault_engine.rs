@@ -65,6 +65,26 @@ pub struct Plan {
     pub deliver_after_ms: Option<u64>,
     /// The provider delivers again, this long after the request arrived (`redeliver`).
     pub redeliver_after_ms: Option<u64>,
+    /// What happens to the webhooks of the events this request makes (payments only).
+    pub webhook: WebhookPlan,
+}
+
+/// What the webhook faults that fired on a request ask of the deliveries of the events it
+/// makes. The service that sends webhooks reads it; the others never see it (the rule is
+/// refused elsewhere).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WebhookPlan {
+    /// Each event is sent a second time, this long after its first attempt was due
+    /// (`duplicate_webhook`).
+    pub again_after_ms: Option<u64>,
+    /// The first attempt comes this long after the event (`delay_webhook`).
+    pub delay_ms: Option<u64>,
+    /// The endpoint's first 2xx is lost (`lose_webhook_ack`).
+    pub lose_ack: bool,
+    /// Attempts due this long after the event fail unsent (`webhook_endpoint_down`).
+    pub down_for_ms: Option<u64>,
+    /// Each event is replayed once under a signature 600 s old (`stale_webhook`).
+    pub stale_replay: bool,
 }
 
 /// A rule with its counters.
@@ -205,6 +225,17 @@ fn fold(plan: &mut Plan, fault: &FaultSpec) {
         FaultSpec::Redeliver { after_ms } => {
             plan.redeliver_after_ms.get_or_insert(*after_ms);
         }
+        FaultSpec::DuplicateWebhook { after_ms } => {
+            plan.webhook.again_after_ms.get_or_insert(*after_ms);
+        }
+        FaultSpec::DelayWebhook { delay_ms } => {
+            plan.webhook.delay_ms.get_or_insert(*delay_ms);
+        }
+        FaultSpec::LoseWebhookAck => plan.webhook.lose_ack = true,
+        FaultSpec::WebhookEndpointDown { for_ms } => {
+            plan.webhook.down_for_ms.get_or_insert(*for_ms);
+        }
+        FaultSpec::StaleWebhook => plan.webhook.stale_replay = true,
     }
 }
 

@@ -36,7 +36,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::clock::ServiceClock;
-use crate::core::{ApiError, Commit, Outcome, ServiceCore, Shape};
+use crate::core::{ApiError, Commit, Inner, Outcome, ServiceCore, Shape};
 use crate::record::IdMap;
 use crate::wire::{Disposition, FakeRequest, FakeResponse};
 use vocabulary::contract::Contract;
@@ -46,8 +46,8 @@ pub use keys::Permission;
 pub use seed::PaymentIntent;
 pub(crate) use webhooks::driver;
 pub use webhooks::{
-    ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, ENDPOINTS_MAX, RETRY_AFTER_MS, SIGNATURE_TOLERANCE_S,
-    sign as sign_webhook,
+    ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, ENDPOINTS_MAX, PAY_AFTER_LISTENER_MS, RETRY_AFTER_MS,
+    SIGNATURE_TOLERANCE_S, sign as sign_webhook,
 };
 
 use answer::stripe_error;
@@ -62,6 +62,8 @@ pub const NAME: &str = "payments";
 
 /// The control route that reports webhook endpoints, deliveries and attempts.
 pub const WEBHOOKS_CONTROL_PATH: &str = "/__twice/webhooks";
+/// The control route that sends a forged webhook event.
+pub const FORGE_CONTROL_PATH: &str = "/__twice/webhooks/forge";
 
 /// The payments fake's objects.
 #[derive(Debug, Default)]
@@ -153,7 +155,55 @@ impl Payments {
     pub(crate) fn take_due_deliveries(&self) -> Vec<webhooks::Outgoing> {
         let now_ms = self.core.clock.now_ms();
         let wall_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        webhooks::take_due(&mut self.core.lock().state, now_ms, wall_s)
+        let mut inner = self.core.lock();
+        for due in inner.state.webhooks.take_due_payments(now_ms) {
+            let made = if due.forged {
+                webhooks::forge_payment(&mut inner.state, &due.payment_intent, now_ms).map(|_| ())
+            } else {
+                pay(&mut inner, &due.payment_intent, now_ms)
+            };
+            if let Err(why) = made {
+                tracing::warn!(target: "twice::payments", payment_intent = %due.payment_intent, "{why}");
+            }
+        }
+        webhooks::take_due(&mut inner.state, now_ms, wall_s)
+    }
+
+    /// Seeds `id` unpaid (`requires_confirmation`, a test card on it) with `amount` to pay.
+    pub fn seed_unpaid_intent(&self, id: &str, amount: u64, currency: &str) -> Result<(), String> {
+        let now_ms = self.core.clock.now_ms();
+        seed::seed_unpaid_intent(&mut self.core.lock(), id, amount, currency, now_ms)
+    }
+
+    /// The customer pays `payment_intent` (seeded unpaid) as soon as an app listens for
+    /// `payment_intent.succeeded` (an endpoint that wants it is registered), or, `forged`, an
+    /// attacker sends a forged `payment_intent.succeeded` for it then. The payment is matched
+    /// against the rules as `POST /v1/payment_intents/{id}/confirm`, so that a webhook fault
+    /// armed on that path shapes its event's deliveries.
+    pub fn pay_once_listened(&self, payment_intent: &str, forged: bool) {
+        let now_ms = self.core.clock.now_ms();
+        let mut inner = self.core.lock();
+        inner.state.webhooks.awaiting.push(webhooks::Awaiting {
+            payment_intent: payment_intent.to_string(),
+            forged,
+            due_ms: None,
+        });
+        inner.state.webhooks.listening(now_ms);
+        drop(inner);
+        self.wake.notify_one();
+    }
+
+    /// The payments still waiting for an app to listen, by payment intent (forged ones too).
+    pub fn awaiting_listener(&self) -> Vec<String> {
+        let inner = self.core.lock();
+        inner
+            .state
+            .webhooks
+            .awaiting
+            .iter()
+            .filter(|a| a.due_ms.is_none())
+            .map(|a| a.payment_intent.clone())
+            .collect()
     }
 
     /// Notes how an attempt of delivery `number` went.
@@ -178,14 +228,18 @@ impl Payments {
             .webhooks
             .unfinished()
             .map(|d| {
-                let kind = state.events.get(d.event).map_or("", |r| r.what.kind());
+                let kind = state.events.get(d.event).map_or("forged", |r| r.what.kind());
                 let url =
                     state.webhooks.endpoints.get(d.endpoint).map_or_else(String::new, |e| e.url.clone());
                 let due = match d.standing {
                     webhooks::Standing::Due(at) => Some(at),
                     _ => None,
                 };
-                (events::event_id(d.event), kind, url, d.attempts, due)
+                let id = match &d.signed {
+                    webhooks::Signed::Forged { event_id, .. } => event_id.to_string(),
+                    _ => events::event_id(d.event),
+                };
+                (id, kind, url, d.attempts, due)
             })
             .collect()
     }
@@ -201,14 +255,7 @@ impl Payments {
 
     pub async fn handle(&self, req: FakeRequest) -> Disposition {
         if req.path.starts_with("/__twice") {
-            // Whatever a control call changed (a seed, a jumped clock) may make a delivery due.
-            self.wake.notify_one();
-            if req.method == "GET" && req.path.trim_end_matches('/') == WEBHOOKS_CONTROL_PATH {
-                return Disposition::Respond(self.webhooks_report());
-            }
-            let now_ms = self.core.clock.now_ms();
-            let response = self.core.control(&req, |inner, body| seed_from_json(inner, body, now_ms));
-            return Disposition::Respond(response);
+            return Disposition::Respond(self.control(&req));
         }
         let is_write = req.method == "POST" || req.method == "DELETE";
         let ctx = self.core.begin(&req, Self::fields, is_write);
@@ -298,6 +345,43 @@ impl Payments {
         done
     }
 
+    /// The control API: the shared routes, and the payments fake's own (its webhooks report,
+    /// a forged event).
+    fn control(&self, req: &FakeRequest) -> FakeResponse {
+        // Whatever a control call changed (a seed, a jumped clock) may make a delivery due.
+        self.wake.notify_one();
+        let path = req.path.trim_end_matches('/');
+        if req.method == "GET" && path == WEBHOOKS_CONTROL_PATH {
+            return self.webhooks_report();
+        }
+        if req.method == "POST" && path == FORGE_CONTROL_PATH {
+            return self.forge(&req.body);
+        }
+        let now_ms = self.core.clock.now_ms();
+        self.core.control(req, |inner, body| seed_from_json(inner, body, now_ms))
+    }
+
+    /// `POST /__twice/webhooks/forge` with `{"type", "payment_intent"}`: an attacker's event,
+    /// sent to every endpoint that wants its type ([`webhooks::forge`]).
+    fn forge(&self, body: &[u8]) -> FakeResponse {
+        let bad = |message: String| FakeResponse::json(400, &json!({"error": {"message": message}}));
+        let forgery: webhooks::Forgery = match serde_json::from_slice(body) {
+            Ok(forgery) => forgery,
+            Err(e) => {
+                return bad(format!(
+                    "a forgery is {{\"type\": \"payment_intent.succeeded\", \"payment_intent\": \"pi_...\"}}: {e}"
+                ));
+            }
+        };
+        let now_ms = self.core.clock.now_ms();
+        let answer = webhooks::forge(&mut self.core.lock().state, &forgery, now_ms);
+        self.wake.notify_one();
+        match answer {
+            Ok(forged) => FakeResponse::json(200, &forged),
+            Err(message) => bad(message),
+        }
+    }
+
     /// `GET /__twice/webhooks`: each endpoint's id and secret, every delivery and every attempt.
     fn webhooks_report(&self) -> FakeResponse {
         let inner = self.core.lock();
@@ -328,6 +412,18 @@ impl Payments {
         };
         keys::permitted(&self.core, key, needed)
     }
+}
+
+/// The customer pays `id` now: the rules are matched as for `POST /v1/payment_intents/{id}/confirm`
+/// (their counters move, and a webhook fault among them shapes the event's deliveries; a
+/// fault on the request itself has no request to act on), then the intent succeeds.
+fn pay(inner: &mut Inner<PaymentsState>, id: &str, now_ms: u64) -> Result<(), String> {
+    let path = format!("/v1/payment_intents/{id}/confirm");
+    let fields = BTreeMap::from([("payment_intent".to_string(), id.to_string())]);
+    let view = vocabulary::rule::RequestView { method: "POST", path: &path, fields: &fields };
+    let inner_ref = &mut *inner;
+    let plan = inner_ref.engine.plan(&view, &mut inner_ref.rng);
+    intents::customer_pays(inner, id, now_ms, plan.webhook)
 }
 
 /// Which of the fake's operations a request asks for.

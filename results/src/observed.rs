@@ -160,7 +160,8 @@ pub struct Pending {
     pub service: String,
     /// `request` (being worked on), `late-commit` (a write that commits later, its caller
     /// answered or gone), `delivery` (a message not in its inbox yet), `webhook` (an event an
-    /// app's endpoint has not answered 2xx yet, with attempts left), `pooled-tx` (a
+    /// app's endpoint has not answered 2xx yet, with attempts left), `awaiting-listener` (a
+    /// payment that happens once an application registers a webhook endpoint), `pooled-tx` (a
     /// transaction a block will take), `queued-tx` (a transaction no block takes until its
     /// sender sends more), or `held-at-step` (a request serve holds at a step's point until the
     /// test says the step is done).

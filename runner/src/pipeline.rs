@@ -114,7 +114,16 @@ pub fn select_specs(selection: &Selection, seed: u64, live: bool) -> anyhow::Res
         Selection::Generated { index } => cases.extend(generated(*index, 1)),
         Selection::Named { scenarios, generated: count } => {
             for s in scenarios {
-                cases.push(CaseSpec::Ready(Box::new(load(s)?)));
+                let case = load(s)?;
+                if case.scenario.needs_webhooks() {
+                    bail!(
+                        "scenario \"{}\" has intents that webhooks trigger, and `twice run` delivers no \
+                         webhooks to an executor yet: run it against an application with `twice serve \
+                         --scenario {s}` (docs/webhooks.md)",
+                        case.scenario.name
+                    );
+                }
+                cases.push(CaseSpec::Ready(Box::new(case)));
             }
             cases.extend(generated(0, *count));
         }
@@ -147,9 +156,10 @@ pub fn load_file(file: &str) -> anyhow::Result<Case> {
     Ok(Case { scenario, source: Source::File { path: file.to_string() } })
 }
 
-/// A catalog scenario by name, never a file.
+/// A catalog scenario by name, never a file (those that need webhooks too: `twice serve`
+/// loads them).
 pub fn load_catalog(name: &str) -> anyhow::Result<Case> {
-    let catalog = scenarios::catalog::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let catalog = scenarios::catalog::full_catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
     match catalog.iter().find(|s| s.name == name) {
         Some(s) => Ok(Case { scenario: s.clone(), source: Source::Catalog }),
         None => {

@@ -87,8 +87,8 @@ pub fn chain_account() -> String {
         .clone()
 }
 
-/// Sets contracts, seeds what the scenario uses (payment intents, buckets and objects, the
-/// chain account) and arms its faults.
+/// Sets contracts, seeds what the scenario uses (payment intents, paid or waiting for the
+/// application to listen, buckets and objects, the chain account) and arms its faults.
 pub fn prepare(scenario: &Scenario, fakes: &Fakes) -> Result<(), SetupError> {
     let rejected = |problem: String| SetupError::Rejected { scenario: scenario.name.clone(), problem };
     for (service, patch) in &scenario.services {
@@ -101,6 +101,13 @@ pub fn prepare(scenario: &Scenario, fakes: &Fakes) -> Result<(), SetupError> {
     let intents = scenario.payment_intents_to_seed();
     for (id, amount) in intents {
         fakes.payments.seed_payment_intent(Some(&id), amount, "usd").map_err(rejected)?;
+    }
+    // The payments the triggers wait for: unpaid now, paid (or forged) once the application
+    // listens for their event.
+    for (id, amount) in scenario.unpaid_payment_intents() {
+        fakes.payments.seed_unpaid_intent(&id, amount, "usd").map_err(rejected)?;
+        let forged = scenario.triggers().any(|t| t.payment_intent == id && t.forged);
+        fakes.payments.pay_once_listened(&id, forged);
     }
     for bucket in scenario.buckets_to_seed() {
         fakes.files.seed_bucket(&bucket).map_err(|e| rejected(format!("bucket {bucket}: {e}")))?;

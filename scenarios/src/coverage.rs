@@ -226,6 +226,8 @@ fn sample(kind: &str) -> Option<FaultSpec> {
         "commit_after_timeout" => Some(FaultSpec::CommitAfterTimeout { delay_ms: Some(1) }),
         "forget_keys" => Some(FaultSpec::ForgetKeys { older_than_ms: Some(vocabulary::DAY_MS) }),
         "deliver_late" => Some(FaultSpec::DeliverLate { delay_ms: 1 }),
+        "delay_webhook" => Some(FaultSpec::DelayWebhook { delay_ms: 1 }),
+        "webhook_endpoint_down" => Some(FaultSpec::WebhookEndpointDown { for_ms: 1 }),
         other => FaultSpec::from_name(other).ok(),
     }
 }
@@ -479,7 +481,7 @@ mod tests {
     use super::*;
 
     fn catalog() -> Vec<Scenario> {
-        crate::catalog().expect("the catalog loads")
+        crate::full_catalog().expect("the catalog loads")
     }
 
     /// A cell's only scenario removed leaves it empty, and a hole: the coverage test can fail.

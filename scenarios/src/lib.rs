@@ -33,10 +33,10 @@ mod schema_parts;
 pub mod validate;
 pub mod write;
 
-pub use catalog::{CATALOG, catalog};
+pub use catalog::{CATALOG, catalog, full_catalog};
 pub use model::{
     Event, EventAction, Expected, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario,
-    ServiceFault,
+    ServiceFault, TRIGGER_EVENT, Trigger,
 };
 pub use parse::{LoadError, ScenarioError, parse_file, parse_scenario};
 pub use validate::{FieldPath, Invalid};

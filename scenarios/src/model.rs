@@ -153,7 +153,13 @@ impl Scenario {
     /// in `payment_intents`, and those the refund intents mention with
     /// [`DEFAULT_PAYMENT_INTENT_AMOUNT`].
     pub fn payment_intents_to_seed(&self) -> BTreeMap<String, u64> {
-        let mut seeded = self.payment_intents.clone();
+        let unpaid = self.unpaid_payment_intents();
+        let mut seeded: BTreeMap<String, u64> = self
+            .payment_intents
+            .iter()
+            .filter(|(id, _)| !unpaid.contains_key(*id))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
         for intent in &self.intents {
             if intent.action == "payments.refund"
                 && let Some(id) = intent.params.get("payment_intent").and_then(|v| v.as_str())
@@ -162,6 +168,33 @@ impl Scenario {
             }
         }
         seeded
+    }
+
+    /// The payment intents the triggers name, seeded unpaid for the customer to pay once the
+    /// application listens: each with its amount (`payment_intents`, or
+    /// [`DEFAULT_PAYMENT_INTENT_AMOUNT`]) and whether the payment is forged, in intent order.
+    pub fn unpaid_payment_intents(&self) -> BTreeMap<String, u64> {
+        self.triggers()
+            .map(|t| {
+                let amount = self
+                    .payment_intents
+                    .get(&t.payment_intent)
+                    .copied()
+                    .unwrap_or(DEFAULT_PAYMENT_INTENT_AMOUNT);
+                (t.payment_intent.clone(), amount)
+            })
+            .collect()
+    }
+
+    /// Every trigger, in intent order.
+    pub fn triggers(&self) -> impl Iterator<Item = &Trigger> {
+        self.intents.iter().filter_map(|i| i.on_event.as_ref())
+    }
+
+    /// Whether some intent waits for a webhook: such a scenario needs an application that
+    /// receives webhooks (`twice serve`; `twice run` delivers none to an executor yet).
+    pub fn needs_webhooks(&self) -> bool {
+        self.intents.iter().any(IntentSpec::is_triggered)
     }
 
     /// Every bucket to create before the run: those `objects` and `files.put` intents name.
@@ -259,9 +292,42 @@ pub struct IntentSpec {
     /// (`{ from = "create", field = "id" }`, `vocabulary::ParamRef`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<String>,
+    /// The webhook event that authorises this intent: no agent proposes it; the application
+    /// does its work when the event arrives at the endpoint it registered, once however often
+    /// the event arrives, and never for a forged one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_event: Option<Trigger>,
 }
 
+/// The event that authorises an intent (`on_event`). The payment intent is seeded unpaid, and
+/// the customer pays it once the application listens (it registered a webhook endpoint that
+/// wants the event's type): its `payment_intent.succeeded` event then goes to the endpoint. A
+/// fault rule on `POST /v1/payment_intents/{id}/confirm` of payments shapes that event's
+/// webhooks (`duplicate_webhook`, `delay_webhook`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Trigger {
+    /// The event's type; `payment_intent.succeeded` is the one a trigger can be.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The payment intent the customer pays.
+    pub payment_intent: String,
+    /// The customer never pays: an attacker sends a forged `payment_intent.succeeded` (signed
+    /// without the endpoint's secret, an id the service never gave) once the application
+    /// listens. The intent is then authorised by nothing: any effect for it is unauthorised.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forged: bool,
+}
+
+/// The only event type a trigger can name.
+pub const TRIGGER_EVENT: &str = "payment_intent.succeeded";
+
 impl IntentSpec {
+    /// Whether a webhook event, not a proposal, starts it.
+    pub fn is_triggered(&self) -> bool {
+        self.on_event.is_some()
+    }
+
     /// Whether it uses what only an executor announcing `workflows` understands.
     pub fn is_step(&self) -> bool {
         !self.after.is_empty()

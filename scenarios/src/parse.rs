@@ -22,7 +22,7 @@ use toml::Spanned;
 use toml::de::{DeString, DeTable, DeValue};
 use vocabulary::ContractPatch;
 
-use crate::model::{Expected, IntentSpec, LimitOverrides, ObjectSeed, Scenario};
+use crate::model::{Expected, IntentSpec, LimitOverrides, ObjectSeed, Scenario, Trigger};
 use crate::validate::{FieldPath, Segment, render_hint, suggest};
 
 mod injected;
@@ -175,7 +175,10 @@ pub const LIMIT_KEYS: &[&str] = &["request_timeout_ms", "lease_ms"];
 pub const OBJECT_KEYS: &[&str] = &["bucket", "key", "body"];
 
 /// Keys of an `[[intents]]` table.
-pub const INTENT_KEYS: &[&str] = &["id", "action", "params", "replaces", "after"];
+pub const INTENT_KEYS: &[&str] = &["id", "action", "params", "replaces", "after", "on_event"];
+
+/// Keys of an intent's `on_event`.
+pub const TRIGGER_KEYS: &[&str] = &["type", "payment_intent", "forged"];
 
 /// Keys of a fault rule (as in `docs/faults.md`); a `[[faults]]` table adds `service`.
 pub const RULE_KEYS: &[&str] = &["id", "method", "path", "where", "nth", "times", "probability", "fault"];
@@ -195,6 +198,11 @@ pub const FAULT_PARAMS: &[(&str, &[&str])] = &[
     ("latency", &["before_ms", "after_ms"]),
     ("deliver_late", &["delay_ms"]),
     ("redeliver", &["after_ms"]),
+    ("duplicate_webhook", &["after_ms"]),
+    ("delay_webhook", &["delay_ms"]),
+    ("lose_webhook_ack", &[]),
+    ("webhook_endpoint_down", &["for_ms"]),
+    ("stale_webhook", &[]),
 ];
 
 /// Every `do` of an event, with the keys it takes besides `at` and `do`.
@@ -489,6 +497,17 @@ fn intent(table: &Table<'_, '_>) -> Res<IntentSpec> {
         params: json(params, "params")?,
         replaces: table.opt_string("replaces")?,
         after: table.get("after").map(|v| strings(v, "after")).transpose()?.unwrap_or_default(),
+        on_event: table.get("on_event").map(trigger).transpose()?,
+    })
+}
+
+fn trigger(value: &Val<'_>) -> Res<Trigger> {
+    let table = Table::of(value, "`on_event`")?;
+    table.allow(TRIGGER_KEYS)?;
+    Ok(Trigger {
+        kind: table.string("type")?,
+        payment_intent: table.string("payment_intent")?,
+        forged: table.get("forged").map(|v| boolean(v, "forged")).transpose()?.unwrap_or(false),
     })
 }
 

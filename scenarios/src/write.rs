@@ -116,6 +116,15 @@ fn write_intent(out: &mut String, intent: &IntentSpec) {
         let ids: Vec<String> = intent.after.iter().map(|id| string(id)).collect();
         pair(out, "after", &format!("[{}]", ids.join(", ")));
     }
+    if let Some(t) = &intent.on_event {
+        let forged = if t.forged { ", forged = true" } else { "" };
+        let table = format!(
+            "{{ type = {}, payment_intent = {}{forged} }}",
+            string(&t.kind),
+            string(&t.payment_intent)
+        );
+        pair(out, "on_event", &table);
+    }
 }
 
 fn write_fault(out: &mut String, fault: &ServiceFault) {

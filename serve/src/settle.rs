@@ -91,7 +91,13 @@ pub(crate) async fn settle(world: &World, bound_ms: u64, wait: bool) -> Settling
             drop(guard);
             let moving: Vec<_> = runner::world::World::pending(&world.fakes)
                 .into_iter()
-                .filter(|p| p.what != fake_services::PendingKind::QueuedTx.name())
+                .filter(|p| {
+                    // What only someone else can end (a sender's next transaction, an
+                    // application that listens) is no reason to wait.
+                    ![fake_services::PendingKind::QueuedTx, fake_services::PendingKind::AwaitingListener]
+                        .iter()
+                        .any(|k| p.what == k.name())
+                })
                 .collect();
             (held, moving)
         };

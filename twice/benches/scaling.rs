@@ -157,6 +157,7 @@ fn scaled(n: usize) -> Scenario {
             params: json!({"payment_intent": format!("pi_{i}"), "amount": 100}),
             replaces: None,
             after: Vec::new(),
+            on_event: None,
         })
         .collect();
     let mut rule = FaultRule::always(FaultSpec::TimeoutAfterCommit { hold_ms: REQUEST_TIMEOUT_MS * 3 });

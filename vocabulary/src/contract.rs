@@ -230,6 +230,19 @@ impl Contract {
                 "redeliver after_ms {d} exceeds the contract's settle_ms_max {}",
                 self.settle_ms_max
             )),
+            // A webhook the fake still owes is sent within the settle bound of the request that
+            // made its event (its retries after that are the endpoint's doing).
+            FaultSpec::DuplicateWebhook { after_ms: d }
+            | FaultSpec::DelayWebhook { delay_ms: d }
+            | FaultSpec::WebhookEndpointDown { for_ms: d }
+                if *d > self.settle_ms_max =>
+            {
+                Err(format!(
+                    "{} {d} ms exceeds the contract's settle_ms_max {}",
+                    fault.kind(),
+                    self.settle_ms_max
+                ))
+            }
             FaultSpec::ForgetKeys { older_than_ms } => {
                 let older = older_than_ms.unwrap_or(0);
                 if self.idempotency_keys == KeyPolicy::Honored && older < self.key_retention_ms {

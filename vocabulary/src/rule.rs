@@ -33,11 +33,28 @@ pub const FAULT_KINDS: &[&str] = &[
     "latency",
     "deliver_late",
     "redeliver",
+    "duplicate_webhook",
+    "delay_webhook",
+    "lose_webhook_ack",
+    "webhook_endpoint_down",
+    "stale_webhook",
 ];
 
 /// The services a delivery fault applies to: only a service whose effect is a delivery that
 /// comes after the answer (a message landing in an inbox) can deliver late or twice.
 pub const DELIVERY_SERVICES: &[&str] = &["messages"];
+
+/// The services a webhook fault applies to: only a service that sends events to an app's
+/// endpoint (the payments fake's webhooks) can send one twice, late, or with a stale signature.
+pub const WEBHOOK_SERVICES: &[&str] = &["payments"];
+
+/// The webhook faults: they act on the webhooks of the events a request makes, not on the
+/// request (`FaultSpec::is_webhook`).
+pub const WEBHOOK_FAULT_KINDS: &[&str] =
+    &["duplicate_webhook", "delay_webhook", "lose_webhook_ack", "webhook_endpoint_down", "stale_webhook"];
+
+/// How old a `stale_webhook`'s signature is: twice the SDKs' 300 s tolerance.
+pub const STALE_SIGNATURE_AGE_S: u64 = 600;
 
 /// The punctuation a rule's id may hold besides ASCII letters and digits: what a URL path
 /// segment carries unencoded (RFC 3986 `pchar`).
@@ -128,6 +145,36 @@ pub enum FaultSpec {
         #[schemars(range(max = HOLD_MS_MAX))]
         after_ms: u64,
     },
+    /// Send each webhook event this request makes a second time, `after_ms` after the first
+    /// attempt was due (0: at once), as a new delivery of the same event. Payments only.
+    DuplicateWebhook {
+        /// How long after the first attempt the second delivery is sent; at most 600 000.
+        #[serde(default)]
+        #[schemars(range(max = HOLD_MS_MAX))]
+        after_ms: u64,
+    },
+    /// Send each webhook event this request makes `delay_ms` late: after anything the app
+    /// did meanwhile, and after the events of later requests (out of order). Payments only.
+    DelayWebhook {
+        /// How long the first attempt waits; at most 600 000.
+        #[schemars(range(max = HOLD_MS_MAX))]
+        delay_ms: u64,
+    },
+    /// Lose the app's first 2xx to each webhook event this request makes, as if the answer
+    /// never came back: the fake sends the event again on its retry backoff. Payments only.
+    LoseWebhookAck,
+    /// The app's endpoint cannot be reached for `for_ms` after each webhook event this request
+    /// makes: the attempts due meanwhile fail unsent, and the retries come on the backoff.
+    /// Payments only.
+    WebhookEndpointDown {
+        /// How long attempts fail; at most 600 000.
+        #[schemars(range(max = HOLD_MS_MAX))]
+        for_ms: u64,
+    },
+    /// After each webhook event this request makes is delivered, send it once more as a
+    /// replay signed 600 s ago (`STALE_SIGNATURE_AGE_S`): the SDKs refuse its timestamp, and
+    /// an app that does not check acts twice. Payments only.
+    StaleWebhook,
 }
 
 fn default_error_status() -> u16 {
@@ -155,12 +202,18 @@ impl FaultSpec {
             FaultSpec::Latency { .. } => "latency",
             FaultSpec::DeliverLate { .. } => "deliver_late",
             FaultSpec::Redeliver { .. } => "redeliver",
+            FaultSpec::DuplicateWebhook { .. } => "duplicate_webhook",
+            FaultSpec::DelayWebhook { .. } => "delay_webhook",
+            FaultSpec::LoseWebhookAck => "lose_webhook_ack",
+            FaultSpec::WebhookEndpointDown { .. } => "webhook_endpoint_down",
+            FaultSpec::StaleWebhook => "stale_webhook",
         }
     }
 
     /// Where in a request's processing the fault acts, as docs/faults.md names the points:
     /// `arrival`, `key`, `before_commit`, `commit`, `after_commit` (a latency on both sides
-    /// of the commit: `before_commit+after_commit`). Logs say it with each fault fired.
+    /// of the commit: `before_commit+after_commit`), `webhook` (the deliveries of the events
+    /// the request makes). Logs say it with each fault fired.
     pub fn point(&self) -> &'static str {
         match self {
             FaultSpec::Refuse | FaultSpec::Reject { .. } => "arrival",
@@ -177,6 +230,11 @@ impl FaultSpec {
             | FaultSpec::DeliverLate { .. }
             | FaultSpec::Redeliver { .. } => "commit",
             FaultSpec::DropAfterCommit | FaultSpec::TimeoutAfterCommit { .. } => "after_commit",
+            FaultSpec::DuplicateWebhook { .. }
+            | FaultSpec::DelayWebhook { .. }
+            | FaultSpec::LoseWebhookAck
+            | FaultSpec::WebhookEndpointDown { .. }
+            | FaultSpec::StaleWebhook => "webhook",
         }
     }
 
@@ -184,13 +242,24 @@ impl FaultSpec {
     pub fn services(&self) -> Option<&'static [&'static str]> {
         match self {
             FaultSpec::DeliverLate { .. } | FaultSpec::Redeliver { .. } => Some(DELIVERY_SERVICES),
+            _ if self.is_webhook() => Some(WEBHOOK_SERVICES),
             _ => None,
         }
+    }
+
+    /// Whether this fault acts on the webhooks a request's events make, not on the request.
+    pub fn is_webhook(&self) -> bool {
+        self.point() == "webhook"
     }
 
     /// Whether this fault can act on `service`, with the reason when it cannot.
     pub fn check_service(&self, service: &str) -> Result<(), String> {
         match self.services() {
+            Some(only) if !only.contains(&service) && self.is_webhook() => Err(format!(
+                "{} applies only to {}: only a service that sends webhooks to an app can send one twice, late or stale, and {service} sends none",
+                self.kind(),
+                only.join(", ")
+            )),
             Some(only) if !only.contains(&service) => Err(format!(
                 "{} applies only to {}: only a delivery that comes after the answer can be late or repeated, and {service} makes none",
                 self.kind(),
@@ -213,6 +282,21 @@ impl FaultSpec {
             "forget_keys" => FaultSpec::ForgetKeys { older_than_ms: None },
             "ignore_keys" => FaultSpec::IgnoreKeys,
             "redeliver" => FaultSpec::Redeliver { after_ms: 0 },
+            "duplicate_webhook" => FaultSpec::DuplicateWebhook { after_ms: 0 },
+            "lose_webhook_ack" => FaultSpec::LoseWebhookAck,
+            "stale_webhook" => FaultSpec::StaleWebhook,
+            "delay_webhook" => {
+                return Err(
+                    "fault \"delay_webhook\" needs a delay: {kind = \"delay_webhook\", delay_ms = 800}"
+                        .into(),
+                );
+            }
+            "webhook_endpoint_down" => {
+                return Err(
+                    "fault \"webhook_endpoint_down\" needs a time: {kind = \"webhook_endpoint_down\", for_ms = 1500}"
+                        .into(),
+                );
+            }
             "deliver_late" => {
                 return Err(
                     "fault \"deliver_late\" needs a delay: {kind = \"deliver_late\", delay_ms = 800}".into(),
@@ -259,7 +343,11 @@ impl FaultSpec {
                 bounded("after_ms", *after_ms)
             }
             FaultSpec::DeliverLate { delay_ms } => bounded("delay_ms", *delay_ms),
-            FaultSpec::Redeliver { after_ms } => bounded("after_ms", *after_ms),
+            FaultSpec::Redeliver { after_ms } | FaultSpec::DuplicateWebhook { after_ms } => {
+                bounded("after_ms", *after_ms)
+            }
+            FaultSpec::DelayWebhook { delay_ms } => bounded("delay_ms", *delay_ms),
+            FaultSpec::WebhookEndpointDown { for_ms } => bounded("for_ms", *for_ms),
             _ => Ok(()),
         }
     }
@@ -344,8 +432,8 @@ pub struct FaultRule {
     #[schemars(range(min = 0.0, max = 1.0))]
     pub probability: Option<f64>,
     /// The fault: a bare name, for a fault whose parameters all have defaults, or a table
-    /// with `kind` and the fault's parameters (`reject`, `stale_read`, `latency` and
-    /// `deliver_late` need one: `vocabulary::schema::bare_fault_names` lists the others).
+    /// with `kind` and the fault's parameters (`reject`, `stale_read`, `latency`,
+    /// `deliver_late`, `delay_webhook` and `webhook_endpoint_down` need one: `vocabulary::schema::bare_fault_names` lists the others).
     #[serde(deserialize_with = "fault_spec")]
     #[schemars(schema_with = "crate::schema::fault_name_or_table")]
     pub fault: FaultSpec,
@@ -453,78 +541,4 @@ pub struct RequestView<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(json: &str) -> Result<FaultRule, String> {
-        serde_json::from_str::<FaultRule>(json).map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn bare_names_and_tables_parse_to_the_same_fault() {
-        let bare = parse(r#"{"fault":"drop_after_commit"}"#).unwrap();
-        let table = parse(r#"{"fault":{"kind":"drop_after_commit"}}"#).unwrap();
-        assert_eq!(bare, table);
-        let reject = parse(r#"{"fault":{"kind":"reject","status":429}}"#).unwrap();
-        assert_eq!(reject.fault, FaultSpec::Reject { status: 429, body: None });
-    }
-
-    #[test]
-    fn errors_name_the_problem_and_the_fix() {
-        let cases = [
-            (r#"{"fault":"drop_after_comit"}"#, "did you mean \"drop_after_commit\""),
-            (r#"{"fault":{"kind":"silent_nop"}}"#, "did you mean \"silent_noop\""),
-            (r#"{"fault":"reject"}"#, "needs a status"),
-            (r#"{"fault":{"kind":"latency","befor_ms":3}}"#, "unknown field `befor_ms`"),
-            (r#"{"fault":{"status":3}}"#, "needs `kind`"),
-            (r#"{"fault":"refuse","nht":1}"#, "unknown field `nht`"),
-            (r#"{"fault":"deliver_late"}"#, "needs a delay"),
-            (r#"{"fault":{"kind":"deliver_lat","delay_ms":1}}"#, "did you mean \"deliver_late\""),
-        ];
-        for (json, want) in cases {
-            let err = parse(json).unwrap_err();
-            assert!(err.contains(want), "{json}: {err}");
-        }
-    }
-
-    #[test]
-    fn validation_bounds_every_wait() {
-        let cases = [
-            (r#"{"fault":"refuse","nth":0}"#, "1-based"),
-            (r#"{"fault":"refuse","probability":1.5}"#, "between 0 and 1"),
-            (r#"{"fault":{"kind":"timeout_after_commit","hold_ms":999999999}}"#, "above the limit"),
-            (r#"{"fault":{"kind":"reject","status":200}}"#, "400 to 599"),
-            (r#"{"fault":{"kind":"deliver_late","delay_ms":999999999}}"#, "above the limit"),
-            (r#"{"fault":{"kind":"redeliver","after_ms":999999999}}"#, "above the limit"),
-        ];
-        for (json, want) in cases {
-            let err = parse(json).unwrap().validate().unwrap_err();
-            assert!(err.contains(want), "{json}: {err}");
-        }
-    }
-
-    #[test]
-    fn delivery_faults_act_on_messages_only() {
-        let late = parse(r#"{"fault":{"kind":"deliver_late","delay_ms":800}}"#).unwrap().fault;
-        assert_eq!(late, FaultSpec::DeliverLate { delay_ms: 800 });
-        let again = parse(r#"{"fault":"redeliver"}"#).unwrap().fault;
-        assert_eq!(again, FaultSpec::Redeliver { after_ms: 0 });
-        for fault in [late, again] {
-            assert!(fault.check_service("messages").is_ok());
-            let err = fault.check_service("payments").unwrap_err();
-            assert!(err.contains("applies only to messages"), "{err}");
-        }
-        assert!(FaultSpec::DropAfterCommit.check_service("payments").is_ok());
-    }
-
-    #[test]
-    fn matching_uses_method_path_prefix_and_fields() {
-        let fields: BTreeMap<String, String> = [("payment_intent".to_string(), "pi_1".to_string())].into();
-        let view = RequestView { method: "POST", path: "/v1/refunds", fields: &fields };
-        let rule = FaultRule::always(FaultSpec::Refuse);
-        assert!(rule.clone().method("post").path("/v1/*").field("payment_intent", "pi_1").matches(&view));
-        assert!(!rule.clone().method("GET").matches(&view));
-        assert!(!rule.clone().path("/v1/refund").matches(&view));
-        assert!(!rule.field("payment_intent", "pi_2").matches(&view));
-    }
-}
+mod tests;

@@ -153,7 +153,10 @@ mod tests {
     fn the_faults_that_need_a_table_are_the_ones_the_rule_docs_name() {
         let need_table: Vec<&str> =
             FAULT_KINDS.iter().copied().filter(|k| !bare_fault_names().contains(k)).collect();
-        assert_eq!(need_table, ["reject", "stale_read", "latency", "deliver_late"]);
+        assert_eq!(
+            need_table,
+            ["reject", "stale_read", "latency", "deliver_late", "delay_webhook", "webhook_endpoint_down"]
+        );
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //!   `refund = [id, payment_intent, amount]`, `create = [id, external_id, name]`,
 //!   `put = [id, key, body]` (bucket `reports`), `transfer = [id, to, value]`,
 //!   `message = [id, to, subject, body]` or `mail = id` (an action no row of the action table
-//!   has), and optionally `replaces = "id"`, `after = [ids]` and
-//!   `reads = { param = { from, field, format } }` (parameters read from an earlier result).
+//!   has), and optionally `replaces = "id"`, `after = [ids]`,
+//!   `reads = { param = { from, field, format } }` (parameters read from an earlier result) and
+//!   `on_event = { type, payment_intent, forged }` (the webhook that triggers it).
 //! - `expect` (optional): `[id, state]` pairs, the scenario's `expect` table (`state` a name,
 //!   or an array of the names that are each honest).
 //! - `services` (optional): contract changes per service, e.g.
@@ -141,6 +142,8 @@ struct IntentRow {
     /// Parameters that read an earlier intent's result: name to `{from, field, format}`.
     #[serde(default)]
     reads: BTreeMap<String, Value>,
+    /// The webhook that triggers it: `{ type, payment_intent, forged }`.
+    on_event: Option<scenarios::Trigger>,
 }
 
 #[derive(Deserialize)]
@@ -216,6 +219,7 @@ impl CaseRow {
                     None => spec,
                 };
                 spec.after = row.after;
+                spec.on_event = row.on_event;
                 for (param, reference) in row.reads {
                     spec.params[param.as_str()] = reference;
                 }
@@ -341,6 +345,7 @@ pub(super) fn refund(id: &str, payment_intent: &str, amount: u64) -> IntentSpec 
         params: json!({"payment_intent": payment_intent, "amount": amount}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 
@@ -351,6 +356,7 @@ pub(super) fn create(id: &str, external_id: &str, name: &str) -> IntentSpec {
         params: json!({"external_id": external_id, "name": name}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 
@@ -361,6 +367,7 @@ pub(super) fn put(id: &str, key: &str, body: &str) -> IntentSpec {
         params: json!({"bucket": "reports", "key": key, "body": body}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 
@@ -371,6 +378,7 @@ pub(super) fn transfer(id: &str, to: &str, value: &str) -> IntentSpec {
         params: json!({"to": to, "value": value}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 
@@ -381,6 +389,7 @@ pub(super) fn message(id: &str, to: &str, subject: &str, body: &str) -> IntentSp
         params: json!({"to": to, "subject": subject, "body": body}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 
@@ -392,6 +401,7 @@ pub(super) fn mail(id: &str) -> IntentSpec {
         params: json!({"to": "ops@example.com", "text": "x"}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 

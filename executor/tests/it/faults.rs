@@ -663,10 +663,14 @@ async fn the_executor_survives_every_fault_on_every_service() {
 #[test]
 fn the_table_covers_every_fault_on_every_service() {
     let cases = cases();
+    // The webhook faults act on the webhooks a service sends to an app, which the reference
+    // executor's calls never make: the catalog rehearses them against apps that receive them.
     let delivery = |kind: &str| matches!(kind, "deliver_late" | "redeliver");
+    let webhook = |kind: &str| vocabulary::rule::WEBHOOK_FAULT_KINDS.contains(&kind);
     for service in [PAYMENTS, WORKSPACES, FILES, CHAIN, MESSAGES] {
         let delivers = vocabulary::rule::DELIVERY_SERVICES.contains(&service);
-        for kind in vocabulary::rule::FAULT_KINDS.iter().filter(|k| delivers || !delivery(k)) {
+        for kind in vocabulary::rule::FAULT_KINDS.iter().filter(|k| !webhook(k) && (delivers || !delivery(k)))
+        {
             let covered =
                 cases.iter().any(|c| c.service == service && c.rules.iter().any(|r| r.fault.kind() == *kind));
             assert!(covered, "no case injects {kind} on {service}");

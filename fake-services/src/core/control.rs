@@ -78,7 +78,7 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 FakeResponse::json(200, &json!({"reset": true}))
             }
             Control::Seed => self.seed_control(&req.body, seed),
-            Control::Webhooks => FakeResponse::json(
+            Control::Webhooks | Control::ForgeWebhook => FakeResponse::json(
                 404,
                 &json!({"error": {"message": format!(
                     "the {} fake sends no webhooks: only the payments fake does", self.name
@@ -239,6 +239,8 @@ pub enum Control {
     /// Webhook endpoints, deliveries and attempts: answered by the payments fake, the only one
     /// that sends webhooks; every other fake says so.
     Webhooks,
+    /// Sends a forged webhook event (payments only; every other fake says it sends none).
+    ForgeWebhook,
 }
 
 /// Every route of a fake's control API: method, path (`{id}` is a rule's id) and what it asks
@@ -261,6 +263,7 @@ pub const CONTROL_ROUTES: &[(&str, &str, Control)] = &[
     ("GET", "/__twice/ledger", Control::Ledger),
     ("GET", "/__twice/journal", Control::Journal),
     ("GET", "/__twice/webhooks", Control::Webhooks),
+    ("POST", "/__twice/webhooks/forge", Control::ForgeWebhook),
 ];
 
 /// The control route `method` and `path` (under `/__twice`, without it) ask for, with the

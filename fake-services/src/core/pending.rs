@@ -22,6 +22,9 @@ pub enum PendingKind {
     Delivery,
     /// A webhook event not yet answered 2xx by an endpoint, with attempts left.
     Webhook,
+    /// A payment that happens only once an application listens for its event (registers a
+    /// webhook endpoint that wants it): a scenario's trigger.
+    AwaitingListener,
     /// A transaction in the pool that a block will take by itself.
     PooledTx,
     /// A transaction in the pool that no block can take until its sender sends something
@@ -31,22 +34,24 @@ pub enum PendingKind {
 
 impl PendingKind {
     /// The kind's name in reports: `request`, `late-commit`, `delivery`, `webhook`,
-    /// `pooled-tx`, `queued-tx`.
+    /// `awaiting-listener`, `pooled-tx`, `queued-tx`.
     pub fn name(self) -> &'static str {
         match self {
             PendingKind::Request => "request",
             PendingKind::LateCommit => "late-commit",
             PendingKind::Delivery => "delivery",
             PendingKind::Webhook => "webhook",
+            PendingKind::AwaitingListener => "awaiting-listener",
             PendingKind::PooledTx => "pooled-tx",
             PendingKind::QueuedTx => "queued-tx",
         }
     }
 
     /// Whether it ends without anyone doing anything more: within the service's settle bound,
-    /// or by its due time. A queued transaction does not: it waits for its sender.
+    /// or by its due time. A queued transaction does not: it waits for its sender; nor does a
+    /// payment waiting for an application to listen.
     pub fn ends_by_itself(self) -> bool {
-        self != PendingKind::QueuedTx
+        !matches!(self, PendingKind::QueuedTx | PendingKind::AwaitingListener)
     }
 }
 

@@ -152,8 +152,12 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
                 Admission::Answered(outcome) => return outcome,
             };
             if at_once {
-                let stamp =
-                    Stamp { now_ms, request_id: ctx.request_id.clone(), key: key.map(str::to_string) };
+                let stamp = Stamp {
+                    now_ms,
+                    request_id: ctx.request_id.clone(),
+                    key: key.map(str::to_string),
+                    webhook: plan.webhook,
+                };
                 let mode = if plan.commit == CommitMode::Noop { Mode::Pretend } else { Mode::Apply };
                 let response = self.commit_locked(inner, commit, mode, &stamp, error_after);
                 self.end_answered_locked(inner, ctx, response.status);
@@ -163,7 +167,12 @@ impl<S: Default + Send + 'static> ServiceCore<S> {
         };
         let mut reservation = Reservation { core: self, key };
         sleep_ms(plan.before_ms).await;
-        let stamp = Stamp { now_ms, request_id: ctx.request_id.clone(), key: key.map(str::to_string) };
+        let stamp = Stamp {
+            now_ms,
+            request_id: ctx.request_id.clone(),
+            key: key.map(str::to_string),
+            webhook: plan.webhook,
+        };
         let response = match plan.commit {
             CommitMode::Now | CommitMode::Noop => {
                 let mode = if plan.commit == CommitMode::Noop { Mode::Pretend } else { Mode::Apply };

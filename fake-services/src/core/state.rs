@@ -96,6 +96,8 @@ pub struct Stamp {
     pub now_ms: u64,
     pub request_id: String,
     pub key: Option<String>,
+    /// What the request's webhook faults ask of the events it makes (payments only).
+    pub webhook: crate::fault_engine::WebhookPlan,
 }
 
 /// A service's commit step.

@@ -4,6 +4,7 @@
 //! queued for the webhook endpoints that want it as it is noted (`webhooks.rs`).
 
 use super::PaymentsState;
+use crate::fault_engine::WebhookPlan;
 
 /// What an event says happened.
 #[derive(Debug, Clone)]
@@ -37,9 +38,16 @@ pub(super) struct Record {
 
 impl PaymentsState {
     /// Notes that `what` happened at `at_ms`, by the request `request`.
-    pub(super) fn happened(&mut self, what: Happened, at_ms: u64, request: Option<(String, Option<String>)>) {
+    /// `webhook` is what the request's webhook faults ask of the event's deliveries.
+    pub(super) fn happened(
+        &mut self,
+        what: Happened,
+        at_ms: u64,
+        request: Option<(String, Option<String>)>,
+        webhook: WebhookPlan,
+    ) {
         let kind = what.kind();
-        self.webhooks.enqueue(self.events.len(), kind, at_ms);
+        self.webhooks.enqueue(self.events.len(), kind, at_ms, webhook);
         self.events.push(Record { what, created_ms: at_ms, request });
     }
 }

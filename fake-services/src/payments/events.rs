@@ -21,7 +21,7 @@ use crate::wire::FakeResponse;
 
 /// The API version the events are written in (what stripe-python 16.1.0 and stripe-node 23.1.0
 /// ask for).
-pub(super) const API_VERSION: &str = "2026-10-28.endive";
+pub(in crate::payments) const API_VERSION: &str = "2026-10-28.endive";
 /// The filters of `GET /v1/events`.
 pub(super) const EVENT_FILTERS: &[&str] = &["type", "types[]"];
 /// Mixed into each event id's seed, so that ids are the fake's own and no other stream's.

@@ -24,6 +24,10 @@ use crate::form;
 use crate::wire::{FakeRequest, FakeResponse};
 use vocabulary::Effect;
 
+mod seeded;
+
+pub(super) use seeded::{customer_pays, seeded, seeded_unpaid};
+
 /// Where a PaymentIntent is in Stripe's state machine. Only the states this fake reaches:
 /// it has no 3-D Secure (`requires_action`), no manual capture (`requires_capture`) and no
 /// asynchronous methods (`processing`).
@@ -373,7 +377,12 @@ fn record_succeeded(inner: &mut Inner<PaymentsState>, stamp: &Stamp, intent: &In
     });
     record(inner, stamp, "payment_intent.succeeded", intent, params);
     let request = Some((stamp.request_id.clone(), stamp.key.clone()));
-    inner.state.happened(Happened::IntentSucceeded { intent: intent.id.clone() }, stamp.now_ms, request);
+    inner.state.happened(
+        Happened::IntentSucceeded { intent: intent.id.clone() },
+        stamp.now_ms,
+        request,
+        stamp.webhook,
+    );
 }
 
 fn create_intent(
@@ -535,33 +544,4 @@ fn cancel_intent(
     });
     record(inner, stamp, "payment_intent.canceled", &intent, params);
     push_version(inner, stamp, id, intent)
-}
-
-/// A seeded intent, the service's `number`th: succeeded, its whole amount received, its charge
-/// `ch_` + the id's tail; visible to every read however stale (it has always been there).
-pub(super) fn seeded(
-    number: usize,
-    id: String,
-    charge: String,
-    amount: u64,
-    currency: &str,
-    now_ms: u64,
-) -> History {
-    let client_secret = format!("{id}_secret_seeded");
-    let intent = Intent {
-        id,
-        amount,
-        currency: currency.to_string(),
-        status: Status::Succeeded,
-        amount_received: amount,
-        latest_charge: Some(charge),
-        payment_method: Some("pm_card_visa".into()),
-        metadata: Map::new(),
-        description: None,
-        client_secret,
-        created_ms: now_ms,
-        canceled_ms: None,
-        cancellation_reason: None,
-    };
-    History::new(number, 0, intent)
 }

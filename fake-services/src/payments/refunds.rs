@@ -468,8 +468,13 @@ fn create_refund(
     let index = inner.state.refunds.len();
     inner.state.add(refund);
     let request = Some((stamp.request_id.clone(), stamp.key.clone()));
-    inner.state.happened(Happened::RefundCreated { refund: index }, stamp.now_ms, request.clone());
-    inner.state.happened(Happened::ChargeRefunded { refund: index }, stamp.now_ms, request);
+    inner.state.happened(
+        Happened::RefundCreated { refund: index },
+        stamp.now_ms,
+        request.clone(),
+        stamp.webhook,
+    );
+    inner.state.happened(Happened::ChargeRefunded { refund: index }, stamp.now_ms, request, stamp.webhook);
     response
 }
 

@@ -12,6 +12,7 @@ use super::event_log::Happened;
 use super::intents;
 use super::keys::{Permission, seed_restricted_key, seed_secret_key};
 use crate::core::Inner;
+use crate::fault_engine::WebhookPlan;
 
 /// A seeded payment intent that refunds can draw on: it has succeeded, and its whole amount
 /// was received on `charge`.
@@ -53,8 +54,34 @@ pub(super) fn seed_intent(
         .intents
         .insert(id.clone(), intents::seeded(number, id.clone(), charge, amount, currency, now_ms));
     // A seeded intent has succeeded, before anything the scenario does.
-    inner.state.happened(Happened::IntentSucceeded { intent: id }, now_ms, None);
+    inner.state.happened(Happened::IntentSucceeded { intent: id }, now_ms, None, WebhookPlan::default());
     Ok(intent)
+}
+
+/// Seeds `id` unpaid (`requires_confirmation`, a test card on it), for the customer to pay
+/// later ([`super::intents::customer_pays`]).
+pub(super) fn seed_unpaid_intent(
+    inner: &mut Inner<PaymentsState>,
+    id: &str,
+    amount: u64,
+    currency: &str,
+    now_ms: u64,
+) -> Result<(), String> {
+    if amount == 0 {
+        return Err("a payment intent needs an amount of at least 1".into());
+    }
+    if id.is_empty() || id.contains('/') {
+        return Err(format!("invalid payment intent id \"{id}\""));
+    }
+    if inner.state.intents.contains_key(id) {
+        return Err(format!("payment intent \"{id}\" already exists"));
+    }
+    let number = inner.state.intents.len();
+    inner
+        .state
+        .intents
+        .insert(id.to_string(), intents::seeded_unpaid(number, id.to_string(), amount, currency, now_ms));
+    Ok(())
 }
 
 pub(super) fn seed_from_json(

@@ -31,9 +31,10 @@ use crate::core::{ApiError, Commit, Inner, Mode, Stamp};
 use crate::form;
 use crate::wire::{FakeRequest, FakeResponse};
 
-pub use deliveries::{ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, RETRY_AFTER_MS};
-pub(super) use deliveries::{Standing, Webhooks};
+pub use deliveries::{ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, PAY_AFTER_LISTENER_MS, RETRY_AFTER_MS};
+pub(super) use deliveries::{Awaiting, Signed, Standing, Webhooks};
 pub use signature::{SIGNATURE_TOLERANCE_S, sign};
+use vocabulary::rule::STALE_SIGNATURE_AGE_S;
 
 /// Stripe's limit on an account's endpoints (in test mode as in live mode).
 pub const ENDPOINTS_MAX: usize = 16;
@@ -236,6 +237,7 @@ fn create(
     let answer = FakeResponse::json(200, &endpoint.to_json(true));
     if mode == Mode::Apply {
         hooks.endpoints.push(endpoint);
+        hooks.listening(stamp.now_ms);
     }
     answer
 }
@@ -247,12 +249,19 @@ pub(super) fn prepare_update(
 ) -> Result<(String, Commit<PaymentsState>), ApiError> {
     let (fields, params) = read_fields(req, UPDATE_PARAMS)?;
     let fingerprint = format!("{} {}", req.path, Value::Object(params));
-    let commit: Commit<PaymentsState> =
-        Box::new(move |inner: &mut Inner<PaymentsState>, mode, _stamp| update(inner, mode, &id, fields));
+    let commit: Commit<PaymentsState> = Box::new(move |inner: &mut Inner<PaymentsState>, mode, stamp| {
+        update(inner, mode, stamp, &id, fields)
+    });
     Ok((fingerprint, commit))
 }
 
-fn update(inner: &mut Inner<PaymentsState>, mode: Mode, id: &str, fields: Fields) -> FakeResponse {
+fn update(
+    inner: &mut Inner<PaymentsState>,
+    mode: Mode,
+    stamp: &Stamp,
+    id: &str,
+    fields: Fields,
+) -> FakeResponse {
     let hooks = &mut inner.state.webhooks;
     let Some(index) = hooks.endpoint_index(id) else {
         return stripe_error(&missing("webhook_endpoint", id).param("webhook_endpoint"));
@@ -279,6 +288,8 @@ fn update(inner: &mut Inner<PaymentsState>, mode: Mode, id: &str, fields: Fields
         hooks.endpoints[index] = endpoint;
         if now_disabled {
             hooks.end_deliveries_to(index);
+        } else {
+            hooks.listening(stamp.now_ms);
         }
     }
     answer
@@ -361,13 +372,27 @@ pub(super) fn take_due(state: &mut PaymentsState, now_ms: u64, wall_s: u64) -> V
     let due = state.webhooks.take_due(now_ms);
     due.into_iter()
         .filter_map(|d| {
-            let record = state.events.get(d.event)?;
             let endpoint = state.webhooks.endpoints.get(d.endpoint)?;
-            let body = render(state, d.event, record).to_string();
+            let genuine =
+                || state.events.get(d.event).map(|record| render(state, d.event, record).to_string());
+            let (body, signature) = match &d.signed {
+                Signed::Genuine => {
+                    let body = genuine()?;
+                    let signature = sign(&endpoint.secret, wall_s, &body);
+                    (body, signature)
+                }
+                Signed::Stale => {
+                    let body = genuine()?;
+                    let signature =
+                        sign(&endpoint.secret, wall_s.saturating_sub(STALE_SIGNATURE_AGE_S), &body);
+                    (body, signature)
+                }
+                Signed::Forged { body, secret, .. } => (body.to_string(), sign(secret, wall_s, body)),
+            };
             let headers = vec![
                 ("content-type".to_string(), "application/json; charset=utf-8".to_string()),
                 ("user-agent".to_string(), "Stripe/1.0 (+https://stripe.com/docs/webhooks)".to_string()),
-                ("stripe-signature".to_string(), sign(&endpoint.secret, wall_s, &body)),
+                ("stripe-signature".to_string(), signature),
             ];
             Some(Outgoing {
                 delivery: d.number,
@@ -378,6 +403,69 @@ pub(super) fn take_due(state: &mut PaymentsState, now_ms: u64, wall_s: u64) -> V
             })
         })
         .collect()
+}
+
+/// Mixed into a forged event's seed: its id and the secret it is signed with are no genuine
+/// stream's.
+const FORGED_STREAM: u64 = 0x666f_7267_6564_2121;
+
+/// What `POST /__twice/webhooks/forge` takes: the type of the event an attacker claims
+/// happened, and the payment intent it claims it of.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Forgery {
+    #[serde(rename = "type")]
+    kind: String,
+    payment_intent: String,
+}
+
+/// Forges `forgery` for the endpoints that want it, with [`forge`]; a helper of the payments
+/// a scenario makes once an app listens.
+pub(super) fn forge_payment(
+    state: &mut PaymentsState,
+    payment_intent: &str,
+    now_ms: u64,
+) -> Result<Value, String> {
+    let forgery = Forgery { kind: "payment_intent.succeeded".into(), payment_intent: payment_intent.into() };
+    forge(state, &forgery, now_ms)
+}
+
+/// Queues a forged event, as an attacker who does not hold the endpoint's secret would send
+/// it: an id the fake never gave, the payment intent shown as succeeded whatever it really is,
+/// signed under a secret of its own. Nothing enters the event log or the ledger. Answers the
+/// forged event's id and how many endpoints it goes to.
+pub(super) fn forge(state: &mut PaymentsState, forgery: &Forgery, now_ms: u64) -> Result<Value, String> {
+    if !forgery.kind.starts_with("payment_intent.") {
+        return Err(format!(
+            "only payment_intent.* events can be forged (the object forged is the payment intent), not {:?}",
+            forgery.kind
+        ));
+    }
+    let number = state.webhooks.deliveries.len() as u64;
+    let mut rng = ChaCha8Rng::seed_from_u64(FORGED_STREAM ^ number);
+    let event_id = format!("evt_{}", Alphanumeric.sample_string(&mut rng, 24));
+    let secret = format!("whsec_{}", Alphanumeric.sample_string(&mut rng, 32));
+    let mut object = match state.intents.get(&forgery.payment_intent) {
+        Some(history) => history.current().to_json(),
+        None => json!({"id": forgery.payment_intent, "object": "payment_intent"}),
+    };
+    if let Some(map) = object.as_object_mut() {
+        map.insert("status".into(), json!("succeeded"));
+    }
+    let body = json!({
+        "id": event_id,
+        "object": "event",
+        "api_version": super::events::API_VERSION,
+        "created": now_ms / 1000,
+        "data": {"object": object},
+        "livemode": false,
+        "pending_webhooks": 1,
+        "request": {"id": null, "idempotency_key": null},
+        "type": forgery.kind,
+    })
+    .to_string();
+    let endpoints = state.webhooks.forge(&forgery.kind, &body, &secret, &event_id, now_ms);
+    Ok(json!({"forged": event_id, "endpoints": endpoints}))
 }
 
 /// The endpoints' ids and secrets, for the control API (`GET /__twice/webhooks`): what a test

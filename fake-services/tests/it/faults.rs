@@ -828,6 +828,21 @@ fn messages_cases() -> Vec<Case> {
             vec![send(email(), Status(200)), inbox(0), Step::Ledger(1), inbox(1)],
             1,
         ),
+        // A webhook fault acts on the webhooks of the events a request makes (tests/it/webhooks.rs),
+        // never on the request: the refund is answered and made as without it.
+        case(
+            "payments: a webhook fault leaves its request alone",
+            P,
+            json!([
+                {"method": "POST", "path": "/v1/refunds", "fault": "duplicate_webhook"},
+                {"method": "POST", "path": "/v1/refunds", "fault": {"kind": "delay_webhook", "delay_ms": 500}},
+                {"method": "POST", "path": "/v1/refunds", "fault": "lose_webhook_ack"},
+                {"method": "POST", "path": "/v1/refunds", "fault": {"kind": "webhook_endpoint_down", "for_ms": 500}},
+                {"method": "POST", "path": "/v1/refunds", "fault": "stale_webhook"}
+            ]),
+            vec![send(refund(), Status(200)), Step::Ledger(1)],
+            1,
+        ),
         case(
             "messages: redeliver lands the message twice",
             M,
@@ -972,6 +987,7 @@ async fn every_fault_on_every_service() {
 fn the_table_covers_every_fault_on_both_services() {
     let only_on = |kind: &str| match kind {
         "deliver_late" | "redeliver" => vocabulary::rule::DELIVERY_SERVICES,
+        kind if vocabulary::rule::WEBHOOK_FAULT_KINDS.contains(&kind) => vocabulary::rule::WEBHOOK_SERVICES,
         _ => &[P, W, F, C, M],
     };
     for service in [P, W, F, C, M] {

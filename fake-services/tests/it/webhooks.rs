@@ -321,3 +321,171 @@ async fn a_restricted_key_needs_the_webhook_permission() {
     assert_eq!(seen.status(), Some(403));
     assert!(seen.json()["error"]["message"].as_str().unwrap().contains("rak_webhook_write"), "{:?}", seen);
 }
+
+fn event_of(delivery: &Received) -> Value {
+    serde_json::from_str(&delivery.body).unwrap()
+}
+
+fn t_of(delivery: &Received) -> u64 {
+    delivery.signature.strip_prefix("t=").unwrap().split(',').next().unwrap().parse().unwrap()
+}
+
+fn arm(running: &Running, rule: &str) {
+    running.fakes.payments.core().add_rule(serde_json::from_str(rule).unwrap()).unwrap();
+}
+
+#[tokio::test]
+async fn duplicate_webhook_sends_each_event_of_the_request_twice() {
+    let running = Running::start(12).await;
+    let app = Receiver::start(Vec::new()).await;
+    register(&running, &app.url(), &["charge.refunded"]).await;
+    arm(
+        &running,
+        r#"{"method": "POST", "path": "/v1/refunds", "fault": {"kind": "duplicate_webhook", "after_ms": 100}}"#,
+    );
+    stripe(&running, "POST", "/v1/refunds", "payment_intent=pi_1&amount=100").await;
+    let received = app.wait_for(2).await;
+    settle(&running).await;
+    assert_eq!(app.received().len(), 2);
+    assert_eq!(event_of(&received[0])["id"], event_of(&received[1])["id"], "the same event, twice");
+}
+
+#[tokio::test]
+async fn delay_webhook_sends_an_older_event_after_a_newer_one() {
+    let running = Running::start(13).await;
+    let app = Receiver::start(Vec::new()).await;
+    register(&running, &app.url(), &["charge.refunded"]).await;
+    arm(
+        &running,
+        r#"{"method": "POST", "path": "/v1/refunds", "nth": 1, "fault": {"kind": "delay_webhook", "delay_ms": 800}}"#,
+    );
+    stripe(&running, "POST", "/v1/refunds", "payment_intent=pi_1&amount=100").await;
+    stripe(&running, "POST", "/v1/refunds", "payment_intent=pi_1&amount=200").await;
+    let received = app.wait_for(2).await;
+    let refunded: Vec<u64> =
+        received.iter().map(|d| event_of(d)["data"]["object"]["amount_refunded"].as_u64().unwrap()).collect();
+    assert_eq!(refunded, [300, 100], "the second refund's event arrives first");
+}
+
+#[tokio::test]
+async fn lose_webhook_ack_loses_the_first_2xx_so_the_event_comes_again() {
+    let running = Running::start(14).await;
+    let app = Receiver::start(Vec::new()).await;
+    register(&running, &app.url(), &["charge.refunded"]).await;
+    arm(&running, r#"{"method": "POST", "path": "/v1/refunds", "fault": "lose_webhook_ack"}"#);
+    stripe(&running, "POST", "/v1/refunds", "payment_intent=pi_1&amount=100").await;
+    let received = app.wait_for(2).await;
+    settle(&running).await;
+    assert_eq!(app.received().len(), 2, "one retry after the lost 2xx, then the 2xx is heard");
+    assert_eq!(event_of(&received[0])["id"], event_of(&received[1])["id"]);
+    let report = webhooks_report(&running).await;
+    assert!(report["attempts"][0]["error"].as_str().unwrap().contains("lose_webhook_ack"), "{report}");
+    assert_eq!(report["deliveries"][0]["standing"], "delivered");
+}
+
+#[tokio::test]
+async fn webhook_endpoint_down_fails_the_attempts_meanwhile_then_a_retry_arrives() {
+    let running = Running::start(15).await;
+    let app = Receiver::start(Vec::new()).await;
+    register(&running, &app.url(), &["charge.refunded"]).await;
+    arm(
+        &running,
+        r#"{"method": "POST", "path": "/v1/refunds", "fault": {"kind": "webhook_endpoint_down", "for_ms": 1500}}"#,
+    );
+    stripe(&running, "POST", "/v1/refunds", "payment_intent=pi_1&amount=100").await;
+    app.wait_for(1).await;
+    settle(&running).await;
+    assert_eq!(app.received().len(), 1, "the attempts while down never reached it");
+    let report = webhooks_report(&running).await;
+    let errors: Vec<&str> =
+        report["attempts"].as_array().unwrap().iter().filter_map(|a| a["error"].as_str()).collect();
+    assert_eq!(errors.len(), 2, "at 0 s and at 1 s, then delivered at 3 s: {report}");
+    assert!(errors.iter().all(|e| e.contains("webhook_endpoint_down")), "{errors:?}");
+}
+
+#[tokio::test]
+async fn stale_webhook_replays_the_event_under_a_signature_ten_minutes_old() {
+    let running = Running::start(16).await;
+    let app = Receiver::start(Vec::new()).await;
+    let endpoint = register(&running, &app.url(), &["charge.refunded"]).await;
+    let secret = endpoint["secret"].as_str().unwrap();
+    arm(&running, r#"{"method": "POST", "path": "/v1/refunds", "fault": "stale_webhook"}"#);
+    stripe(&running, "POST", "/v1/refunds", "payment_intent=pi_1&amount=100").await;
+    let mut received = app.wait_for(2).await;
+    settle(&running).await;
+    received.sort_by_key(t_of);
+    let (stale, genuine) = (&received[0], &received[1]);
+    assert_eq!(event_of(stale)["id"], event_of(genuine)["id"]);
+    assert_eq!(t_of(genuine) - t_of(stale), vocabulary::rule::STALE_SIGNATURE_AGE_S);
+    assert_eq!(stale.signature, sign_webhook(secret, t_of(stale), &stale.body), "validly signed, long ago");
+    let report = webhooks_report(&running).await;
+    let signed: Vec<&str> =
+        report["deliveries"].as_array().unwrap().iter().map(|d| d["signed"].as_str().unwrap()).collect();
+    assert_eq!(signed, ["genuine", "stale"]);
+}
+
+#[tokio::test]
+async fn a_payment_waits_for_a_listener_and_its_confirm_rules_shape_its_webhooks() {
+    let running = Running::start(17).await;
+    let payments = &running.fakes.payments;
+    payments.seed_unpaid_intent("pi_order_1", 4_200, "usd").unwrap();
+    payments.seed_unpaid_intent("pi_order_2", 900, "usd").unwrap();
+    payments.pay_once_listened("pi_order_1", false);
+    payments.pay_once_listened("pi_order_2", true);
+    arm(
+        &running,
+        r#"{"method": "POST", "path": "/v1/payment_intents/pi_order_1/confirm", "fault": "duplicate_webhook"}"#,
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(payments.awaiting_listener(), ["pi_order_1", "pi_order_2"], "nobody listens yet");
+    let (_, intent) = stripe(&running, "GET", "/v1/payment_intents/pi_order_1", "").await;
+    assert_eq!(intent["status"], "requires_confirmation");
+
+    let app = Receiver::start(Vec::new()).await;
+    let endpoint = register(&running, &app.url(), &["payment_intent.succeeded"]).await;
+    let secret = endpoint["secret"].as_str().unwrap();
+    let received = app.wait_for(3).await;
+    settle(&running).await;
+    let (genuine, forged): (Vec<&Received>, Vec<&Received>) =
+        received.iter().partition(|d| d.signature == sign_webhook(secret, t_of(d), &d.body));
+    assert_eq!(genuine.len(), 2, "pi_order_1's event, twice (duplicate_webhook on its confirm)");
+    assert!(genuine.iter().all(|d| event_of(d)["data"]["object"]["id"] == "pi_order_1"));
+    assert_eq!(forged.len(), 1);
+    let fake = event_of(forged[0]);
+    assert_eq!(
+        (&fake["type"], &fake["data"]["object"]["status"]),
+        (&"payment_intent.succeeded".into(), &"succeeded".into())
+    );
+    let (status, _) =
+        stripe(&running, "GET", &format!("/v1/events/{}", fake["id"].as_str().unwrap()), "").await;
+    assert_eq!(status, 404, "a forged event is no event of the fake's");
+    let (_, paid) = stripe(&running, "GET", "/v1/payment_intents/pi_order_1", "").await;
+    let (_, unpaid) = stripe(&running, "GET", "/v1/payment_intents/pi_order_2", "").await;
+    assert_eq!((&paid["status"], &unpaid["status"]), (&"succeeded".into(), &"requires_confirmation".into()));
+    assert!(running.fake("payments").ledger().is_empty(), "a customer's payment is no effect of the app's");
+}
+
+#[tokio::test]
+async fn the_control_api_forges_an_event_and_says_so_for_the_other_fakes() {
+    let running = Running::start(18).await;
+    let app = Receiver::start(vec![400]).await;
+    register(&running, &app.url(), &["*"]).await;
+    let forge = |service: &'static str| {
+        let req = Req::new("POST", "/__twice/webhooks/forge")
+            .body(br#"{"type": "payment_intent.succeeded", "payment_intent": "pi_1"}"#.to_vec());
+        let addr = running.addr(service);
+        async move { send(addr, &req, 10_000).await }
+    };
+    let forged = forge("payments").await;
+    assert_eq!(forged.status(), Some(200), "{forged:?}");
+    assert_eq!(forged.json()["endpoints"], 1);
+    app.wait_for(1).await;
+    settle(&running).await;
+    let report = webhooks_report(&running).await;
+    assert_eq!(
+        (&report["deliveries"][0]["signed"], &report["deliveries"][0]["standing"]),
+        (&"forged".into(), &"refused".into())
+    );
+    assert_eq!(report["attempts"].as_array().unwrap().len(), 1, "a forgery is not retried");
+    assert_eq!(forge("workspaces").await.status(), Some(404));
+}

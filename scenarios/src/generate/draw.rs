@@ -92,7 +92,10 @@ pub(super) fn terms() -> impl Strategy<Value = Terms> {
 /// Fault kinds, in the order [`fault_for`](super::build::fault_for) makes them. The first
 /// four leave the caller unsure whether its write happened, the heart of every failure mode:
 /// they weigh [`UNSURE_WEIGHT`] each in a draw, the others one.
-pub(super) const FAULT_KINDS: usize = vocabulary::rule::FAULT_KINDS.len();
+/// The webhook faults come last and are not drawn (see `build::admitted_kinds`): the swarm
+/// holds a flag for each kind drawn, so that adding them moved no draw of any case.
+pub(super) const FAULT_KINDS: usize =
+    vocabulary::rule::FAULT_KINDS.len() - vocabulary::rule::WEBHOOK_FAULT_KINDS.len();
 pub(super) const UNSURE_KINDS: usize = 4;
 const UNSURE_WEIGHT: u32 = 3;
 /// The late commit: the one unsure answer that a read-back right after it cannot settle,
@@ -113,6 +116,12 @@ pub(super) const LATENCY: usize = 10;
 /// The delivery faults, which only a service that delivers after its answer can suffer
 /// ([`FaultSpec::services`]).
 pub(super) const DELIVER_LATE: usize = 11;
+pub(super) const REDELIVER: usize = 12;
+/// The webhook faults, made by the table and never drawn yet (see `build::admitted_kinds`).
+pub(super) const DUPLICATE_WEBHOOK: usize = 13;
+pub(super) const DELAY_WEBHOOK: usize = 14;
+pub(super) const LOSE_WEBHOOK_ACK: usize = 15;
+pub(super) const WEBHOOK_ENDPOINT_DOWN: usize = 16;
 /// The kinds that mean something at a read: a lost reply, a hang, a stale answer, a refusal,
 /// a rejection, latency.
 pub(super) const READ_KINDS: [usize; 6] = [0, 2, STALE_READ, 8, 9, 10];

@@ -6,7 +6,7 @@
 use vocabulary::action::{CHAIN_TRANSFER, FILES_PUT};
 
 use super::*;
-use crate::model::IntentSpec;
+use crate::model::{IntentSpec, TRIGGER_EVENT};
 
 /// What the intents checked so far leave for the checks of the ones after them.
 #[derive(Default)]
@@ -64,11 +64,68 @@ impl Scenario {
         // `amount_too_large`), a refusal every correct executor escalates for a person.
         check_params(spec, &intent.params, &here.key("params"))?;
         self.check_after(i, spec, here)?;
+        self.check_trigger(intent, here)?;
         self.check_put_changes(intent, spec, here)?;
         check_transfer_budget(intent, spec, here, &mut earlier.transferred)?;
         let root = self.root_of(i, here, earlier)?;
         earlier.roots.push(root);
         self.check_business_key(i, root, spec, here, &mut earlier.owners)
+    }
+
+    /// An intent a webhook triggers: `payment_intent.succeeded` of a payment intent that no
+    /// other intent refunds (it is unpaid until the application listens), neither a step nor a
+    /// replacement (it starts when the event arrives), and paid or forged alike by every
+    /// trigger that names it.
+    fn check_trigger(&self, intent: &IntentSpec, here: &FieldPath) -> Check {
+        let Some(trigger) = &intent.on_event else { return Ok(()) };
+        let at = here.key("on_event");
+        if trigger.kind != TRIGGER_EVENT {
+            return Err(Invalid::new(
+                at.key("type"),
+                format!("on_event type \"{}\": a trigger is a {TRIGGER_EVENT} event", trigger.kind),
+            )
+            .hint(format!("type = \"{TRIGGER_EVENT}\"")));
+        }
+        let pi = &trigger.payment_intent;
+        if pi.is_empty() || pi.len() > ID_MAX || pi.contains(['/', ' ', '\t', '\n']) {
+            return Err(Invalid::new(
+                at.key("payment_intent"),
+                format!("payment_intent {pi:?} is not an id"),
+            )
+            .hint("an id such as \"pi_order_1\", without spaces or slashes"));
+        }
+        if intent.replaces.is_some() || !intent.after.is_empty() {
+            let key = if intent.replaces.is_some() { "replaces" } else { "after" };
+            return Err(Invalid::new(
+                here.key(key),
+                format!("intent \"{}\" waits for a webhook: it cannot also have `{key}`", intent.id),
+            )
+            .hint(
+                "an intent a webhook triggers starts when the event arrives; drop `on_event` or this key",
+            ));
+        }
+        let refunded = self.intents.iter().any(|other| {
+            other.action == "payments.refund"
+                && other.params.get("payment_intent").and_then(|v| v.as_str()) == Some(pi.as_str())
+        });
+        if refunded {
+            return Err(Invalid::new(
+                at.key("payment_intent"),
+                format!(
+                    "payment intent \"{pi}\" is unpaid until the application listens: no intent may refund it"
+                ),
+            )
+            .hint("trigger on one payment intent and refund another"));
+        }
+        let clash = self.triggers().find(|t| &t.payment_intent == pi && t.forged != trigger.forged);
+        if clash.is_some() {
+            return Err(Invalid::new(
+                at.key("forged"),
+                format!("payment intent \"{pi}\" is both paid and forged by the triggers that name it"),
+            )
+            .hint("give every trigger of one payment intent the same `forged`"));
+        }
+        Ok(())
     }
 
     /// A put of an object the scenario seeds must write another body: one that changes

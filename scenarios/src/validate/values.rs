@@ -211,7 +211,11 @@ pub(super) fn fair(contract: &Contract, service: &str, fault: &FaultSpec, at: Fi
             "set older_than_ms to at least key_retention_ms ({}), or shorten key_retention_ms under {table}",
             contract.key_retention_ms
         ),
-        FaultSpec::DeliverLate { delay_ms: d } | FaultSpec::Redeliver { after_ms: d } => {
+        FaultSpec::DeliverLate { delay_ms: d }
+        | FaultSpec::Redeliver { after_ms: d }
+        | FaultSpec::DuplicateWebhook { after_ms: d }
+        | FaultSpec::DelayWebhook { delay_ms: d }
+        | FaultSpec::WebhookEndpointDown { for_ms: d } => {
             format!("announce settle_ms_max = {d} (or more) under {table}, or deliver sooner")
         }
         _ => "only faults inside the announced contract are fair".to_string(),

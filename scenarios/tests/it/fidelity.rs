@@ -6,11 +6,12 @@ use std::collections::BTreeSet;
 use scenarios::parse::OBJECT_KEYS;
 use scenarios::parse::{
     CONTRACT_TERMS, EVENT_ACTIONS, FAULT_PARAMS, INTENT_KEYS, LIMIT_KEYS, PHASES, POINT_KEYS, RULE_KEYS,
-    TOP_KEYS, TermKind,
+    TOP_KEYS, TRIGGER_KEYS, TermKind,
 };
 use scenarios::validate::{ACTIONS, STATES};
 use scenarios::{
     Event, EventAction, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario, ServiceFault,
+    Trigger,
 };
 use serde_json::{Value, json};
 use vocabulary::rule::FAULT_KINDS;
@@ -43,6 +44,11 @@ fn every_fault() -> Vec<FaultSpec> {
         FaultSpec::Latency { before_ms: 1, after_ms: 1 },
         FaultSpec::DeliverLate { delay_ms: 1 },
         FaultSpec::Redeliver { after_ms: 1 },
+        FaultSpec::DuplicateWebhook { after_ms: 1 },
+        FaultSpec::DelayWebhook { delay_ms: 1 },
+        FaultSpec::LoseWebhookAck,
+        FaultSpec::WebhookEndpointDown { for_ms: 1 },
+        FaultSpec::StaleWebhook,
     ];
     // A new fault must be added above (the match fails to compile without it).
     for f in &all {
@@ -59,7 +65,12 @@ fn every_fault() -> Vec<FaultSpec> {
             | FaultSpec::IgnoreKeys
             | FaultSpec::Latency { .. }
             | FaultSpec::DeliverLate { .. }
-            | FaultSpec::Redeliver { .. } => {}
+            | FaultSpec::Redeliver { .. }
+            | FaultSpec::DuplicateWebhook { .. }
+            | FaultSpec::DelayWebhook { .. }
+            | FaultSpec::LoseWebhookAck
+            | FaultSpec::WebhookEndpointDown { .. }
+            | FaultSpec::StaleWebhook => {}
         }
     }
     all
@@ -121,8 +132,10 @@ fn scenario_keys_are_the_models() {
         params: json!({}),
         replaces: Some("c".into()),
         after: vec!["d".into()],
+        on_event: Some(Trigger { kind: "e".into(), payment_intent: "f".into(), forged: true }),
     };
     assert_eq!(keys(&intent), set(INTENT_KEYS));
+    assert_eq!(keys(intent.on_event.as_ref().unwrap()), set(TRIGGER_KEYS));
     let scenario = Scenario {
         name: "n".into(),
         description: "d".into(),

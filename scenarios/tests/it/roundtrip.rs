@@ -159,6 +159,7 @@ fn intents(drafts: Vec<Draft>) -> Vec<IntentSpec> {
             params,
             replaces: older.map(|j| out[j].id.clone()),
             after: Vec::new(),
+            on_event: None,
         });
     }
     out

@@ -531,22 +531,24 @@ fn the_openapi_fault_names_are_the_faults_a_fake_arms() {
     assert_eq!(documented, FAULT_KINDS, "docs/openapi/fakes.json's FaultKind and rule::FAULT_KINDS differ");
     runtime().block_on(async {
         let served = serve::start(&args()).await.unwrap();
-        // messages takes every fault, the delivery ones included.
+        // messages takes every fault but the webhook ones, the delivery ones included;
+        // payments takes those.
         let messages = served.urls()["messages"].clone();
+        let payments = served.urls()["payments"].clone();
         for kind in FAULT_KINDS {
             let fault = match *kind {
                 "reject" => json!({"kind": kind, "status": 503}),
                 "stale_read" => json!({"kind": kind, "lag_ms": 500}),
                 "latency" => json!({"kind": kind, "before_ms": 200}),
-                "deliver_late" => json!({"kind": kind, "delay_ms": 800}),
+                "deliver_late" | "delay_webhook" => json!({"kind": kind, "delay_ms": 800}),
+                "webhook_endpoint_down" => json!({"kind": kind, "for_ms": 800}),
                 _ => json!(kind),
             };
-            let (status, body) = json_of(
-                "POST",
-                format!("{messages}/__twice/rules"),
-                json!({"fault": fault, "path": "/nobody"}),
-            )
-            .await;
+            let webhook = vocabulary::rule::WEBHOOK_FAULT_KINDS.contains(kind);
+            let fake = if webhook { &payments } else { &messages };
+            let (status, body) =
+                json_of("POST", format!("{fake}/__twice/rules"), json!({"fault": fault, "path": "/nobody"}))
+                    .await;
             assert_eq!(status, 201, "{kind}: {body}");
         }
         served.stop().await;
