@@ -170,7 +170,11 @@ impl Fake {
                     return false;
                 }
             }
-            Fake::Payments(payments) if !payments.pending_deliveries().is_empty() => return false,
+            Fake::Payments(payments)
+                if !payments.pending_deliveries().is_empty() || !payments.due_payments().is_empty() =>
+            {
+                return false;
+            }
             _ => {}
         }
         with_core!(self, core => core.settled())
@@ -238,6 +242,17 @@ impl Fake {
                             "the payment of {payment_intent} waits for the application to listen: no webhook \
                              endpoint that wants payment_intent.succeeded is registered"
                         ),
+                    });
+                }
+                for (payment_intent, forged, due_ms) in payments.due_payments() {
+                    let what = if forged { "a forged event for" } else { "the payment of" };
+                    out.push(Pending {
+                        service: self.name(),
+                        kind: PendingKind::Webhook,
+                        request: None,
+                        request_id: None,
+                        due_ms: Some(due_ms),
+                        detail: format!("{what} {payment_intent} is due: its payment_intent.succeeded goes out then"),
                     });
                 }
                 for (event, kind, url, attempts, due_ms) in payments.pending_deliveries() {

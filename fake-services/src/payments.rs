@@ -206,6 +206,13 @@ impl Payments {
             .collect()
     }
 
+    /// The payments an app now listens for, due shortly: (payment intent, forged, due time).
+    pub fn due_payments(&self) -> Vec<(String, bool, u64)> {
+        let inner = self.core.lock();
+        let awaiting = &inner.state.webhooks.awaiting;
+        awaiting.iter().filter_map(|a| Some((a.payment_intent.clone(), a.forged, a.due_ms?))).collect()
+    }
+
     /// Notes how an attempt of delivery `number` went.
     pub(crate) fn delivery_attempted(&self, number: u64, answer: Result<u16, String>) {
         let now_ms = self.core.clock.now_ms();

@@ -43,6 +43,7 @@ export type {
   Rule,
   State,
   StepProgress,
+  Trigger,
   VerdictLine,
   VerdictStatus,
 } from "./model.js";

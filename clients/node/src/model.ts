@@ -51,25 +51,46 @@ function optionalString(value: unknown): string | undefined {
 
 /**
  * One thing the scenario asks the application to do: `action` (`payments.refund`, ...) with
- * `params`; `replaces` names the intent it replaces, where there is lineage.
+ * `params`; `replaces` names the intent it replaces, where there is lineage. `onEvent`, where
+ * there is one, is the webhook that authorises it: the application does the work when that
+ * event reaches the endpoint it registered with the payments fake, once however often it
+ * arrives, and never for a forged one (docs/webhooks.md).
  */
 export interface Intent {
   readonly id: string;
   readonly action: string;
   readonly params: JsonObject;
   readonly replaces?: string;
+  readonly onEvent?: Trigger;
+}
+
+/** The webhook that authorises an intent (serve's `on_event`). */
+export interface Trigger {
+  /** `payment_intent.succeeded`. */
+  readonly type: string;
+  readonly paymentIntent: string;
+  /** The payment never happens: an attacker's forged event claims it did. */
+  readonly forged: boolean;
 }
 
 /** An intent as serve describes it. */
 export function parseIntent(value: unknown): Intent {
   const json = asObject(value);
-  const intent: { id: string; action: string; params: JsonObject; replaces?: string } = {
+  const intent: { id: string; action: string; params: JsonObject; replaces?: string; onEvent?: Trigger } = {
     id: String(json.id),
     action: String(json.action),
     params: { ...asObject(json.params) },
   };
   const replaces = optionalString(json.replaces);
   if (replaces !== undefined) intent.replaces = replaces;
+  if (json.on_event !== undefined && json.on_event !== null) {
+    const trigger = asObject(json.on_event);
+    intent.onEvent = {
+      type: String(trigger.type),
+      paymentIntent: String(trigger.payment_intent),
+      forged: trigger.forged === true,
+    };
+  }
   return intent;
 }
 

@@ -34,6 +34,9 @@ __all__ = [
 REQUEST_TIMEOUT_S_DEFAULT = 30.0
 #: How long `wait_step` waits for a step's point when the caller does not say.
 STEP_WAIT_S_DEFAULT = 30.0
+#: How long `wait_webhooks` waits by default: past the payments fake's last retry (1 + 2 + 4 s
+#: after a first attempt that waited up to 10 s for an answer).
+WEBHOOKS_WAIT_S_DEFAULT = 30.0
 #: The longest serve holds one long poll of `GET /__twice/steps/N` (its `STEP_WAIT_MS_MAX`);
 #: a longer wait asks again.
 _STEP_POLL_MS_MAX = 60_000
@@ -297,6 +300,29 @@ class Twice:
         """The newest requests `service` received, with the faults applied to each and how
         each ended (`answered`, `reset`, `closed`, `held`, `abandoned`)."""
         return list(self._request("GET", f"{self.url(service)}/__twice/journal")["entries"])
+
+    def webhooks(self) -> JSON:
+        """The payments fake's webhooks: `secrets` (endpoint id to its `whsec_` secret),
+        `deliveries` (each event to each endpoint, with its `standing`: `due`, `sending`,
+        `delivered`, `gave_up`, `endpoint_gone`, `refused`), `attempts`, and the
+        `awaiting_payments` a scenario makes once the application listens."""
+        return self._request("GET", f"{self.url('payments')}/__twice/webhooks")
+
+    def wait_webhooks(self, timeout_s: float = WEBHOOKS_WAIT_S_DEFAULT) -> JSON:
+        """Waits until the payments fake owes no webhook: every payment the application listens
+        for has been made, and every delivery has ended (answered 2xx, given up, or refused).
+        Call it before reading the application's record for its claims. Raises `TwiceTimeout`
+        after `timeout_s`, naming what is still owed."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            report = self.webhooks()
+            owed = [p for p in report.get("awaiting_payments", []) if p.get("due_ms") is not None]
+            owed += [d for d in report.get("deliveries", []) if d.get("standing") in ("due", "sending")]
+            if not owed:
+                return report
+            if time.monotonic() >= deadline:
+                raise TwiceTimeout(f"the payments fake still owes webhooks after {timeout_s:g} s: {owed}")
+            time.sleep(0.05)
 
     # -- HTTP -----------------------------------------------------------------------------
 

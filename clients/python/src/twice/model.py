@@ -20,21 +20,35 @@ STATES = ("recorded", "blocked", "submitted", "confirmed", "failed", "unknown", 
 @dataclass(frozen=True)
 class Intent:
     """One thing the scenario asks the application to do: `action` (`payments.refund`, ...)
-    with `params`; `replaces` names the intent it replaces, where there is lineage."""
+    with `params`; `replaces` names the intent it replaces, where there is lineage.
+
+    `on_event`, where there is one, is the webhook that authorises the intent
+    (`{"type": "payment_intent.succeeded", "payment_intent": "pi_...", "forged": bool}`): the
+    application does the work when that event reaches the endpoint it registered with the
+    payments fake, once however often it arrives, and never for a forged one
+    (docs/webhooks.md)."""
 
     id: str
     action: str
     params: dict[str, Any]
     replaces: Optional[str] = None
+    on_event: Optional[dict[str, Any]] = None
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Intent:
+        on_event = value.get("on_event")
         return cls(
             id=str(value["id"]),
             action=str(value["action"]),
             params=dict(value.get("params") or {}),
             replaces=value.get("replaces"),
+            on_event=None if on_event is None else dict(on_event),
         )
+
+    @property
+    def triggered(self) -> bool:
+        """Whether a webhook, not the test, starts this intent."""
+        return self.on_event is not None
 
 
 @dataclass(frozen=True)

@@ -364,6 +364,11 @@ impl Webhooks {
                 })
             })
             .collect();
-        json!({"deliveries": deliveries, "attempts": attempts})
+        let payments: Vec<Value> = self
+            .awaiting
+            .iter()
+            .map(|a| json!({"payment_intent": a.payment_intent, "forged": a.forged, "due_ms": a.due_ms}))
+            .collect();
+        json!({"deliveries": deliveries, "attempts": attempts, "awaiting_payments": payments})
     }
 }

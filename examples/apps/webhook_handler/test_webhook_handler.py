@@ -1,0 +1,112 @@
+"""The shop's webhook handler under twice: each webhook scenario of the catalog loaded into
+`twice serve`, the shop's orders taken from the scenario's intents (each waits for its order's
+`payment_intent.succeeded`), the shop started (it registers its endpoint, and the customer
+pays), every webhook the payments fake owes sent, and the shop's record claimed and judged.
+
+The careful handler passes every scenario. The naive one (no signature check, no dedupe, the
+event's data believed, no idempotency key) is a strict expected failure where a scenario's
+fault can hurt it, with the invariant named in its mark; where none can (a late or
+out-of-order event, an endpoint down for a while), it passes too, and so must it. The
+defences come in pairs, each of which holds alone: dropping both of a pair is caught, by the
+scenario named in `PAIRS`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from twice import Claim, Scenario, Twice, TwiceViolation
+from webhook_handler import BUGS, Shop
+
+#: (scenario, the invariant the naive handler breaks there, or None where it passes)
+SCENARIOS: list[tuple[str, Optional[str]]] = [
+    # The same event twice: the naive handler sends the email twice.
+    ("fault_duplicate_webhook", "no-duplicate-effect"),
+    # Its 200 lost, the event comes again: the same.
+    ("fault_lose_webhook_ack", "no-duplicate-effect"),
+    # Replayed under a ten-minute-old signature: accepted, and acted on again.
+    ("fault_stale_webhook", "no-duplicate-effect"),
+    # A forged event for an order nobody paid: believed, and the email sent.
+    ("webhook_forged_payment", "no-unauthorised-effect"),
+    # Late, or after the endpoint was down: nothing can go twice, both handlers pass.
+    ("fault_delay_webhook", None),
+    ("fault_webhook_endpoint_down", None),
+]
+
+
+#: Two defences dropped together, the scenario that then catches the handler, and how: a
+#: repeat is harmless while the handler either remembers what it sent or sends under the
+#: order's key; a forgery while it either checks signatures or reads the payment's real state.
+PAIRS: list[tuple[tuple[str, ...], str, str]] = [
+    (("no-dedupe", "no-key"), "fault_lose_webhook_ack", "no-duplicate-effect"),
+    (("no-signature-check", "event-data"), "webhook_forged_payment", "no-unauthorised-effect"),
+]
+
+
+def naive_fails(invariant: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, raises=TwiceViolation, reason=f"the naive handler breaks {invariant}")
+
+
+CASES = [
+    pytest.param(
+        name,
+        BUGS if mode == "naive" else (),
+        breaks if mode == "naive" else None,
+        id=f"{name}-{mode}",
+        marks=[naive_fails(breaks)] if mode == "naive" and breaks else [],
+    )
+    for name, breaks in SCENARIOS
+    for mode in ("careful", "naive")
+] + [
+    pytest.param(name, bugs, breaks, id=f"{name}-naive-{'+'.join(bugs)}", marks=[naive_fails(breaks)])
+    for bugs, name, breaks in PAIRS
+]
+
+
+def claims(shop: Shop, scenario: Scenario) -> list[Claim]:
+    """What the shop's record says of each order's welcome email: sent is `confirmed`; an
+    order it never sent for was never started, and is not claimed."""
+    return [
+        Claim(
+            id=order.job,
+            action=scenario.intent(order.job).action,
+            state="confirmed",
+            attempts=1,
+            evidence={"external_id": order.email_id} if order.email_id else {},
+        )
+        for order in shop.orders()
+        if order.sent
+    ]
+
+
+@pytest.mark.parametrize("name,bugs,naive_breaks", CASES)
+def test_webhook_handler(
+    twice_serve: Twice, tmp_path: Path, name: str, bugs: tuple[str, ...], naive_breaks: Optional[str]
+) -> None:
+    scenario = twice_serve.load_scenario(name)
+    shop = Shop(str(tmp_path / "shop.sqlite"), twice_serve.url("payments"), twice_serve.url("messages"), bugs)
+    for intent in scenario.intents:
+        assert intent.triggered and intent.action == "messages.send", f"{scenario.name}: {intent}"
+        p = intent.params
+        shop.add_order(intent.on_event["payment_intent"], intent.id, p["to"], p["subject"], p["body"])
+    try:
+        shop.start()
+        report = twice_serve.wait_webhooks()
+    finally:
+        shop.stop()
+
+    try:
+        verdict = twice_serve.check(claims(shop, scenario))
+    except TwiceViolation as e:
+        if naive_breaks and naive_breaks not in e.verdict.violated:
+            pytest.fail(f"the naive handler should break {naive_breaks}, but broke {e.verdict.violated}:\n{e}")
+        raise
+    assert verdict.exit_code == 0
+    # Held: every order that was paid got its one email, and the forged one none.
+    assert {o.job for o in shop.orders() if o.sent} == set(scenario.expect), shop.orders()
+    if not bugs:
+        refused = [d for d in report["deliveries"] if d["signed"] != "genuine"]
+        assert all(d["standing"] == "refused" for d in refused), report
