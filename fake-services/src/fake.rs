@@ -252,7 +252,9 @@ impl Fake {
                         request: None,
                         request_id: None,
                         due_ms: Some(due_ms),
-                        detail: format!("{what} {payment_intent} is due: its payment_intent.succeeded goes out then"),
+                        detail: format!(
+                            "{what} {payment_intent} is due: its payment_intent.succeeded goes out then"
+                        ),
                     });
                 }
                 for (event, kind, url, attempts, due_ms) in payments.pending_deliveries() {

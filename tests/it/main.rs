@@ -53,6 +53,7 @@ mod sdk_node;
 mod sdk_payments;
 mod soak;
 mod typescript_executor;
+mod webhooks_doc;
 #[path = "../../executor/tests/it/world.rs"]
 #[allow(dead_code)]
 mod world;

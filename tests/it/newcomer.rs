@@ -22,12 +22,12 @@ const BYO_HEADING: &str = "## The five-minute version, with pytest";
 /// A README's first example after `heading`: the first ` ```lang ` block's code, and the lines
 /// of the first ` ```text ` block after it (the verdict it quotes).
 #[derive(Debug, PartialEq, Eq)]
-struct Example {
-    code: String,
-    quoted: Vec<String>,
+pub(crate) struct Example {
+    pub(crate) code: String,
+    pub(crate) quoted: Vec<String>,
 }
 
-fn example(page: &str, heading: &str, lang: &str) -> Example {
+pub(crate) fn example(page: &str, heading: &str, lang: &str) -> Example {
     let text = std::fs::read_to_string(root().join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
     let start = text.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("{page} has no `{heading}`"));
     let after = &text[start..];
@@ -46,7 +46,7 @@ fn block(text: &str, lang: &str) -> Option<String> {
 }
 
 /// Every quoted line is in the output (pytest and vitest indent them their own way).
-fn assert_quoted(page: &str, quoted: &[String], output: &str) {
+pub(crate) fn assert_quoted(page: &str, quoted: &[String], output: &str) {
     let seen: Vec<&str> = output.lines().map(|l| l.trim_start_matches(['E', ' ']).trim()).collect();
     for line in quoted {
         assert!(
@@ -128,8 +128,13 @@ fn the_node_readme_s_first_test_fails_the_naive_worker_as_quoted_from_the_tarbal
 }
 
 /// `name@version` as the Node example pins it (examples/apps/refund_worker_node/package.json).
-fn node_pin(name: &str) -> String {
-    let manifest = root().join("examples/apps/refund_worker_node/package.json");
+pub(crate) fn node_pin(name: &str) -> String {
+    pin_in("examples/apps/refund_worker_node/package.json", name)
+}
+
+/// `name@version` as the package.json at `manifest` (from the repository's root) pins it.
+pub(crate) fn pin_in(manifest: &str, name: &str) -> String {
+    let manifest = root().join(manifest);
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
     let version = ["dependencies", "devDependencies"]
         .iter()

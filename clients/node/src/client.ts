@@ -31,6 +31,11 @@ export const REQUEST_TIMEOUT_MS_DEFAULT = 30_000;
 /** How long `waitStep` waits for a step's point when the caller does not say, in seconds. */
 export const STEP_WAIT_S_DEFAULT = 30;
 /**
+ * How long `waitWebhooks` waits by default: past the payments fake's last retry (1 + 2 + 4 s
+ * after a first attempt that waited up to 10 s for an answer).
+ */
+export const WEBHOOKS_WAIT_S_DEFAULT = 30;
+/**
  * The longest serve holds one long poll of `GET /__twice/steps/N` (its `STEP_WAIT_MS_MAX`);
  * a longer wait asks again.
  */
@@ -338,6 +343,40 @@ export class Twice implements AsyncDisposable {
   /** The contract `service` keeps now. */
   async contract(service: string): Promise<JsonObject> {
     return (await this.request("GET", `${this.url(service)}/__twice/contract`)) as JsonObject;
+  }
+
+  /**
+   * The payments fake's webhooks: `secrets` (endpoint id to its `whsec_` secret),
+   * `deliveries` (each event to each endpoint, with its `standing`: `due`, `sending`,
+   * `delivered`, `gave_up`, `endpoint_gone`, `refused`), `attempts`, and the
+   * `awaiting_payments` a scenario makes once the application listens.
+   */
+  async webhooks(): Promise<JsonObject> {
+    return (await this.request("GET", `${this.url("payments")}/__twice/webhooks`)) as JsonObject;
+  }
+
+  /**
+   * Waits until the payments fake owes no webhook: every payment the application listens for
+   * has been made, and every delivery has ended (answered 2xx, given up, or refused). Call it
+   * before reading the application's record for its claims. Throws `TwiceTimeout` after
+   * `timeoutS`, naming what is still owed.
+   */
+  async waitWebhooks(timeoutS: number = WEBHOOKS_WAIT_S_DEFAULT): Promise<JsonObject> {
+    const deadline = Date.now() + timeoutS * 1000;
+    for (;;) {
+      const report = await this.webhooks();
+      const payments = (report.awaiting_payments ?? []) as JsonObject[];
+      const deliveries = (report.deliveries ?? []) as JsonObject[];
+      const owed = [
+        ...payments.filter((p) => p.due_ms !== null && p.due_ms !== undefined),
+        ...deliveries.filter((d) => d.standing === "due" || d.standing === "sending"),
+      ];
+      if (owed.length === 0) return report;
+      if (Date.now() >= deadline) {
+        throw new TwiceTimeout(`the payments fake still owes webhooks after ${timeoutS} s: ${JSON.stringify(owed)}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
   }
 
   /**

@@ -26,6 +26,7 @@ export {
   claimJson,
   REQUEST_TIMEOUT_MS_DEFAULT,
   STEP_WAIT_S_DEFAULT,
+  WEBHOOKS_WAIT_S_DEFAULT,
   Twice,
 } from "./client.js";
 export type { Account, CheckOptions, ServeHandle, TwiceOptions } from "./client.js";

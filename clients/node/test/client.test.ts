@@ -155,6 +155,34 @@ describe("a fake's control API", () => {
   });
 });
 
+describe("webhooks", () => {
+  test("a webhook scenario waits for a listener, and waitWebhooks is bounded", async ({ twice }) => {
+    const scenario = await twice.loadScenario("fault_duplicate_webhook");
+    const [intent] = scenario.intents;
+    expect(intent?.onEvent).toEqual({ type: "payment_intent.succeeded", paymentIntent: "pi_order_1", forged: false });
+
+    // Nobody listens: nothing is owed yet, and the verdict says what the payment waits for.
+    const report = await twice.waitWebhooks(1);
+    expect(report.awaiting_payments).toEqual([{ payment_intent: "pi_order_1", forged: false, due_ms: null }]);
+    const verdict = await twice.check([], { raiseOnViolation: false });
+    expect(verdict.pending.map((p) => p.what)).toEqual(["awaiting-listener"]);
+    expect(verdict.violated).toContain("expected-states");
+
+    // An endpoint on a port nobody listens at: the event is owed, and the wait gives up in time.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const answer = await fetch(`${twice.url("payments")}/v1/webhook_endpoints`, {
+      method: "POST",
+      headers: { Authorization: "Bearer sk_test_kit", "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ url: `http://127.0.0.1:${port}/hooks`, "enabled_events[0]": "payment_intent.succeeded" }),
+    });
+    expect(((await answer.json()) as { secret: string }).secret).toMatch(/^whsec_/);
+    await expect(twice.waitWebhooks(0.5)).rejects.toThrow(TwiceTimeout);
+  });
+});
+
 describe("steps", () => {
   test("a step is reached, its request held, and let go", async ({ twiceSession: twice }) => {
     const scenario = await twice.loadScenario("crash_while_refund_in_flight");

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import threading
 import time
@@ -352,6 +353,45 @@ def test_check_waits_for_a_late_delivery_so_a_confirmed_email_passes(twice_serve
     verdict = twice.check([claim])
     assert verdict.held and verdict.settled, verdict.summary
     assert verdict.observed["settle"]["waited"] is True
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_webhook_scenario_waits_for_a_listener_and_wait_webhooks_is_bounded(twice_serve: Twice) -> None:
+    twice = twice_serve
+    scenario = twice.load_scenario("fault_duplicate_webhook")
+    intent = scenario.intent("welcome-order-1")
+    assert intent.triggered
+    assert intent.on_event == {"type": "payment_intent.succeeded", "payment_intent": "pi_order_1"}
+
+    # Nobody listens: nothing is owed yet, and the verdict says what the payment waits for.
+    report = twice.wait_webhooks(timeout_s=1.0)
+    assert report["awaiting_payments"] == [{"payment_intent": "pi_order_1", "forged": False, "due_ms": None}]
+    verdict = twice.check([], raise_on_violation=False)
+    assert [p["what"] for p in verdict.pending] == ["awaiting-listener"], verdict.pending
+    assert "expected-states" in verdict.violated, verdict.summary
+
+    # An endpoint on a port nobody listens at: the payment is made, its event owed, and the
+    # wait for it gives up in time, naming what is owed.
+    closed = free_port()
+    form = urllib.parse.urlencode(
+        {"url": f"http://127.0.0.1:{closed}/hooks", "enabled_events[0]": "payment_intent.succeeded"}
+    ).encode()
+    request = urllib.request.Request(
+        twice.url("payments") + "/v1/webhook_endpoints",
+        data=form,
+        headers={"Authorization": "Bearer sk_test_kit"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+        assert json.load(response)["secret"].startswith("whsec_")
+    with pytest.raises(TwiceTimeout, match="still owes webhooks"):
+        twice.wait_webhooks(timeout_s=0.5)
 
 
 def test_a_malformed_claim_is_refused_with_the_field_never_judged(twice_serve_session: Twice) -> None:

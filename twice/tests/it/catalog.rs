@@ -143,3 +143,21 @@ fn completions_know_the_subcommands() {
     let unknown = crate::twice().args(["completions", "tcsh"]).output().unwrap();
     assert_eq!(unknown.status.code(), Some(2));
 }
+
+/// A scenario whose intents a webhook triggers runs through `twice serve`: `twice run` says so
+/// and runs nothing, and its default run leaves such scenarios out.
+#[test]
+fn twice_run_refuses_a_webhook_scenario_and_names_serve() {
+    let out = crate::twice().args(["run", "--scenario", "fault_duplicate_webhook"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("delivers no webhooks to an executor yet")
+            && stderr.contains("twice serve --scenario fault_duplicate_webhook"),
+        "{stderr}"
+    );
+    let runnable = catalog();
+    assert!(runnable.iter().all(|c| !c.scenario.needs_webhooks()));
+    let all = scenarios::full_catalog().unwrap();
+    assert_eq!(all.iter().filter(|s| s.needs_webhooks()).count(), all.len() - runnable.len());
+}
