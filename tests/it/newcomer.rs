@@ -66,65 +66,90 @@ fn byo_md_leads_with_the_python_readme_s_first_test() {
 #[ignore = "needs the wheel and npm packages that cargo xtask test makes"]
 #[test]
 fn the_python_readme_s_first_test_fails_the_naive_worker_as_quoted_from_the_wheel() {
-    let wheel = package("TWICE_WHEEL");
     let readme = example(PYTHON_README, PYTHON_HEADING, "python");
-    let dir = scratch("newcomer-python");
+    // The README's `pip install twice-kit pytest stripe`, from the wheel and at the suite's pins.
+    let (passed, output) = pytest_from_the_wheel(
+        "newcomer-python",
+        "test_refund.py",
+        &readme.code,
+        &[pinned("pytest"), pinned("stripe")],
+    );
+    assert!(!passed, "the naive worker passed:\n{output}");
+    assert!(output.contains("1 failed, 1 passed"), "{output}");
+    assert!(output.contains("FAILED test_refund.py::test_a_refund_happens_once[refund_naive]"), "{output}");
+    assert_quoted(PYTHON_README, &readme.quoted, &output);
+}
+
+#[ignore = "needs the wheel and npm packages that cargo xtask test makes"]
+#[test]
+fn the_node_readme_s_first_test_fails_the_naive_worker_as_quoted_from_the_tarballs() {
+    let readme = example(NODE_README, NODE_HEADING, "ts");
+    // The README's `npm install --save-dev twice-kit stripe vitest`, from the tarballs and at
+    // the example's pins.
+    let pins = [node_pin("stripe"), node_pin("vitest")];
+    let (passed, output) = vitest_from_the_tarballs("newcomer-node", "refund.test.ts", &readme.code, &pins);
+    assert!(!passed, "the naive worker passed:\n{output}");
+    assert!(output.contains("1 failed | 1 passed"), "{output}");
+    assert!(output.contains("× a refund happens once (refundNaive)"), "{output}");
+    assert_quoted(NODE_README, &readme.quoted, &output);
+}
+
+/// Writes `code` as `file` into an empty folder and runs pytest there, in a fresh venv holding
+/// the wheel `cargo xtask package` built and `pins`, with no cargo on the `PATH`: whether it
+/// passed, and its output.
+pub(crate) fn pytest_from_the_wheel(label: &str, file: &str, code: &str, pins: &[String]) -> (bool, String) {
+    let wheel = package("TWICE_WHEEL");
+    let dir = scratch(label);
     let venv = dir.join("venv");
     let bin = venv.join("bin");
     let system = path_without_rust(&[]);
     let mut make = clean(python(), &dir, &system);
     make.args(["-m", "venv"]).arg(&venv);
     must(make, "python -m venv", INSTALL_WAIT);
-    // The README's `pip install twice-kit pytest stripe`, from the wheel and at the suite's pins.
     let mut install = clean(bin.join("pip"), &dir, &system);
-    install.args(["install", "--quiet", "--disable-pip-version-check"]).arg(&wheel);
-    install.args([pinned("pytest"), pinned("stripe")]);
-    must(install, "pip install the wheel, pytest and stripe", INSTALL_WAIT);
+    install.args(["install", "--quiet", "--disable-pip-version-check"]).arg(&wheel).args(pins);
+    must(install, &format!("pip install the wheel and {pins:?}"), INSTALL_WAIT);
 
-    let folder = dir.join("first");
+    let folder = dir.join("example");
     std::fs::create_dir_all(&folder).unwrap();
-    std::fs::write(folder.join("test_refund.py"), &readme.code).unwrap();
+    std::fs::write(folder.join(file), code).unwrap();
     let mut pytest = clean("pytest", &folder, &path_without_rust(&[&bin]));
     pytest.args(["-p", "no:cacheprovider"]).env("PYTHONDONTWRITEBYTECODE", "1").env("NO_COLOR", "1");
-    let (passed, output) = run(pytest, "pytest (the README's first test)", RUN_WAIT);
-    assert!(!passed, "the naive worker passed:\n{output}");
-    assert!(output.contains("1 failed, 1 passed"), "{output}");
-    assert!(output.contains("FAILED test_refund.py::test_a_refund_happens_once[refund_naive]"), "{output}");
-    assert_quoted(PYTHON_README, &readme.quoted, &output);
+    let ran = run(pytest, &format!("pytest ({file})"), RUN_WAIT);
     let _ = std::fs::remove_dir_all(&dir);
+    ran
 }
 
-#[ignore = "needs the wheel and npm packages that cargo xtask test makes"]
-#[test]
-fn the_node_readme_s_first_test_fails_the_naive_worker_as_quoted_from_the_tarballs() {
+/// Writes `code` as `file` into an empty Node project and runs `npx vitest run` there, with
+/// twice-kit and its platform package installed from the tarballs `cargo xtask package` built
+/// and `pins` from the registry, and no cargo on the `PATH`: whether it passed, and its output.
+pub(crate) fn vitest_from_the_tarballs(
+    label: &str,
+    file: &str,
+    code: &str,
+    pins: &[String],
+) -> (bool, String) {
     let kit = package("TWICE_NPM_KIT");
     let platform = package("TWICE_NPM_PLATFORM");
-    let readme = example(NODE_README, NODE_HEADING, "ts");
-    let dir = scratch("newcomer-node");
-    let folder = dir.join("first");
+    let dir = scratch(label);
+    let folder = dir.join("example");
     std::fs::create_dir_all(&folder).unwrap();
     // The platform package is installed from its tarball, and its scope's registry is nowhere,
     // so that no package of that name is fetched from the public registry in a test.
     std::fs::write(folder.join(".npmrc"), "@twice-kit:registry=http://127.0.0.1:9/\nfetch-retries=0\n")
         .unwrap();
     let system = path_without_rust(&[]);
-    // The README's `npm install --save-dev twice-kit stripe vitest`, from the tarballs and at
-    // the example's pins.
     let mut install = clean("npm", &folder, &system);
-    install.args(["install", "--save-dev", "--no-audit", "--no-fund"]).arg(&kit).arg(&platform);
-    install.args([node_pin("stripe"), node_pin("vitest")]);
-    must(install, "npm install twice-kit, stripe and vitest", INSTALL_WAIT);
+    install.args(["install", "--save-dev", "--no-audit", "--no-fund"]).arg(&kit).arg(&platform).args(pins);
+    must(install, &format!("npm install twice-kit and {pins:?}"), INSTALL_WAIT);
 
-    std::fs::write(folder.join("refund.test.ts"), &readme.code).unwrap();
+    std::fs::write(folder.join(file), code).unwrap();
     let mut vitest = clean("npx", &folder, &system);
     // Plain text to compare: vitest colours its output wherever `CI` is set, as on CI runners.
     vitest.args(["--no-install", "vitest", "run"]).env("NO_COLOR", "1");
-    let (passed, output) = run(vitest, "npx vitest run (the README's first test)", RUN_WAIT);
-    assert!(!passed, "the naive worker passed:\n{output}");
-    assert!(output.contains("1 failed | 1 passed"), "{output}");
-    assert!(output.contains("× a refund happens once (refundNaive)"), "{output}");
-    assert_quoted(NODE_README, &readme.quoted, &output);
+    let ran = run(vitest, &format!("npx vitest run ({file})"), RUN_WAIT);
     let _ = std::fs::remove_dir_all(&dir);
+    ran
 }
 
 /// `name@version` as the Node example pins it (examples/apps/refund_worker_node/package.json).

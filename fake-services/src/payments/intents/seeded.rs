@@ -18,22 +18,8 @@ pub(in crate::payments) fn seeded_unpaid(
     currency: &str,
     now_ms: u64,
 ) -> History {
-    let client_secret = format!("{id}_secret_seeded");
-    let intent = Intent {
-        id,
-        amount,
-        currency: currency.to_string(),
-        status: Status::RequiresConfirmation,
-        amount_received: 0,
-        latest_charge: None,
-        payment_method: Some("pm_card_visa".into()),
-        metadata: Map::new(),
-        description: None,
-        client_secret,
-        created_ms: now_ms,
-        canceled_ms: None,
-        cancellation_reason: None,
-    };
+    let mut intent = seed(id, amount, currency, now_ms);
+    intent.status = Status::RequiresConfirmation;
     History::new(number, 0, intent)
 }
 
@@ -80,14 +66,23 @@ pub(in crate::payments) fn seeded(
     currency: &str,
     now_ms: u64,
 ) -> History {
+    let mut intent = seed(id, amount, currency, now_ms);
+    intent.status = Status::Succeeded;
+    intent.amount_received = amount;
+    intent.latest_charge = Some(charge);
+    History::new(number, 0, intent)
+}
+
+/// An intent as a seed makes it, before it is paid: a test card on it, nothing received.
+fn seed(id: String, amount: u64, currency: &str, now_ms: u64) -> Intent {
     let client_secret = format!("{id}_secret_seeded");
-    let intent = Intent {
+    Intent {
         id,
         amount,
         currency: currency.to_string(),
-        status: Status::Succeeded,
-        amount_received: amount,
-        latest_charge: Some(charge),
+        status: Status::RequiresConfirmation,
+        amount_received: 0,
+        latest_charge: None,
         payment_method: Some("pm_card_visa".into()),
         metadata: Map::new(),
         description: None,
@@ -95,6 +90,5 @@ pub(in crate::payments) fn seeded(
         created_ms: now_ms,
         canceled_ms: None,
         cancellation_reason: None,
-    };
-    History::new(number, 0, intent)
+    }
 }
