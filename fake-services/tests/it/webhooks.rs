@@ -355,9 +355,10 @@ async fn delay_webhook_sends_an_older_event_after_a_newer_one() {
     let running = Running::start(13).await;
     let app = Receiver::start(Vec::new()).await;
     register(&running, &app.url(), &["charge.refunded"]).await;
+    // Two seconds: far more than the second refund takes, however loaded the machine.
     arm(
         &running,
-        r#"{"method": "POST", "path": "/v1/refunds", "nth": 1, "fault": {"kind": "delay_webhook", "delay_ms": 800}}"#,
+        r#"{"method": "POST", "path": "/v1/refunds", "nth": 1, "fault": {"kind": "delay_webhook", "delay_ms": 2000}}"#,
     );
     stripe(&running, "POST", "/v1/refunds", "payment_intent=pi_1&amount=100").await;
     stripe(&running, "POST", "/v1/refunds", "payment_intent=pi_1&amount=200").await;
@@ -399,7 +400,9 @@ async fn webhook_endpoint_down_fails_the_attempts_meanwhile_then_a_retry_arrives
     let report = webhooks_report(&running).await;
     let errors: Vec<&str> =
         report["attempts"].as_array().unwrap().iter().filter_map(|a| a["error"].as_str()).collect();
-    assert_eq!(errors.len(), 2, "at 0 s and at 1 s, then delivered at 3 s: {report}");
+    // At 0 s and (unless the machine is slow) at 1 s; then delivered at 3 s at the latest.
+    assert!(!errors.is_empty() && errors.len() <= 2, "{report}");
+    assert_eq!(report["deliveries"][0]["standing"], "delivered", "{report}");
     assert!(errors.iter().all(|e| e.contains("webhook_endpoint_down")), "{errors:?}");
 }
 
@@ -416,7 +419,10 @@ async fn stale_webhook_replays_the_event_under_a_signature_ten_minutes_old() {
     received.sort_by_key(t_of);
     let (stale, genuine) = (&received[0], &received[1]);
     assert_eq!(event_of(stale)["id"], event_of(genuine)["id"]);
-    assert_eq!(t_of(genuine) - t_of(stale), vocabulary::rule::STALE_SIGNATURE_AGE_S);
+    // Signed 600 s before it was sent, a moment after the genuine one (a second may tick between).
+    let age = t_of(genuine) - t_of(stale);
+    let stale_s = vocabulary::rule::STALE_SIGNATURE_AGE_S;
+    assert!((stale_s - 1..=stale_s).contains(&age), "{age}");
     assert_eq!(stale.signature, sign_webhook(secret, t_of(stale), &stale.body), "validly signed, long ago");
     let report = webhooks_report(&running).await;
     let signed: Vec<&str> =
