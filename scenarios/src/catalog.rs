@@ -113,6 +113,8 @@ pub const CATALOG: &[(&str, &str)] = embed![
     "timeout_taken_as_no",
     "two_workers_race_a_lookup",
     "unknown_state_required",
+    "webhook_crash_before_acting",
+    "webhook_crash_while_sending",
     "webhook_forged_payment",
     "workspace_created_twice",
     "workspace_name_refused",

@@ -334,6 +334,8 @@ const MODES_WITHOUT_A_MUTANT: &[(&str, &str)] = &[
          it, and the checker blames nobody for it (`fault_redeliver` passes)",
     ),
     ("webhook_ack_lost", WEBHOOK_MODE),
+    ("webhook_acked_before_work", WEBHOOK_MODE),
+    ("webhook_dedupe_in_memory", WEBHOOK_MODE),
     ("webhook_delivered_twice", WEBHOOK_MODE),
     ("webhook_endpoint_down", WEBHOOK_MODE),
     ("webhook_forged", WEBHOOK_MODE),

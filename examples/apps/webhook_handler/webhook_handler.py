@@ -22,17 +22,27 @@ Each `--bug` switch turns one of these off, as handlers are often written:
 
 - `no-signature-check`: parses the body as JSON and believes it;
 - `no-dedupe`: acts on every delivery of an event;
+- `memory-dedupe`: remembers the events it handled in memory only, so a restarted shop
+  handles them again;
+- `ack-first`: answers 200 at once and does the work after, so work a crash interrupts is
+  never asked for again;
 - `event-data`: trusts the event's copy of the payment intent instead of reading it;
 - `no-key`: sends the email without an idempotency key.
 
-`naive` is all four at once.
+The naive handler (`NAIVE`) is the first, the second and the last two at once.
+
+Run as a process (`python webhook_handler.py run DB --payments URL --messages URL [--bug B]`),
+it prints `listening PORT` once its endpoint is up, and serves until killed; started again on
+the same database it listens on the same port and keeps the endpoint it registered.
 """
 
 from __future__ import annotations
 
+import argparse
 import http.server
 import json
 import sqlite3
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Optional
@@ -40,7 +50,8 @@ from typing import Optional
 import resend
 import stripe
 
-BUGS = ("no-signature-check", "no-dedupe", "event-data", "no-key")
+BUGS = ("no-signature-check", "no-dedupe", "memory-dedupe", "ack-first", "event-data", "no-key")
+NAIVE = ("no-signature-check", "no-dedupe", "event-data", "no-key")
 #: Where the handler listens, under its own HTTP server.
 PATH = "/stripe/webhooks"
 SENDER = "Acme <welcome@acme.test>"
@@ -56,6 +67,7 @@ create table if not exists orders (
     email_id text
 );
 create table if not exists events (id text primary key, received_ms integer not null);
+create table if not exists endpoint (id text not null, secret text not null, port integer not null);
 """
 
 
@@ -85,6 +97,8 @@ class Shop:
         self.secret: Optional[str] = None
         self.endpoint_id: Optional[str] = None
         self.server: Optional[http.server.ThreadingHTTPServer] = None
+        # `memory-dedupe`: the events handled, in this process's memory only.
+        self.handled: set[str] = set()
         with self._connect() as conn:
             conn.executescript(SCHEMA)
 
@@ -111,28 +125,46 @@ class Shop:
 
     # -- the endpoint ------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Listens on loopback and registers the endpoint with the payments service."""
+    def start(self) -> int:
+        """Listens on loopback and registers the endpoint with the payments service; started
+        again on the same database, listens on the same port and keeps that endpoint. Returns
+        the port."""
         shop = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                status = shop.receive(body.decode("utf-8"), self.headers.get("Stripe-Signature"))
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode("utf-8")
+                signature = self.headers.get("Stripe-Signature")
+                if "ack-first" in shop.bugs:
+                    self.answer(200)
+                    shop.receive(body, signature)
+                else:
+                    self.answer(shop.receive(body, signature))
+
+            def answer(self, status: int) -> None:
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+                self.wfile.flush()
 
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        with self._connect() as conn:
+            kept = conn.execute("select id, secret, port from endpoint").fetchone()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", kept[2] if kept else 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        url = f"http://127.0.0.1:{self.server.server_address[1]}{PATH}"
+        port = int(self.server.server_address[1])
+        if kept:
+            self.endpoint_id, self.secret = kept[0], kept[1]
+            return port
         endpoint = self.stripe.v1.webhook_endpoints.create(
-            params={"url": url, "enabled_events": ["payment_intent.succeeded"]}
+            params={"url": f"http://127.0.0.1:{port}{PATH}", "enabled_events": ["payment_intent.succeeded"]}
         )
         self.endpoint_id, self.secret = endpoint.id, endpoint.secret
+        with self._connect() as conn:
+            conn.execute("insert into endpoint (id, secret, port) values (?, ?, ?)", (endpoint.id, endpoint.secret, port))
+        return port
 
     def stop(self) -> None:
         if self.server is not None:
@@ -149,13 +181,18 @@ class Shop:
             return 400
         if event["type"] != "payment_intent.succeeded":
             return 200
-        if "no-dedupe" not in self.bugs:
+        memory_only = "memory-dedupe" in self.bugs and "no-dedupe" not in self.bugs
+        if memory_only:
+            if event["id"] in self.handled:
+                return 200
+            self.handled.add(event["id"])
+        elif "no-dedupe" not in self.bugs:
             self._record(event["id"])
         payment_intent = event["data"]["object"]["id"]
         if not self._paid(event):
             return 200
         order = next((o for o in self.orders() if o.payment_intent == payment_intent), None)
-        if order is None or (order.sent and "no-dedupe" not in self.bugs):
+        if order is None or (order.sent and "no-dedupe" not in self.bugs and not memory_only):
             return 200
         try:
             key = {} if "no-key" in self.bugs else {"idempotency_key": f"welcome-{order.job}"}
@@ -202,3 +239,22 @@ class Shop:
             return event["data"]["object"].get("status") == "succeeded"
         current = self.stripe.v1.payment_intents.retrieve(event["data"]["object"]["id"])
         return current.status == "succeeded"
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description="The shop's webhook handler, as a process.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="listen, register the endpoint (once), and serve until killed")
+    run.add_argument("db")
+    run.add_argument("--payments", required=True)
+    run.add_argument("--messages", required=True)
+    run.add_argument("--bug", action="append", default=[], choices=BUGS)
+    args = parser.parse_args(argv)
+    shop = Shop(args.db, args.payments, args.messages, tuple(args.bug))
+    port = shop.start()
+    print(f"listening {port}", flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
