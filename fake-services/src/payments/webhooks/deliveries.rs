@@ -216,8 +216,9 @@ impl Webhooks {
 
     /// Ends what was still to be sent to the endpoint at `index`.
     pub(in crate::payments) fn end_deliveries_to(&mut self, index: usize) {
+        // One on its way ends too: however it is answered, it is not tried again.
         for d in self.deliveries.iter_mut().filter(|d| d.endpoint == index) {
-            if matches!(d.standing, Standing::Due(_)) {
+            if matches!(d.standing, Standing::Due(_) | Standing::Sending) {
                 d.standing = Standing::EndpointGone;
             }
         }
@@ -370,5 +371,90 @@ impl Webhooks {
             .map(|a| json!({"payment_intent": a.payment_intent, "forged": a.forged, "due_ms": a.due_ms}))
             .collect();
         json!({"deliveries": deliveries, "attempts": attempts, "awaiting_payments": payments})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Map;
+
+    use super::*;
+
+    fn webhooks() -> Webhooks {
+        let endpoint = Endpoint {
+            id: "we_1".into(),
+            secret: "whsec_1".into(),
+            url: "http://127.0.0.1:9/hooks".into(),
+            enabled_events: vec!["*".into()],
+            description: None,
+            metadata: Map::new(),
+            disabled: false,
+            deleted: false,
+            created_ms: 0,
+        };
+        Webhooks { endpoints: vec![endpoint], ..Webhooks::default() }
+    }
+
+    fn standings(hooks: &Webhooks) -> Vec<Standing> {
+        hooks.deliveries.iter().map(|d| d.standing).collect()
+    }
+
+    #[test]
+    fn a_failed_attempt_is_due_again_on_the_backoff_and_the_last_gives_up() {
+        let mut hooks = webhooks();
+        hooks.enqueue(0, "charge.refunded", 1_000, WebhookPlan::default());
+        let mut now = 1_000;
+        for (attempt, wait) in RETRY_AFTER_MS.iter().enumerate() {
+            let due = hooks.take_due(now);
+            assert_eq!(due.len(), 1, "attempt {}", attempt + 1);
+            hooks.attempted(due[0].number, Ok(503), now);
+            assert_eq!(standings(&hooks), [Standing::Due(now + wait)]);
+            assert!(hooks.take_due(now + wait - 1).is_empty(), "not before its time");
+            now += wait;
+        }
+        let last = hooks.take_due(now);
+        hooks.attempted(last[0].number, Err("refused".into()), now);
+        assert_eq!(standings(&hooks), [Standing::GaveUp]);
+        assert_eq!(hooks.unfinished().count(), 0);
+    }
+
+    #[test]
+    fn an_endpoint_gone_while_an_attempt_is_on_its_way_is_not_tried_again() {
+        let mut hooks = webhooks();
+        hooks.enqueue(0, "charge.refunded", 0, WebhookPlan::default());
+        let due = hooks.take_due(0);
+        hooks.end_deliveries_to(0);
+        hooks.attempted(due[0].number, Ok(500), 10);
+        assert_eq!(standings(&hooks), [Standing::EndpointGone]);
+    }
+
+    #[test]
+    fn the_plan_shapes_the_deliveries_an_event_gets() {
+        let mut hooks = webhooks();
+        let plan = WebhookPlan {
+            again_after_ms: Some(100),
+            delay_ms: Some(50),
+            lose_ack: true,
+            down_for_ms: Some(60),
+            stale_replay: true,
+        };
+        hooks.enqueue(0, "charge.refunded", 1_000, plan);
+        let signed: Vec<&Signed> = hooks.deliveries.iter().map(|d| &d.signed).collect();
+        assert_eq!(signed, [&Signed::Genuine, &Signed::Genuine, &Signed::Stale]);
+        assert_eq!(standings(&hooks), [Standing::Due(1_050), Standing::Due(1_150), Standing::Due(1_051)]);
+        // Down until 1 060: the first attempt fails unsent and is due again; the replay goes.
+        let sent = hooks.take_due(1_051);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].signed, Signed::Stale);
+        hooks.attempted(sent[0].number, Ok(400), 1_052);
+        assert_eq!(standings(&hooks)[2], Standing::Refused, "a replay is never tried again");
+        assert_eq!(standings(&hooks)[0], Standing::Due(1_051 + RETRY_AFTER_MS[0]));
+        // Its first 2xx is lost; the next is heard.
+        let first = hooks.take_due(2_051);
+        hooks.attempted(first[0].number, Ok(200), 2_051);
+        assert!(matches!(standings(&hooks)[0], Standing::Due(_)), "the 2xx was lost");
+        let again = hooks.take_due(4_051);
+        hooks.attempted(again[0].number, Ok(200), 4_051);
+        assert_eq!(standings(&hooks)[0], Standing::Delivered);
     }
 }
