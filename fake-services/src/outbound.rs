@@ -59,3 +59,35 @@ async fn send(url: &str, headers: &[(String, String)], body: String) -> Result<u
     connection.abort();
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// An endpoint that takes the connection and never answers: the attempt ends at its bound
+    /// (`DELIVERY_TIMEOUT_MS` in the fake; shorter here), as "no answer in time".
+    #[tokio::test]
+    async fn an_endpoint_that_never_answers_ends_the_attempt_at_its_bound() {
+        let socket = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hooks", socket.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let (stream, _) = socket.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(stream);
+        });
+        let started = std::time::Instant::now();
+        let answer = post(&url, &[], "{}".into(), 200).await;
+        assert_eq!(answer, Err("no answer within 200 ms".to_string()));
+        assert!(started.elapsed() < Duration::from_secs(10), "bounded: {:?}", started.elapsed());
+        held.abort();
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_says_so() {
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+        let answer = post(&format!("http://{closed}/hooks"), &[], "{}".into(), 5_000).await;
+        assert!(answer.as_ref().is_err_and(|e| e.contains("could not connect")), "{answer:?}");
+    }
+}

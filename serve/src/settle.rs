@@ -91,13 +91,9 @@ pub(crate) async fn settle(world: &World, bound_ms: u64, wait: bool) -> Settling
             drop(guard);
             let moving: Vec<_> = runner::world::World::pending(&world.fakes)
                 .into_iter()
-                .filter(|p| {
-                    // What only someone else can end (a sender's next transaction, an
-                    // application that listens) is no reason to wait.
-                    ![fake_services::PendingKind::QueuedTx, fake_services::PendingKind::AwaitingListener]
-                        .iter()
-                        .any(|k| p.what == k.name())
-                })
+                // What only someone else can end (a sender's next transaction, an application
+                // that listens) is no reason to wait.
+                .filter(|p| fake_services::PendingKind::named(&p.what).is_none_or(|k| k.ends_by_itself()))
                 .collect();
             (held, moving)
         };

@@ -33,6 +33,22 @@ pub enum PendingKind {
 }
 
 impl PendingKind {
+    /// Every kind, for a reader that has only a kind's name.
+    pub const ALL: [PendingKind; 7] = [
+        PendingKind::Request,
+        PendingKind::LateCommit,
+        PendingKind::Delivery,
+        PendingKind::Webhook,
+        PendingKind::AwaitingListener,
+        PendingKind::PooledTx,
+        PendingKind::QueuedTx,
+    ];
+
+    /// The kind called `name` ([`PendingKind::name`]).
+    pub fn named(name: &str) -> Option<PendingKind> {
+        PendingKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     /// The kind's name in reports: `request`, `late-commit`, `delivery`, `webhook`,
     /// `awaiting-listener`, `pooled-tx`, `queued-tx`.
     pub fn name(self) -> &'static str {
@@ -115,4 +131,18 @@ impl LateCommits {
 /// map operation), so a poisoned lock is taken as it is.
 pub(crate) fn lock(late: &Mutex<LateCommits>) -> MutexGuard<'_, LateCommits> {
     late.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serve reads a kind back from its name in a report: every name names its kind.
+    #[test]
+    fn every_kind_is_found_by_its_name() {
+        for kind in PendingKind::ALL {
+            assert_eq!(PendingKind::named(kind.name()), Some(kind));
+        }
+        assert_eq!(PendingKind::named("held-at-step"), None);
+    }
 }

@@ -306,6 +306,23 @@ async fn endpoints_are_created_read_listed_updated_and_deleted_as_stripe_s() {
 }
 
 #[tokio::test]
+async fn an_account_holds_at_most_sixteen_endpoints() {
+    let running = Running::start(19).await;
+    for _ in 0..fake_services::payments::ENDPOINTS_MAX {
+        register(&running, "http://127.0.0.1:9/hooks", &["*"]).await;
+    }
+    let form = "url=http://127.0.0.1:9/hooks&enabled_events[0]=*";
+    let (status, refused) = stripe(&running, "POST", "/v1/webhook_endpoints", form).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("maximum of 16"), "{refused}");
+    let (_, list) = stripe(&running, "GET", "/v1/webhook_endpoints?limit=100", "").await;
+    let first = list["data"][0]["id"].as_str().unwrap().to_string();
+    stripe(&running, "DELETE", &format!("/v1/webhook_endpoints/{first}"), "").await;
+    let (status, _) = stripe(&running, "POST", "/v1/webhook_endpoints", form).await;
+    assert_eq!(status, 200, "a deleted endpoint frees its place");
+}
+
+#[tokio::test]
 async fn a_restricted_key_needs_the_webhook_permission() {
     let running = Running::start(11).await;
     running
