@@ -504,6 +504,7 @@ async fn intents_run(
             params: json!({"payment_intent": INTENT, "amount": 1}),
             replaces: None,
             after: Vec::new(),
+            on_event: None,
         };
         let recorded = if batched {
             executor.propose_batch((next..end).map(proposal).collect())

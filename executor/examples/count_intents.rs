@@ -94,6 +94,7 @@ fn intents(url: &str, dir: &Path, n: usize, batch: usize, durability: Durability
                     params: json!({"payment_intent": INTENT, "amount": 1}),
                     replaces: None,
                     after: Vec::new(),
+                    on_event: None,
                 })
                 .collect();
             for recorded in executor.propose_batch(proposals) {

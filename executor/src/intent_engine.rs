@@ -31,6 +31,7 @@ mod planned;
 mod prepare;
 mod reconcile;
 mod send;
+mod webhooks;
 mod workflow;
 
 #[cfg(test)]
@@ -38,6 +39,7 @@ mod batch_tests;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
@@ -51,6 +53,7 @@ use crate::world::{Clock, Hooks, IdSource, NoHooks, PooledHttpTransport, SystemC
 use vocabulary::State;
 use vocabulary::protocol::Config;
 
+pub use webhooks::{EVENT_TYPES, WebhookAnswer};
 pub use workflow::{cancelled_after, result_value, waits_for_escalated};
 
 /// Added to every bound the executor waits out before trusting a negative answer, for the
@@ -95,6 +98,9 @@ pub struct Proposal {
     /// The intents this one comes after (a step of a workflow), each already proposed; its
     /// parameters may reference their results (`vocabulary::workflow`).
     pub after: Vec<String>,
+    /// The webhook event that starts it (`vocabulary::webhook`): it is kept, not recorded,
+    /// until a genuine event of that type about that object arrives.
+    pub on_event: Option<vocabulary::OnEvent>,
 }
 
 /// Why a proposal was refused.
@@ -169,6 +175,15 @@ pub struct Executor {
     world: World,
     /// Payloads already checked, by hash (see [`Executor::checked_payload`]).
     payloads: Mutex<BTreeMap<String, CheckedPayload>>,
+    /// Where this life listens for webhooks, if it does (`webhooks`).
+    webhook_url: Mutex<Option<String>>,
+    /// Whether a trigger is kept: only then is an endpoint registered.
+    armed: AtomicBool,
+    /// Whether this life's endpoint is registered at its URL.
+    endpoint_ready: AtomicBool,
+    /// Deliveries are taken one at a time: a second delivery of an event that arrives while
+    /// the first is being taken finds it taken, rather than reading the payment again.
+    webhook_turn: tokio::sync::Mutex<()>,
 }
 
 /// Checked payloads an executor keeps at most: a long-lived worker sees ever new intents, and
@@ -217,7 +232,17 @@ impl Executor {
         // A fresh incarnation per process: leases of an earlier life of this worker are
         // recognised as dead (same worker id, other incarnation) and taken over at once.
         let owner = format!("{}#{}", config.worker_id, world.ids.next_id());
-        Executor { config, owner, log: Mutex::new(log), world, payloads: Mutex::new(BTreeMap::new()) }
+        Executor {
+            config,
+            owner,
+            log: Mutex::new(log),
+            world,
+            payloads: Mutex::new(BTreeMap::new()),
+            webhook_url: Mutex::new(None),
+            armed: AtomicBool::new(false),
+            endpoint_ready: AtomicBool::new(false),
+            webhook_turn: tokio::sync::Mutex::new(()),
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -256,6 +281,31 @@ impl Executor {
     /// may name an intent proposed earlier in the same batch. Returns one result per proposal,
     /// in order; when one is `Ok`, that intent survives SIGKILL.
     pub fn propose_batch(&self, proposals: Vec<Proposal>) -> Vec<Result<Intent, ProposeError>> {
+        if proposals.iter().all(|p| p.on_event.is_none()) {
+            return self.record_batch(proposals);
+        }
+        // Those an event starts are kept one by one; the others still share one commit.
+        let mut armed = Vec::new();
+        let mut plain = Vec::new();
+        let mut order = Vec::with_capacity(proposals.len());
+        for mut proposal in proposals {
+            order.push(proposal.on_event.is_some());
+            match proposal.on_event.take() {
+                Some(on_event) => armed.push(self.arm(proposal, on_event)),
+                None => plain.push(proposal),
+            }
+        }
+        let mut armed = armed.into_iter();
+        let mut plain = self.record_batch(plain).into_iter();
+        order
+            .into_iter()
+            .map(|triggered| if triggered { armed.next() } else { plain.next() })
+            .map(|r| r.unwrap_or_else(|| Err(ProposeError::Unrecorded(String::new(), "no result".into()))))
+            .collect()
+    }
+
+    /// [`Executor::propose_batch`] of proposals no event starts: one commit.
+    fn record_batch(&self, proposals: Vec<Proposal>) -> Vec<Result<Intent, ProposeError>> {
         // What the batch proposed so far, found by the checks of the proposals after it (the
         // log, when it holds the id, comes first: what is recorded stays).
         let mut pending = Pending::new();

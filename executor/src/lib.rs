@@ -17,6 +17,9 @@
 //!   object's version (its precondition, `If-Match` or `If-None-Match: *`), `chain.transfer`
 //!   the signed transaction ([`signing`]), re-broadcast byte for byte and never signed anew.
 //! - Leases with epochs let several workers share one log; the epoch is the fencing token.
+//! - An intent an event starts is kept as a trigger until a genuine webhook of that event
+//!   reaches the worker ([`Executor::receive_webhook`]; the process listens on loopback,
+//!   [`webhook_listener`]), and then proposed once, however often the event comes.
 //! - The world is injected ([`World`]: clock, ids, transport), so a simulation runs the same
 //!   code on virtual time. `twice-executor` (in `src/bin`) speaks the stdio protocol
 //!   `twice/1` of `docs/protocol.md`.
@@ -30,10 +33,11 @@ pub mod model;
 pub mod protocol;
 pub mod services;
 pub mod signing;
+pub mod webhook_listener;
 pub mod world;
 
 pub use intent_engine::{
-    DrainError, Executor, OpenError, PassReport, Proposal, ProposeError, Transition, World,
+    DrainError, Executor, OpenError, PassReport, Proposal, ProposeError, Transition, WebhookAnswer, World,
 };
 pub use log::Durability;
 pub use model::{Action, Evidence, Intent};

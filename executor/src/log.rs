@@ -14,8 +14,9 @@
 //! conditional writes), `tx` (transactions on statements kept prepared), `transition` (what
 //! a write is checked against in debug builds), `query` (the reads, the rows not yet terminal
 //! kept between passes, and the rows read by id, kept while the log does not change),
-//! `nonces` (the `nonces` table: each signed transfer's nonce, claimed by one intent at most)
-//! and `warm` (the sim's warm in-memory logs).
+//! `nonces` (the `nonces` table: each signed transfer's nonce, claimed by one intent at most),
+//! `webhooks` (the intents an event starts, the events taken, each worker's endpoint) and
+//! `warm` (the sim's warm in-memory logs).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -36,10 +37,12 @@ mod testing;
 mod transition;
 mod tx;
 mod warm;
+mod webhooks;
 mod write;
 
 use warm::Handle;
 pub use warm::MemoryLog;
+pub use webhooks::{Armed, Endpoint, Trigger};
 
 /// How hard SQLite works to make a commit durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

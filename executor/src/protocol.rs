@@ -7,12 +7,13 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use vocabulary::WORKFLOWS_FEATURE;
+use vocabulary::{WEBHOOKS_FEATURE, WORKFLOWS_FEATURE};
 
 use crate::intent_engine::{DrainError, Executor, Proposal, ProposeError, Transition, World};
 use crate::log::Durability;
@@ -65,6 +66,9 @@ struct IntentMsg {
     /// `null` is the same as absent: no intent to come after.
     #[serde(default)]
     after: Option<Vec<String>>,
+    /// The event that starts it (`webhooks`); `null` is the same as absent.
+    #[serde(default)]
+    on_event: Option<vocabulary::OnEvent>,
 }
 
 struct Failure {
@@ -82,7 +86,7 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut executor: Option<Executor> = None;
+    let mut executor: Option<Arc<Executor>> = None;
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -177,7 +181,7 @@ where
 async fn handle(
     kind: &str,
     request: &Value,
-    executor: &mut Option<Executor>,
+    executor: &mut Option<Arc<Executor>>,
     options: &Options,
     world: &World,
     events: &mut Vec<Transition>,
@@ -230,7 +234,7 @@ async fn handle(
 /// (not both, unless they agree), once; the reply names it, its actions and its features.
 fn init(
     request: &Value,
-    executor: &mut Option<Executor>,
+    executor: &mut Option<Arc<Executor>>,
     options: &Options,
     world: &World,
 ) -> Result<serde_json::Map<String, Value>, Failure> {
@@ -271,12 +275,18 @@ fn init(
     };
     let opened = Executor::open(config, &state_dir, options.durability, world.clone())
         .map_err(|e| fail(code::CRASH, e.to_string()))?;
+    let opened = Arc::new(opened);
+    // Deliveries reach it on a loopback port of its own (`webhooks`).
+    let url = crate::webhook_listener::listen(Arc::clone(&opened))
+        .map_err(|e| fail(code::CRASH, format!("cannot listen for webhooks: {e}")))?;
+    opened.listen_at(url);
     *executor = Some(opened);
     let mut body = serde_json::Map::new();
     body.insert("executor".into(), json!({"name": "twice-executor", "version": env!("CARGO_PKG_VERSION")}));
     body.insert("actions".into(), json!(ACTIONS));
-    // Steps that build on steps: `after` and parameter references (§3.2).
-    body.insert("features".into(), json!([WORKFLOWS_FEATURE]));
+    // Steps that build on steps: `after` and parameter references; intents an event starts
+    // (both §3.2).
+    body.insert("features".into(), json!([WORKFLOWS_FEATURE, WEBHOOKS_FEATURE]));
     Ok(body)
 }
 
@@ -370,6 +380,7 @@ fn proposal(request: &Value) -> Result<Proposal, Failure> {
         params: intent.params,
         replaces: intent.replaces,
         after: intent.after.unwrap_or_default(),
+        on_event: intent.on_event,
     })
 }
 

@@ -98,7 +98,15 @@ fn the_python_and_typescript_intent_logs_make_the_tables_the_reference_log_makes
     let names: Vec<&str> = reference.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["table history", "table intents", "index intents_state", "table nonces"],
+        [
+            "table history",
+            "table intents",
+            "index intents_state",
+            "table nonces",
+            "table triggers",
+            "table webhook_endpoints",
+            "table webhook_events"
+        ],
         "{reference:#?}"
     );
     for file in ["examples/executors/python/intent_log.py", "examples/executors/typescript/src/intentLog.ts"]

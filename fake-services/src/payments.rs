@@ -46,8 +46,8 @@ pub use keys::Permission;
 pub use seed::PaymentIntent;
 pub(crate) use webhooks::driver;
 pub use webhooks::{
-    ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, ENDPOINTS_MAX, PAY_AFTER_LISTENER_MS, RETRY_AFTER_MS,
-    SIGNATURE_TOLERANCE_S, sign as sign_webhook,
+    ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, ENDPOINTS_MAX, Outgoing, PAY_AFTER_LISTENER_MS, RETRY_AFTER_MS,
+    sign as sign_webhook,
 };
 
 use answer::stripe_error;
@@ -151,8 +151,10 @@ impl Payments {
     }
 
     /// The deliveries due now, marked as being sent, each signed with the wall clock's time
-    /// (what the SDKs check a signature's age against).
-    pub(crate) fn take_due_deliveries(&self) -> Vec<webhooks::Outgoing> {
+    /// (what the SDKs check a signature's age against); the payments due now are made first.
+    /// The delivery task sends them over sockets; the simulation hands them to its executors
+    /// in process. Each must be followed by [`Payments::delivery_attempted`].
+    pub fn take_due_deliveries(&self) -> Vec<webhooks::Outgoing> {
         let now_ms = self.core.clock.now_ms();
         let wall_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let mut inner = self.core.lock();
@@ -213,15 +215,16 @@ impl Payments {
         awaiting.iter().filter_map(|a| Some((a.payment_intent.clone(), a.forged, a.due_ms?))).collect()
     }
 
-    /// Notes how an attempt of delivery `number` went.
-    pub(crate) fn delivery_attempted(&self, number: u64, answer: Result<u16, String>) {
+    /// Notes how an attempt of delivery `number` went: the endpoint's status, or why there is
+    /// none.
+    pub fn delivery_attempted(&self, number: u64, answer: Result<u16, String>) {
         let now_ms = self.core.clock.now_ms();
         self.core.lock().state.webhooks.attempted(number, answer, now_ms);
         self.wake.notify_one();
     }
 
     /// How long until the next delivery is due (0: due now), if one is waiting.
-    pub(crate) fn next_delivery_in_ms(&self) -> Option<u64> {
+    pub fn next_delivery_in_ms(&self) -> Option<u64> {
         let now_ms = self.core.clock.now_ms();
         self.core.lock().state.webhooks.next_due_ms().map(|due| due.saturating_sub(now_ms))
     }

@@ -114,7 +114,7 @@ pub mod timing;
 mod upkeep;
 mod worker;
 
-use messages::{announces_workflows, claims, intent_message, reply_kind};
+use messages::{announces_webhooks, announces_workflows, claims, intent_message, reply_kind};
 use tap::{Bounds, PointTap};
 pub use worker::LiveWorker;
 use worker::{Answer, Lane, Link};
@@ -164,6 +164,8 @@ pub struct LiveBackend<'a> {
     /// Whether the latest `init_ok` announced `workflows` (every worker runs the same
     /// command).
     workflows: bool,
+    /// Whether it announced `webhooks`.
+    webhooks: bool,
     /// Where the scenario's time goes, when the run records it (`--timeline`).
     timing: timing::Recorder,
 }
@@ -179,6 +181,10 @@ impl Backend for LiveBackend<'_> {
 
     fn supports_workflows(&self) -> bool {
         self.workflows
+    }
+
+    fn supports_webhooks(&self) -> bool {
+        self.webhooks
     }
 
     fn failure(&self) -> Option<String> {
@@ -226,6 +232,7 @@ impl Backend for LiveBackend<'_> {
             Ok(Ok(reply)) => match Answer::of(reply) {
                 Answer::Ok(init_ok) => {
                     self.workflows = announces_workflows(&init_ok);
+                    self.webhooks = announces_webhooks(&init_ok);
                     Ok(incarnation)
                 }
                 Answer::Error { code, text } => {
@@ -504,6 +511,7 @@ async fn run_recorded(
         timeline: world.timeline.clone(),
         failure: None,
         workflows: false,
+        webhooks: false,
         timing,
     };
     Ok(phase_engine::run(world, backend).await)

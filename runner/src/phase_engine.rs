@@ -2,7 +2,9 @@
 //!
 //! A run goes through the same phases whatever runs the executor: **start** `w1`; **act**
 //! (propose every intent to `w1`); **drain** (`w1` works until nothing is left or its bound
-//! passes); **heal** (every fault disarmed, then the world left to settle: nothing in flight at
+//! passes); **webhooks** (only where intents wait for an event and the executor receives
+//! webhooks: the fakes' deliveries reach it, crashed workers come back at once, `w1` drains
+//! what they started, until no webhook is owed); **heal** (every fault disarmed, then the world left to settle: nothing in flight at
 //! any fake, at most the announced settle bound); **reconcile** (paused workers resumed, then
 //! up to [`RECONCILE_ROUNDS_MAX`] rounds, each restarting crashed workers on the same state
 //! directory and asking every worker for a reconcile pass and a drain, until `w1`'s `status`
@@ -33,7 +35,7 @@ use fake_services::Fakes;
 use scenarios::model::FIRST_WORKER;
 use scenarios::{EventAction, PhaseName, Point, Scenario};
 use vocabulary::Clock;
-use vocabulary::WORKFLOWS_FEATURE;
+use vocabulary::{WEBHOOKS_FEATURE, WORKFLOWS_FEATURE};
 
 mod backend;
 
@@ -61,6 +63,12 @@ pub fn fresh_dir(dir: &Path) -> Result<(), RunError> {
     // After an interrupt, a new case would make again what the interrupt removes.
     crate::interrupt::make_dir(dir).map_err(|e| RunError::WorkDir(dir.display().to_string(), e))
 }
+
+/// The webhooks phase lets time pass in steps of this long.
+pub const WEBHOOK_STEP_MS: u64 = 250;
+/// The webhooks phase ends after this long at the latest: past every retry of a delivery
+/// (1 s, 2 s and 4 s after the first, each attempt bounded by 10 s) and any fault's delay.
+pub const WEBHOOKS_MS_MAX: u64 = 60_000;
 
 /// Background work: a reconcile pass this often, once the first drain is done.
 pub const BACKGROUND_ROUND_MS: u64 = 100;
@@ -101,6 +109,9 @@ pub async fn run<B: Backend>(world: World<'_>, backend: B) -> Observed {
             engine.act().await;
             if !engine.broken() {
                 engine.drain().await;
+            }
+            if !engine.broken() {
+                engine.take_webhooks().await;
             }
             if !engine.broken() {
                 engine.reconcile().await;
@@ -269,11 +280,18 @@ impl<B: Backend> Engine<'_, B> {
         // protocol promises that every `after` id was proposed, and accepted, before it.
         let mut not_accepted: BTreeMap<&str, bool> = BTreeMap::new();
         for intent in &scenario.intents {
-            if intent.is_step() && !self.backend.supports_workflows() {
+            let missing = if intent.is_step() && !self.backend.supports_workflows() {
+                Some(WORKFLOWS_FEATURE)
+            } else if intent.is_triggered() && !self.backend.supports_webhooks() {
+                Some(WEBHOOKS_FEATURE)
+            } else {
+                None
+            };
+            if let Some(feature) = missing {
                 // Reported as unsupported, as an action the executor does not know would be:
                 // what it never received is not held against it.
                 self.observed.unsupported_steps.push(intent.id.clone());
-                let why = format!("not proposed: the executor does not announce \"{WORKFLOWS_FEATURE}\"");
+                let why = format!("not proposed: the executor does not announce \"{feature}\"");
                 self.observed.unacknowledged.insert(intent.id.clone(), why);
                 not_accepted.insert(&intent.id, true);
                 continue;
@@ -295,7 +313,11 @@ impl<B: Backend> Engine<'_, B> {
             }
             match self.call(FIRST_WORKER, Request::Propose(intent)).await {
                 Ok(Reply::Accepted) => {
-                    self.observed.acknowledged.push(intent.id.clone());
+                    // An intent only a forged event would start is kept, never recorded, by
+                    // an executor that refuses the forgery: its status need not hold it.
+                    if !intent.on_event.as_ref().is_some_and(|t| t.forged) {
+                        self.observed.acknowledged.push(intent.id.clone());
+                    }
                     // A workflow's step says what it waits for, so the timeline shows the
                     // dependencies where the steps begin.
                     let detail = if intent.is_step() {
@@ -356,6 +378,32 @@ impl<B: Backend> Engine<'_, B> {
     async fn drain(&mut self) {
         if self.pass(FIRST_WORKER, Request::Drain).await {
             self.fire_point(|p| matches!(p, Point::Phase { after_phase: PhaseName::Drain })).await;
+        }
+    }
+
+    /// The webhooks phase, for a scenario whose intents events start and an executor that
+    /// receives them: until the fakes owe no webhook (no payment due, no delivery with
+    /// attempts left) or [`WEBHOOKS_MS_MAX`] passes, time passes in steps of
+    /// [`WEBHOOK_STEP_MS`], crashed workers come back at once (the service's retries must find
+    /// someone), and `w1` drains what the deliveries started. Faults are still armed: a
+    /// webhook fault shapes the deliveries of the payment it matched.
+    async fn take_webhooks(&mut self) {
+        if !self.scenario.needs_webhooks() || !self.backend.supports_webhooks() {
+            return;
+        }
+        let mut waited_ms = 0;
+        loop {
+            if !self.restart_crashed().await || !self.pass(FIRST_WORKER, Request::Drain).await {
+                return;
+            }
+            if !World::owes_webhooks(&self.fakes) || waited_ms >= WEBHOOKS_MS_MAX {
+                break;
+            }
+            self.wait(Wait::For { ms: WEBHOOK_STEP_MS }).await;
+            if self.broken() {
+                return;
+            }
+            waited_ms += WEBHOOK_STEP_MS;
         }
     }
 
@@ -429,6 +477,11 @@ impl<B: Backend> Engine<'_, B> {
     /// unseen).
     fn collect(&mut self) {
         self.observed.pending = World::pending(&self.fakes);
+        if !self.backend.supports_webhooks() {
+            // Nobody was asked to listen: a payment waiting for a listener is the scenario's
+            // setup, not something the run left unsettled.
+            self.observed.pending.retain(|p| p.what != fake_services::PendingKind::AwaitingListener.name());
+        }
         self.observed.ledgers_read_at_ms = Some(self.clock.now_ms());
         World::read_ledgers(&self.fakes, self.scenario, &mut self.observed);
     }

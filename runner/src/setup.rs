@@ -162,6 +162,9 @@ pub fn used_services(scenario: &Scenario) -> Vec<String> {
         .filter_map(|i| i.action.split_once('.').map(|(service, _)| service))
         .chain(scenario.faults.iter().map(|f| f.service.as_str()))
         .chain(scenario.services.keys().map(String::as_str))
+        // An event an intent waits for comes from the payments service, whose API the
+        // executor registers its endpoint with and reads the payment from.
+        .chain(scenario.needs_webhooks().then_some("payments"))
         .collect();
     used.sort_unstable();
     used.dedup();

@@ -19,6 +19,7 @@
 
 mod executors;
 mod transport;
+mod webhooks;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,7 +40,7 @@ use crate::phase_engine::{
 };
 pub use crate::phase_engine::{BACKGROUND_ROUND_MS, StateChange};
 use crate::setup::{self, EPOCH_MS};
-pub use executors::{BoxFuture, Reference, Refusal, SimExecutor, SimFactory, WorkerSetup};
+pub use executors::{BoxFuture, Reference, Refusal, SimExecutor, SimFactory, WebhookReceiver, WorkerSetup};
 use results::{Moment, Observed};
 pub use transport::SimTransport;
 use transport::{Points, sim_url};
@@ -133,6 +134,9 @@ pub struct SimBackend<'a> {
     log_name: String,
     _log: executor::log::MemoryLog,
     timeline: Timeline,
+    /// Where workers listen for webhooks (`None`: the scenario needs none, or the executor
+    /// takes none).
+    endpoints: Option<Arc<webhooks::Endpoints>>,
 }
 
 impl Backend for SimBackend<'_> {
@@ -146,6 +150,10 @@ impl Backend for SimBackend<'_> {
 
     fn supports_workflows(&self) -> bool {
         self.factory.supports_workflows()
+    }
+
+    fn supports_webhooks(&self) -> bool {
+        self.factory.supports_webhooks()
     }
 
     fn failure(&self) -> Option<String> {
@@ -177,10 +185,14 @@ impl Backend for SimBackend<'_> {
             services: self.services.clone(),
             secrets: vocabulary::protocol::secrets(),
             limits: setup::limits_for(self.scenario),
+            webhook_url: self.endpoints.as_ref().map(|_| webhooks::url_of(name)),
             clock: self.clock.clone(),
             transport: Arc::new(transport),
         };
         let executor = self.factory.start(setup).map_err(|e| format!("worker {name} did not start: {e}"))?;
+        if let (Some(endpoints), Some(receiver)) = (&self.endpoints, executor.webhooks()) {
+            endpoints.listen(name, receiver);
+        }
         let (jobs, rx) = mpsc::channel(JOBS_MAX);
         let task = tokio::spawn(worker_loop(name.to_string(), executor, rx));
         self.workers.insert(name.to_string(), SimWorker { jobs, task, paused, incarnation, crashed: false });
@@ -236,6 +248,9 @@ impl Backend for SimBackend<'_> {
         if let Some(w) = self.workers.get_mut(worker) {
             w.task.abort();
             w.crashed = true;
+        }
+        if let Some(endpoints) = &self.endpoints {
+            endpoints.close(worker);
         }
         "killed mid-flight".into()
     }
@@ -334,6 +349,11 @@ pub async fn run(
     let log =
         executor::log::IntentLog::fresh_in_memory().map_err(|e| setup::SetupError::Storage(e.to_string()))?;
     let log_name = log.name().to_string();
+    let endpoints = (scenario.needs_webhooks() && factory.supports_webhooks()).then(|| {
+        let endpoints = Arc::new(webhooks::Endpoints::default());
+        tokio::spawn(webhooks::pump(world.fakes.payments.clone(), Arc::clone(&endpoints)));
+        endpoints
+    });
     let backend = SimBackend {
         scenario,
         factory,
@@ -352,6 +372,7 @@ pub async fn run(
         log_name,
         _log: log,
         timeline: world.timeline.clone(),
+        endpoints,
     };
     Ok(phase_engine::run(world, backend).await)
 }

@@ -140,6 +140,12 @@ impl<'a> World<'a> {
     /// ([`fake_services::Fake::pending`]), for the observation: read before the ledgers, so that
     /// nothing left out here lands after them unseen. Every fake, announced or not: an effect
     /// at a service the scenario never named is judged too (`no-unauthorised-effect`).
+    /// Whether a fake still owes a webhook: a payment due (its event goes out then) or a
+    /// delivery with attempts left.
+    pub fn owes_webhooks(fakes: &Fakes) -> bool {
+        !fakes.payments.pending_deliveries().is_empty() || !fakes.payments.due_payments().is_empty()
+    }
+
     pub fn pending(fakes: &Fakes) -> Vec<Pending> {
         fakes
             .all()

@@ -128,16 +128,10 @@ pub fn origin(name: &str) -> String {
     format!("catalog/{name}.toml")
 }
 
-/// Every catalog scenario, parsed and validated, in the order of [`CATALOG`].
+/// Every catalog scenario, parsed and validated, in the order of [`CATALOG`]: those whose
+/// intents an event starts ([`Scenario::needs_webhooks`]) included. An executor that does not
+/// receive webhooks has those intents reported as unsupported.
 pub fn catalog() -> Result<Vec<Scenario>, ScenarioError> {
-    Ok(full_catalog()?.into_iter().filter(|s| !s.needs_webhooks()).collect())
-}
-
-/// Every catalog scenario, parsed and validated, those whose intents webhooks trigger
-/// included ([`Scenario::needs_webhooks`]): they run against an application through `twice
-/// serve`, which receives webhooks; `twice run` delivers none to an executor yet, so
-/// [`catalog`] leaves them out.
-pub fn full_catalog() -> Result<Vec<Scenario>, ScenarioError> {
     CATALOG.iter().map(|(name, text)| parse_scenario(text, &origin(name))).collect()
 }
 

@@ -481,7 +481,7 @@ mod tests {
     use super::*;
 
     fn catalog() -> Vec<Scenario> {
-        crate::full_catalog().expect("the catalog loads")
+        crate::catalog().expect("the catalog loads")
     }
 
     /// A cell's only scenario removed leaves it empty, and a hole: the coverage test can fail.

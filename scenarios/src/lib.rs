@@ -33,7 +33,7 @@ mod schema_parts;
 pub mod validate;
 pub mod write;
 
-pub use catalog::{CATALOG, catalog, full_catalog};
+pub use catalog::{CATALOG, catalog};
 pub use model::{
     Event, EventAction, Expected, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario,
     ServiceFault, TRIGGER_EVENT, Trigger,

@@ -192,7 +192,8 @@ impl Scenario {
     }
 
     /// Whether some intent waits for a webhook: such a scenario needs an application that
-    /// receives webhooks (`twice serve`; `twice run` delivers none to an executor yet).
+    /// receives webhooks: an app through `twice serve`, or an executor that announces
+    /// `webhooks` under `twice run`.
     pub fn needs_webhooks(&self) -> bool {
         self.intents.iter().any(IntentSpec::is_triggered)
     }

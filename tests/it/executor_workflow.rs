@@ -229,7 +229,8 @@ pub async fn a_put_takes_the_id_of_the_workspace_its_create_made(under: Under<'_
     let flow = Flow::start(301).await;
     let dir = fresh_dir(&under.dir("workflow_put_after_create"));
     let (mut ex, init_ok) = under.start("w", flow.init("w", &dir, json!({})), &dir, None).await;
-    assert_eq!(init_ok["features"], json!(["workflows"]), "{init_ok}");
+    let features = init_ok["features"].as_array().cloned().unwrap_or_default();
+    assert!(features.contains(&json!("workflows")), "{init_ok}");
 
     ex.ok(propose(&create("create", "acme-1", json!("Acme"), &[]))).await;
     let body = reference("create", "id", Some("Welcome to {}"));

@@ -27,12 +27,8 @@ fn the_pages_scenario_example_is_valid_and_its_table_lists_the_webhook_scenarios
     let named = format!("name = \"webhook_example\"\n{}", &text[start..end]);
     let scenario = scenarios::parse_scenario(&named, PAGE).unwrap_or_else(|e| panic!("{e}"));
     assert!(scenario.needs_webhooks());
-    let webhook: Vec<String> = scenarios::full_catalog()
-        .unwrap()
-        .into_iter()
-        .filter(|s| s.needs_webhooks())
-        .map(|s| s.name)
-        .collect();
+    let webhook: Vec<String> =
+        scenarios::catalog().unwrap().into_iter().filter(|s| s.needs_webhooks()).map(|s| s.name).collect();
     assert!(webhook.len() >= 6, "{webhook:?}");
     let section = &text[text.find("## The webhook scenarios of the catalog").unwrap() + 3..];
     let table = &section[..section.find("\n## ").unwrap_or(section.len())];

@@ -252,7 +252,7 @@ fn first_moment(result: &ScenarioResult) -> u64 {
 /// (webhooks trigger their intents) included.
 pub fn list(args: ListArgs) -> anyhow::Result<i32> {
     use std::io::Write;
-    let catalog = scenarios::catalog::full_catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let catalog = scenarios::catalog::catalog().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut out = std::io::stdout().lock();
     if args.format == ListFormat::Json {
         // A struct, not `json!`: the fields keep their order (the schema first, each scenario's

@@ -43,6 +43,7 @@ pub mod record;
 pub mod rule;
 pub mod schema;
 pub mod state;
+pub mod webhook;
 pub mod workflow;
 
 pub use action::{
@@ -56,4 +57,5 @@ pub use record::{
 };
 pub use rule::{FaultRule, FaultSpec};
 pub use state::State;
+pub use webhook::{OnEvent, WEBHOOKS_FEATURE};
 pub use workflow::{ParamRef, WORKFLOWS_FEATURE};

@@ -65,6 +65,7 @@ fn refund(id: &str, amount: u64) -> Proposal {
         params: json!({"payment_intent": "pi_1", "amount": amount}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 
@@ -172,4 +173,92 @@ fn an_empty_batch_and_a_batch_of_refusals_record_nothing() {
     assert_eq!(ex.status(None).unwrap().len(), 0);
     assert!(hooks.seen.lock().unwrap().is_empty());
     let _ = std::fs::remove_dir_all(dir);
+}
+
+fn triggered(id: &str, payment_intent: &str) -> Proposal {
+    Proposal {
+        on_event: Some(vocabulary::OnEvent {
+            kind: "payment_intent.succeeded".into(),
+            payment_intent: payment_intent.into(),
+        }),
+        ..refund(id, 1)
+    }
+}
+
+/// An intent an event starts is kept, not recorded, among the plain ones of its batch, each
+/// answered in order; the same trigger again is the same, another payload under its id a
+/// conflict, and one with `after` is refused.
+#[test]
+fn a_triggered_proposal_is_kept_not_recorded_and_answered_in_its_place() {
+    let dir = temp_dir("triggered");
+    let ex = executor(&dir, Arc::new(crate::world::NoHooks));
+    let mut stepped = triggered("t-step", "pi_1");
+    stepped.after = vec!["a".into()];
+    let mut other = triggered("t1", "pi_1");
+    other.params = json!({"payment_intent": "pi_1", "amount": 2});
+    let results = ex.propose_batch(vec![
+        refund("a", 1),
+        triggered("t1", "pi_1"),
+        refund("b", 2),
+        triggered("t1", "pi_1"),
+        other,
+        stepped,
+    ]);
+    let shown: Vec<Result<String, String>> =
+        results.iter().map(|r| r.as_ref().map(|i| i.id.clone()).map_err(|e| e.to_string())).collect();
+    assert_eq!(shown[..4], [Ok("a".into()), Ok("t1".into()), Ok("b".into()), Ok("t1".into())]);
+    assert!(matches!(results[4], Err(ProposeError::Conflict(_))), "{:?}", shown[4]);
+    assert!(matches!(results[5], Err(ProposeError::Workflow(..))), "{:?}", shown[5]);
+    let recorded: Vec<String> = ex.status(None).unwrap().into_iter().map(|i| i.id).collect();
+    assert_eq!(recorded, ["a", "b"], "the trigger is kept, not recorded");
+    assert_eq!(ex.log().triggers_for("payment_intent.succeeded", "pi_1").unwrap().len(), 1);
+    assert!(ex.log().has_triggers().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An event taken before its trigger arrives starts the intent as the trigger is proposed.
+#[test]
+fn a_trigger_proposed_after_its_event_was_taken_starts_at_once() {
+    let dir = temp_dir("taken-first");
+    let ex = executor(&dir, Arc::new(crate::world::NoHooks));
+    ex.log().take_event("evt_1", "payment_intent.succeeded", "pi_9", 5).unwrap();
+    ex.log().take_event("evt_1", "payment_intent.succeeded", "pi_9", 6).unwrap();
+    assert!(ex.log().event_taken("evt_1").unwrap());
+    let intent = ex.propose(triggered("late", "pi_9")).unwrap();
+    assert_eq!(intent.state, State::Recorded);
+    let recorded: Vec<String> = ex.status(None).unwrap().into_iter().map(|i| i.id).collect();
+    assert_eq!(recorded, ["late"]);
+    // Proposed again, it is the same intent, recorded once.
+    ex.propose(triggered("late", "pi_9")).unwrap();
+    assert_eq!(ex.status(None).unwrap().len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A delivery signed under another secret, or replayed long after, starts nothing and is
+/// answered 4xx; one that comes before the worker has an endpoint is answered 503.
+#[tokio::test]
+async fn a_forged_or_stale_delivery_is_refused_and_starts_nothing() {
+    let dir = temp_dir("refused");
+    let ex = executor(&dir, Arc::new(crate::world::NoHooks));
+    ex.propose(triggered("t1", "pi_1")).unwrap();
+    let body = br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1"}}}"#;
+    let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let early =
+        ex.receive_webhook(Some(&vocabulary::webhook::stripe_signature("whsec_a", now_s, body)), body).await;
+    assert_eq!(early.status, 503, "{early:?}");
+    let endpoint =
+        crate::log::Endpoint { id: "we_1".into(), secret: "whsec_a".into(), url: "http://x/webhooks".into() };
+    ex.log().keep_endpoint("w1", &endpoint).unwrap();
+    for (signature, why) in [
+        (Some(vocabulary::webhook::stripe_signature("whsec_guess", now_s, body)), "no signature matches"),
+        (Some(vocabulary::webhook::stripe_signature("whsec_a", now_s - 600, body)), "signed 600 s ago"),
+        (None, "no Stripe-Signature"),
+    ] {
+        let answer = ex.receive_webhook(signature.as_deref(), body).await;
+        assert_eq!(answer.status, 400, "{answer:?}");
+        assert!(answer.note.contains(why), "{answer:?}");
+    }
+    assert!(ex.status(None).unwrap().is_empty(), "nothing started");
+    assert!(!ex.log().event_taken("evt_1").unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
 }

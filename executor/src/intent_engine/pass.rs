@@ -36,6 +36,8 @@ impl Executor {
 
     /// One pass over the unresolved intents.
     pub async fn pass(&self) -> Result<PassReport, LogError> {
+        // A worker that listens for webhooks has its endpoint before it waits for one.
+        self.ensure_endpoint().await;
         let now = self.now();
         let active = self.log().active()?;
         let mut report = PassReport::default();

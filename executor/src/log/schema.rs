@@ -11,8 +11,9 @@ use super::warm::Handle;
 use super::{IntentLog, LogError};
 
 /// Schema version in `PRAGMA user_version` (2: the `nonces` table; 3: `after_ids`, the
-/// intents a step comes after).
-const SCHEMA_VERSION: i64 = 3;
+/// intents a step comes after; 4: `triggers`, `webhook_events` and `webhook_endpoints`, what
+/// receiving webhooks keeps).
+const SCHEMA_VERSION: i64 = 4;
 /// Prepared statements each connection keeps (rusqlite keeps 16 unless told).
 const STATEMENTS_CACHED: usize = 64;
 
@@ -72,6 +73,24 @@ impl IntentLog {
                  owner TEXT,
                  epoch INTEGER NOT NULL,
                  note TEXT
+             );
+             CREATE TABLE IF NOT EXISTS triggers (
+                 intent_id TEXT PRIMARY KEY,
+                 event_type TEXT NOT NULL,
+                 object_id TEXT NOT NULL,
+                 proposal TEXT NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS webhook_events (
+                 event_id TEXT PRIMARY KEY,
+                 event_type TEXT NOT NULL,
+                 object_id TEXT NOT NULL,
+                 taken_ms INTEGER NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS webhook_endpoints (
+                 worker_id TEXT PRIMARY KEY,
+                 endpoint_id TEXT NOT NULL,
+                 secret TEXT NOT NULL,
+                 url TEXT NOT NULL
              );",
         )
         .map_err(err)?;

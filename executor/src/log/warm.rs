@@ -138,18 +138,22 @@ impl IntentLog {
         Ok(MemoryLog { name, _keeper: keeper })
     }
 
-    /// Deletes every row, and the `AUTOINCREMENT` counters with them.
-    fn empty(&mut self) -> Result<(), LogError> {
+    /// Deletes every row of every table, and the `AUTOINCREMENT` counters with them: every
+    /// table the schema has, read from the database, so that a table added later is emptied
+    /// too.
+    pub(super) fn empty(&mut self) -> Result<(), LogError> {
         let path = self.path.clone();
         let err = |source| LogError::Sqlite { path: path.clone(), source };
+        let tables: Vec<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+            )
+            .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect())
+            .map_err(err)?;
         let tx = super::tx::Tx::deferred(&self.conn).map_err(err)?;
-        for sql in [
-            "DELETE FROM intents",
-            "DELETE FROM history",
-            "DELETE FROM nonces",
-            "DELETE FROM sqlite_sequence",
-        ] {
-            tx.prepare_cached(sql).and_then(|mut stmt| stmt.execute([])).map_err(err)?;
+        for table in tables.iter().map(String::as_str).chain(["sqlite_sequence"]) {
+            tx.execute(&format!("DELETE FROM \"{table}\""), []).map_err(err)?;
         }
         tx.commit().map_err(err)
     }

@@ -1,8 +1,11 @@
 //! `payments.refund` (Stripe-style refunds): the metadata key a refund carries the intent's
-//! id under, and the API key its requests are authorised with. Its write, answers and list
+//! id under, and the API key its requests are authorised with; and what receiving webhooks
+//! asks of the payments API (registering an endpoint, moving it, reading a payment now). Its write, answers and list
 //! lookup follow the JSON API conventions it shares with workspaces, in the parent module.
 
-use vocabulary::protocol::Config;
+use vocabulary::protocol::{Config, Service};
+
+use crate::world::HttpRequest;
 
 /// The metadata key under which a refund carries the intent's id, so that a lookup can tell
 /// this intent's refund from any other refund of the same payment intent.
@@ -11,4 +14,55 @@ pub const INTENT_METADATA_KEY: &str = "twice_intent";
 /// The API key refunds are created and listed with.
 pub(super) fn api_key(config: &Config) -> &str {
     config.secrets.get("payments_api_key").map(String::as_str).unwrap_or("sk_test_twice")
+}
+
+/// The `POST /v1/webhook_endpoints` that registers worker `worker_id`'s endpoint at `url` for
+/// `event_types`, under an idempotency key of the worker's own, so that a registration whose
+/// answer was lost and is sent again makes one endpoint.
+pub fn register_endpoint(service: &Service, config: &Config, url: &str, event_types: &[&str]) -> HttpRequest {
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    form.append_pair("url", url);
+    for event_type in event_types {
+        form.append_pair("enabled_events[]", event_type);
+    }
+    form.append_pair("description", &format!("twice-executor worker {}", config.worker_id));
+    HttpRequest {
+        method: "POST",
+        url: format!("{}/v1/webhook_endpoints", super::base(service)),
+        headers: vec![
+            ("authorization".into(), format!("Bearer {}", api_key(config))),
+            ("content-type".into(), "application/x-www-form-urlencoded".into()),
+            ("idempotency-key".into(), format!("twice-endpoint-{}", config.worker_id)),
+        ],
+        body: form.finish().into_bytes(),
+        timeout_ms: config.limits.request_timeout_ms,
+    }
+}
+
+/// The `POST /v1/webhook_endpoints/{id}` that moves endpoint `id` to `url` (a restarted
+/// worker listens on another port).
+pub fn move_endpoint(service: &Service, config: &Config, id: &str, url: &str) -> HttpRequest {
+    let body = form_urlencoded::Serializer::new(String::new()).append_pair("url", url).finish();
+    HttpRequest {
+        method: "POST",
+        url: format!("{}/v1/webhook_endpoints/{id}", super::base(service)),
+        headers: vec![
+            ("authorization".into(), format!("Bearer {}", api_key(config))),
+            ("content-type".into(), "application/x-www-form-urlencoded".into()),
+        ],
+        body: body.into_bytes(),
+        timeout_ms: config.limits.request_timeout_ms,
+    }
+}
+
+/// The `GET /v1/payment_intents/{id}` that reads a payment's state now (what an event says of
+/// it may be stale, or forged).
+pub fn read_payment_intent(service: &Service, config: &Config, id: &str) -> HttpRequest {
+    HttpRequest {
+        method: "GET",
+        url: format!("{}/v1/payment_intents/{id}", super::base(service)),
+        headers: vec![("authorization".into(), format!("Bearer {}", api_key(config)))],
+        body: Vec::new(),
+        timeout_ms: config.limits.request_timeout_ms,
+    }
 }

@@ -85,6 +85,7 @@ async fn proposing_is_idempotent_per_id_and_refuses_what_it_cannot_check() {
         params: json!({"to": "ops@example.com", "text": "c"}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     };
     match rig.executor.propose(unsupported) {
         Err(ProposeError::Action(ActionError::Unsupported(action))) => assert_eq!(action, "mail.send"),

@@ -376,6 +376,7 @@ pub fn refund(id: &str, amount: u64) -> Proposal {
         params: json!({"payment_intent": "pi_1", "amount": amount}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 
@@ -387,6 +388,7 @@ pub fn put(id: &str, key: &str, body: &str) -> Proposal {
         params: json!({"bucket": BUCKET, "key": key, "body": body}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 
@@ -398,6 +400,7 @@ pub fn transfer(id: &str, to: &str, value_wei: u128) -> Proposal {
         params: json!({"to": to, "value": value_wei.to_string()}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 
@@ -409,6 +412,7 @@ pub fn message(id: &str, to: &str) -> Proposal {
         params: json!({"to": to, "subject": "Your invoice", "body": "Invoice 42 is ready."}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }
 
@@ -419,5 +423,6 @@ pub fn workspace(id: &str, external_id: &str) -> Proposal {
         params: json!({"external_id": external_id, "name": "Acme"}),
         replaces: None,
         after: Vec::new(),
+        on_event: None,
     }
 }

@@ -33,7 +33,7 @@ use crate::wire::{FakeRequest, FakeResponse};
 
 pub use deliveries::{ATTEMPTS_MAX, DELIVERY_TIMEOUT_MS, PAY_AFTER_LISTENER_MS, RETRY_AFTER_MS};
 pub(super) use deliveries::{Awaiting, Signed, Standing, Webhooks};
-pub use signature::{SIGNATURE_TOLERANCE_S, sign};
+pub use signature::sign;
 use vocabulary::rule::STALE_SIGNATURE_AGE_S;
 
 /// Stripe's limit on an account's endpoints (in test mode as in live mode).
@@ -357,14 +357,17 @@ pub(super) fn list_endpoints(
     }
 }
 
-/// One attempt to send, ready for the socket: where, what, and signed how.
+/// One attempt to send, ready for the socket (or, in the simulation, for an executor in
+/// process): where, what, and signed how.
 #[derive(Debug, Clone)]
-pub(crate) struct Outgoing {
-    pub(crate) delivery: u64,
-    pub(crate) url: String,
-    pub(crate) headers: Vec<(String, String)>,
-    pub(crate) body: String,
-    pub(crate) timeout_ms: u64,
+pub struct Outgoing {
+    /// The delivery's number, for [`crate::payments::Payments::delivery_attempted`].
+    pub delivery: u64,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    /// How long the endpoint has to answer.
+    pub timeout_ms: u64,
 }
 
 /// The deliveries due by `now_ms`, each rendered and signed at `wall_s` (unix seconds).

@@ -5,7 +5,7 @@
 use results::Claim;
 use scenarios::IntentSpec;
 use serde_json::{Value, json};
-use vocabulary::WORKFLOWS_FEATURE;
+use vocabulary::{WEBHOOKS_FEATURE, WORKFLOWS_FEATURE};
 
 /// The timeline's wait kind of a reply to a `kind` request.
 pub(super) fn reply_kind(kind: &str) -> &'static str {
@@ -28,16 +28,32 @@ pub(super) fn intent_message(intent: &IntentSpec) -> Value {
         if intent.is_step() {
             map.insert("after".into(), json!(intent.after));
         }
+        // Only intents an event starts carry it; whether the event will be forged is not said.
+        if let Some(trigger) = &intent.on_event {
+            map.insert(
+                "on_event".into(),
+                json!({"type": trigger.kind, "payment_intent": trigger.payment_intent}),
+            );
+        }
     }
     message
 }
 
 /// Whether an `init_ok` lists the `workflows` feature.
 pub(super) fn announces_workflows(init_ok: &Value) -> bool {
+    announces(init_ok, WORKFLOWS_FEATURE)
+}
+
+/// Whether an `init_ok` lists the `webhooks` feature.
+pub(super) fn announces_webhooks(init_ok: &Value) -> bool {
+    announces(init_ok, WEBHOOKS_FEATURE)
+}
+
+fn announces(init_ok: &Value, feature: &str) -> bool {
     init_ok
         .get("features")
         .and_then(Value::as_array)
-        .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(WORKFLOWS_FEATURE)))
+        .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(feature)))
 }
 
 /// The claims in a `status_ok`.

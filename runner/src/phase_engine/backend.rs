@@ -131,6 +131,12 @@ pub trait Backend {
         true
     }
 
+    /// Whether the executor receives webhooks: it announced `webhooks` in its `init_ok`.
+    /// Intents an event starts are not proposed to one that does not.
+    fn supports_webhooks(&self) -> bool {
+        false
+    }
+
     /// Hands a request to a worker (requests to one worker are answered in order).
     async fn send(&mut self, worker: &str, request: Request<'_>) -> Result<Self::Call, CallError>;
     /// Waits for the answer, until a request point is reached or the executor breaks.

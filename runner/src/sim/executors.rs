@@ -35,6 +35,16 @@ pub trait SimExecutor: Send {
     fn reconcile(&mut self) -> BoxFuture<'_, Result<Vec<StateChange>, String>>;
     /// Every intent it knows, with its state.
     fn status(&mut self) -> BoxFuture<'_, Result<Vec<Claim>, String>>;
+    /// What takes its webhook deliveries, when it was started with a `webhook_url`.
+    fn webhooks(&self) -> Option<Arc<dyn WebhookReceiver>> {
+        None
+    }
+}
+
+/// Takes webhook deliveries for a worker in process, beside its other work (a process's
+/// listening socket): a delivery's `Stripe-Signature` and body, answered with a status.
+pub trait WebhookReceiver: Send + Sync {
+    fn receive<'a>(&'a self, signature: Option<&'a str>, body: &'a [u8]) -> BoxFuture<'a, u16>;
 }
 
 /// What a worker is started with: the same facts as the protocol's `init`.
@@ -51,6 +61,10 @@ pub struct WorkerSetup {
     /// As the protocol's `init.secrets`: `payments_api_key`, `messages_api_key`, `chain_private_key`.
     pub secrets: BTreeMap<String, String>,
     pub limits: vocabulary::protocol::Limits,
+    /// Where the worker listens for webhooks, when the scenario has intents an event starts
+    /// and the factory [`SimFactory::supports_webhooks`]; the worker registers it with the
+    /// payments fake itself.
+    pub webhook_url: Option<String>,
     /// Virtual time, shared by every worker of the run.
     pub clock: executor::world::TokioClock,
     pub transport: Arc<dyn Transport>,
@@ -66,13 +80,18 @@ pub trait SimFactory: Send + Sync {
     fn supports_workflows(&self) -> bool {
         false
     }
+    /// Whether its executors receive webhooks (`init_ok.features` says `webhooks` live).
+    /// Intents an event starts are not proposed to one that does not.
+    fn supports_webhooks(&self) -> bool {
+        false
+    }
 }
 
 /// The reference executor, in process.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Reference;
 
-struct ReferenceSim(executor::Executor);
+struct ReferenceSim(Arc<executor::Executor>);
 
 impl SimFactory for Reference {
     fn name(&self) -> String {
@@ -80,6 +99,10 @@ impl SimFactory for Reference {
     }
 
     fn supports_workflows(&self) -> bool {
+        true
+    }
+
+    fn supports_webhooks(&self) -> bool {
         true
     }
 
@@ -103,7 +126,10 @@ impl SimFactory for Reference {
         // what it would lose on disk (see `IntentLog::open_in_memory`).
         let executor =
             executor::Executor::open_in_memory(config, &setup.log_name, world).map_err(|e| e.to_string())?;
-        Ok(Box::new(ReferenceSim(executor)))
+        if let Some(url) = setup.webhook_url {
+            executor.listen_at(url);
+        }
+        Ok(Box::new(ReferenceSim(Arc::new(executor))))
     }
 }
 
@@ -114,7 +140,17 @@ fn changes(transitions: Vec<executor::Transition>) -> Vec<StateChange> {
         .collect()
 }
 
+impl WebhookReceiver for executor::Executor {
+    fn receive<'a>(&'a self, signature: Option<&'a str>, body: &'a [u8]) -> BoxFuture<'a, u16> {
+        Box::pin(async move { self.receive_webhook(signature, body).await.status })
+    }
+}
+
 impl SimExecutor for ReferenceSim {
+    fn webhooks(&self) -> Option<Arc<dyn WebhookReceiver>> {
+        Some(Arc::clone(&self.0) as Arc<dyn WebhookReceiver>)
+    }
+
     fn propose<'a>(&'a mut self, intent: &'a IntentSpec) -> BoxFuture<'a, Result<(), Refusal>> {
         Box::pin(async move {
             let proposal = executor::Proposal {
@@ -123,6 +159,10 @@ impl SimExecutor for ReferenceSim {
                 params: intent.params.clone(),
                 replaces: intent.replaces.clone(),
                 after: intent.after.clone(),
+                on_event: intent.on_event.as_ref().map(|t| vocabulary::OnEvent {
+                    kind: t.kind.clone(),
+                    payment_intent: t.payment_intent.clone(),
+                }),
             };
             match self.0.propose(proposal) {
                 Ok(_) => Ok(()),

@@ -10,7 +10,7 @@ use vocabulary::rule::FAULT_KINDS;
 use vocabulary::{FaultSpec, KeyPolicy, Reads};
 
 fn all() -> Vec<Scenario> {
-    match catalog::full_catalog() {
+    match catalog::catalog() {
         Ok(all) => all,
         Err(e) => panic!("{e}"),
     }

@@ -8,7 +8,7 @@ const START: &str = "<!-- coverage:start (generated from the catalog by scenario
 const END: &str = "<!-- coverage:end -->";
 
 fn coverage() -> Coverage {
-    Coverage::of(&scenarios::full_catalog().expect("the catalog loads"))
+    Coverage::of(&scenarios::catalog().expect("the catalog loads"))
 }
 
 #[test]

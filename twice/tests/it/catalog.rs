@@ -68,8 +68,7 @@ fn the_catalog_lists_as_json_for_programs() {
     assert_eq!(listing["schema"], "twice.catalog/1");
     let names: Vec<&str> =
         listing["scenarios"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
-    // Every scenario, those that need webhooks (run through `twice serve`) too.
-    let expected: Vec<String> = scenarios::full_catalog().unwrap().into_iter().map(|s| s.name).collect();
+    let expected: Vec<String> = scenarios::catalog().unwrap().into_iter().map(|s| s.name).collect();
     assert_eq!(names, expected);
     let first = &listing["scenarios"][0];
     assert!(first["intents"].as_array().is_some_and(|i| !i.is_empty()), "{first}");
@@ -144,20 +143,20 @@ fn completions_know_the_subcommands() {
     assert_eq!(unknown.status.code(), Some(2));
 }
 
-/// A scenario whose intents a webhook triggers runs through `twice serve`: `twice run` says so
-/// and runs nothing, and its default run leaves such scenarios out.
+/// A scenario whose intents an event starts runs under `twice run` like any other: the
+/// reference executor receives the payments fake's webhooks and passes it, and the default run
+/// holds such scenarios.
 #[test]
-fn twice_run_refuses_a_webhook_scenario_and_names_serve() {
-    let out = crate::twice().args(["run", "--scenario", "fault_duplicate_webhook"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("delivers no webhooks to an executor yet")
-            && stderr.contains("twice serve --scenario fault_duplicate_webhook"),
-        "{stderr}"
-    );
-    let runnable = catalog();
-    assert!(runnable.iter().all(|c| !c.scenario.needs_webhooks()));
-    let all = scenarios::full_catalog().unwrap();
-    assert_eq!(all.iter().filter(|s| s.needs_webhooks()).count(), all.len() - runnable.len());
+fn twice_run_runs_a_webhook_scenario_against_the_reference_executor() {
+    let dir = std::env::temp_dir().join(format!("twice-catalog-webhook-run-{}", std::process::id()));
+    let out = crate::twice()
+        .args(["run", "--scenario", "fault_duplicate_webhook", "--cases", "0", "--report-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("1 passed"), "{stdout}");
+    assert!(catalog().iter().any(|c| c.scenario.needs_webhooks()));
+    let _ = std::fs::remove_dir_all(&dir);
 }

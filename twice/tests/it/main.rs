@@ -13,6 +13,7 @@ mod serve_settle;
 mod serve_world;
 mod sim;
 mod timeline;
+mod webhooks;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

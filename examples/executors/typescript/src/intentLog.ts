@@ -154,6 +154,24 @@ CREATE TABLE IF NOT EXISTS history (
     epoch INTEGER NOT NULL,
     note TEXT
 );
+CREATE TABLE IF NOT EXISTS triggers (
+    intent_id TEXT PRIMARY KEY,
+    event_type TEXT NOT NULL,
+    object_id TEXT NOT NULL,
+    proposal TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS webhook_events (
+    event_id TEXT PRIMARY KEY,
+    event_type TEXT NOT NULL,
+    object_id TEXT NOT NULL,
+    taken_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS webhook_endpoints (
+    worker_id TEXT PRIMARY KEY,
+    endpoint_id TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    url TEXT NOT NULL
+);
 `;
 
 /** The columns every write sets, bar id and version, in the order of rowValues. */

@@ -1,0 +1,188 @@
+//! Intents an event starts (`docs/protocol.md` §3.2, "Intents an event starts").
+//!
+//! A proposal with `on_event` is kept as a trigger, not recorded: nothing is sent for it until
+//! a genuine event of that type about that object arrives. The worker then registers an
+//! endpoint of its own with the payments API (once a trigger is kept and it listens; a
+//! restarted worker moves its endpoint to its new URL rather than making another, which would
+//! leave the deliveries owed to the old one unanswered). A delivery is taken in this order,
+//! and answered 2xx only once what it asks for is durable:
+//!
+//! 1. the signature is checked against the endpoint's secret and the wall clock (a forged or
+//!    replayed delivery gets a 400 and starts nothing);
+//! 2. an event already taken is answered 200 at once (the service delivers at least once);
+//! 3. the payment is read from the API now (the event's copy may be stale, or a lie): only a
+//!    payment that succeeded starts anything;
+//! 4. each trigger of the event is proposed as an intent, whose id the log holds once, so an
+//!    event taken twice by two workers, or again after a crash, still starts it once;
+//! 5. the event is noted as taken, and the answer is 200. A crash anywhere before leaves no
+//!    2xx, and the service's retry finds the worker again.
+
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use super::{Executor, Pending, Proposal, ProposeError};
+use crate::log::{Armed, Endpoint, Trigger};
+use crate::model::Intent;
+use crate::services;
+use crate::world::HttpRequest;
+use vocabulary::OnEvent;
+
+/// The event types an endpoint asks for: those a trigger can name.
+pub const EVENT_TYPES: &[&str] = &["payment_intent.succeeded"];
+
+/// How a delivery was answered: its status, and a sentence why (the answer's body).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookAnswer {
+    pub status: u16,
+    pub note: String,
+}
+
+impl Executor {
+    /// Keeps a proposal that an event starts, after the checks any proposal gets; an event of
+    /// it taken before starts it at once.
+    pub(super) fn arm(&self, proposal: Proposal, on_event: OnEvent) -> Result<Intent, ProposeError> {
+        if !proposal.after.is_empty() || proposal.replaces.is_some() {
+            let why = "an intent an event starts comes after nothing and replaces nothing".to_string();
+            return Err(ProposeError::Workflow(proposal.id, why));
+        }
+        let intent = self.check_proposal(Proposal { on_event: None, ..proposal }, &Pending::new())?;
+        let trigger = Trigger {
+            intent_id: intent.id.clone(),
+            event_type: on_event.kind,
+            object_id: on_event.payment_intent,
+            proposal: json!({"action": intent.action, "params": intent.params}).to_string(),
+        };
+        if self.log().arm(&trigger)? == Armed::Conflict {
+            return Err(ProposeError::Conflict(intent.id));
+        }
+        self.armed.store(true, Ordering::SeqCst);
+        if self.log().event_taken_for(&trigger.event_type, &trigger.object_id)? {
+            return self.fire(&trigger);
+        }
+        Ok(intent)
+    }
+
+    /// Proposes the intent `trigger` keeps (once: the log holds its id at most once).
+    fn fire(&self, trigger: &Trigger) -> Result<Intent, ProposeError> {
+        let id = trigger.intent_id.clone();
+        let corrupt = |problem: String| ProposeError::Payload(id.clone(), problem);
+        let kept: Value = serde_json::from_str(&trigger.proposal).map_err(|e| corrupt(e.to_string()))?;
+        let action = kept.get("action").and_then(Value::as_str).ok_or_else(|| corrupt("no action".into()))?;
+        let params = kept.get("params").and_then(Value::as_str).ok_or_else(|| corrupt("no params".into()))?;
+        let params: Value = serde_json::from_str(params).map_err(|e| corrupt(e.to_string()))?;
+        self.propose(Proposal {
+            id: id.clone(),
+            action: action.to_string(),
+            params,
+            replaces: None,
+            after: Vec::new(),
+            on_event: None,
+        })
+    }
+
+    /// Listens for webhooks at `url` (where deliveries reach [`Executor::receive_webhook`]):
+    /// the endpoint is registered at the next pass, once a trigger is kept.
+    pub fn listen_at(&self, url: String) {
+        *self.webhook_url.lock().unwrap_or_else(|p| p.into_inner()) = Some(url);
+        // A restarted worker finds the triggers its earlier life kept.
+        if self.log().has_triggers().unwrap_or(false) {
+            self.armed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Registers this worker's endpoint, or moves it to this life's URL, if a trigger is kept
+    /// and the worker listens; once per life. A failure is tried again at the next pass.
+    pub(super) async fn ensure_endpoint(&self) {
+        if self.endpoint_ready.load(Ordering::SeqCst) || !self.armed.load(Ordering::SeqCst) {
+            return;
+        }
+        let url = self.webhook_url.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (Some(url), Some(service)) = (url, self.config.services.get("payments")) else { return };
+        if self.register(service, &url).await.is_ok() {
+            self.endpoint_ready.store(true, Ordering::SeqCst);
+        }
+    }
+
+    async fn register(&self, service: &vocabulary::protocol::Service, url: &str) -> Result<(), String> {
+        let worker = self.config.worker_id.clone();
+        let kept = self.log().endpoint(&worker).map_err(|e| e.to_string())?;
+        let endpoint = match kept {
+            Some(e) if e.url == url => return Ok(()),
+            Some(e) => {
+                self.call(services::move_endpoint(service, &self.config, &e.id, url)).await?;
+                Endpoint { url: url.to_string(), ..e }
+            }
+            None => {
+                let made =
+                    self.call(services::register_endpoint(service, &self.config, url, EVENT_TYPES)).await?;
+                let field = |name: &str| made.get(name).and_then(Value::as_str).map(str::to_string);
+                let (Some(id), Some(secret)) = (field("id"), field("secret")) else {
+                    return Err(format!("the endpoint's answer has no id and secret: {made}"));
+                };
+                Endpoint { id, secret, url: url.to_string() }
+            }
+        };
+        self.log().keep_endpoint(&worker, &endpoint).map_err(|e| e.to_string())
+    }
+
+    /// Sends `request`; its JSON answer when the status is 2xx.
+    async fn call(&self, request: HttpRequest) -> Result<Value, String> {
+        let what = format!("{} {}", request.method, request.url);
+        let response = self.world.transport.send(request).await.map_err(|e| format!("{what}: {e}"))?;
+        if !(200..300).contains(&response.status) {
+            return Err(format!("{what}: HTTP {}", response.status));
+        }
+        response.json().ok_or_else(|| format!("{what}: an answer that is not JSON"))
+    }
+
+    /// Takes one webhook delivery: `signature` is its `Stripe-Signature` header.
+    pub async fn receive_webhook(&self, signature: Option<&str>, body: &[u8]) -> WebhookAnswer {
+        let _turn = self.webhook_turn.lock().await;
+        match self.take_webhook(signature, body).await {
+            Ok(note) => WebhookAnswer { status: 200, note },
+            Err((status, note)) => WebhookAnswer { status, note },
+        }
+    }
+
+    async fn take_webhook(&self, signature: Option<&str>, body: &[u8]) -> Result<String, (u16, String)> {
+        let log_error = |e: crate::log::LogError| (500, e.to_string());
+        let endpoint = self
+            .log()
+            .endpoint(&self.config.worker_id)
+            .map_err(log_error)?
+            .ok_or((503, "no endpoint registered yet".to_string()))?;
+        // The wall clock, as the SDKs check it: the service signs with its wall clock too.
+        let now_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        vocabulary::webhook::verify_stripe_signature(signature, body, &endpoint.secret, now_s)
+            .map_err(|e| (400, format!("refused: {e}")))?;
+        let event: Value = serde_json::from_slice(body).map_err(|e| (400, format!("not an event: {e}")))?;
+        let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+        let (Some(id), Some(kind), Some(object)) = (text("/id"), text("/type"), text("/data/object/id"))
+        else {
+            return Err((400, "an event needs an id, a type and data.object.id".into()));
+        };
+        if !EVENT_TYPES.contains(&kind.as_str()) {
+            return Ok(format!("{kind}: not an event this executor acts on"));
+        }
+        if self.log().event_taken(&id).map_err(log_error)? {
+            return Ok(format!("{id} was taken already"));
+        }
+        let service = self.config.services.get("payments").ok_or((503, "no payments service".to_string()))?;
+        let payment = self
+            .call(services::read_payment_intent(service, &self.config, &object))
+            .await
+            .map_err(|e| (503, format!("cannot read the payment now: {e}")))?;
+        let status = payment.get("status").and_then(Value::as_str).unwrap_or("unknown");
+        if status != "succeeded" {
+            return Ok(format!("{object} is {status} now: nothing to start"));
+        }
+        let triggers = self.log().triggers_for(&kind, &object).map_err(log_error)?;
+        for trigger in &triggers {
+            self.fire(trigger).map_err(|e| (500, e.to_string()))?;
+        }
+        self.log().take_event(&id, &kind, &object, self.now()).map_err(log_error)?;
+        Ok(format!("{id} taken: {} intents started", triggers.len()))
+    }
+}
