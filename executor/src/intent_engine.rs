@@ -181,6 +181,9 @@ pub struct Executor {
     armed: AtomicBool,
     /// Whether this life's endpoint is registered at its URL.
     endpoint_ready: AtomicBool,
+    /// Whether a registration went wrong in this life: an endpoint may have been made that it
+    /// has no secret for, and the events sent to it are read from the API instead.
+    missed_events: AtomicBool,
     /// Deliveries are taken one at a time: a second delivery of an event that arrives while
     /// the first is being taken finds it taken, rather than reading the payment again.
     webhook_turn: tokio::sync::Mutex<()>,
@@ -241,6 +244,7 @@ impl Executor {
             webhook_url: Mutex::new(None),
             armed: AtomicBool::new(false),
             endpoint_ready: AtomicBool::new(false),
+            missed_events: AtomicBool::new(false),
             webhook_turn: tokio::sync::Mutex::new(()),
         }
     }

@@ -27,7 +27,7 @@
 //! error) ends the run early with [`Observed::executor_error`]: the first reason stands, and
 //! what the fakes saw is still collected to explain it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -87,6 +87,8 @@ struct Engine<'a, B: Backend> {
     settle_ms: u64,
     /// The limits the workers were told.
     limits: Limits,
+    /// The payment intents whose trigger the executor accepted.
+    armed: BTreeSet<String>,
 }
 
 /// Runs a scenario's phases over `backend` and returns what was observed.
@@ -102,6 +104,7 @@ pub async fn run<B: Backend>(world: World<'_>, backend: B) -> Observed {
         fired: vec![false; scenario.events.len()],
         settle_ms,
         limits,
+        armed: BTreeSet::new(),
     };
     match engine.start(FIRST_WORKER).await {
         Err(e) => engine.fail(e),
@@ -313,6 +316,9 @@ impl<B: Backend> Engine<'_, B> {
             }
             match self.call(FIRST_WORKER, Request::Propose(intent)).await {
                 Ok(Reply::Accepted) => {
+                    if let Some(trigger) = &intent.on_event {
+                        self.armed.insert(trigger.payment_intent.clone());
+                    }
                     // An intent only a forged event would start is kept, never recorded, by
                     // an executor that refuses the forgery: its status need not hold it.
                     if !intent.on_event.as_ref().is_some_and(|t| t.forged) {
@@ -396,7 +402,7 @@ impl<B: Backend> Engine<'_, B> {
             if !self.restart_crashed().await || !self.pass(FIRST_WORKER, Request::Drain).await {
                 return;
             }
-            if !World::owes_webhooks(&self.fakes) || waited_ms >= WEBHOOKS_MS_MAX {
+            if !self.owes_webhooks() || waited_ms >= WEBHOOKS_MS_MAX {
                 break;
             }
             self.wait(Wait::For { ms: WEBHOOK_STEP_MS }).await;
@@ -405,6 +411,13 @@ impl<B: Backend> Engine<'_, B> {
             }
             waited_ms += WEBHOOK_STEP_MS;
         }
+    }
+
+    /// Whether a fake still owes a webhook, or waits for a listener the executor owes it: a
+    /// payment whose trigger the executor accepted (its endpoint may come at its next pass).
+    fn owes_webhooks(&self) -> bool {
+        World::owes_webhooks(&self.fakes)
+            || self.fakes.payments.awaiting_listener().iter().any(|pi| self.armed.contains(pi))
     }
 
     async fn reconcile(&mut self) {
@@ -477,11 +490,9 @@ impl<B: Backend> Engine<'_, B> {
     /// unseen).
     fn collect(&mut self) {
         self.observed.pending = World::pending(&self.fakes);
-        if !self.backend.supports_webhooks() {
-            // Nobody was asked to listen: a payment waiting for a listener is the scenario's
-            // setup, not something the run left unsettled.
-            self.observed.pending.retain(|p| p.what != fake_services::PendingKind::AwaitingListener.name());
-        }
+        // A payment waiting for a listener changes no ledger by itself: the intent its event
+        // would start is judged missing (nothing-lost, expected-states) where it was owed.
+        self.observed.pending.retain(|p| p.what != fake_services::PendingKind::AwaitingListener.name());
         self.observed.ledgers_read_at_ms = Some(self.clock.now_ms());
         World::read_ledgers(&self.fakes, self.scenario, &mut self.observed);
     }

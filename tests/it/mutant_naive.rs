@@ -34,19 +34,22 @@ mod resolve;
 mod send;
 #[path = "mutant_naive/store.rs"]
 mod store;
+#[path = "mutant_naive/webhooks.rs"]
+mod webhooks;
 #[path = "mutant_naive/worker.rs"]
 mod worker;
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use executor::world::{TokioClock, Transport};
 use results::Claim;
-use runner::sim::{BoxFuture, Refusal, SimExecutor, SimFactory, StateChange, WorkerSetup};
+use runner::sim::{BoxFuture, Refusal, SimExecutor, SimFactory, StateChange, WebhookReceiver, WorkerSetup};
 use scenarios::IntentSpec;
 use vocabulary::protocol::Config;
 
 use store::{Rec, Store};
+use webhooks::HookStore;
 
 /// Added to every bound before a negative answer is believed (the reference's margin).
 const MARGIN_MS: u64 = executor::intent_engine::SAFETY_MARGIN_MS;
@@ -160,6 +163,15 @@ pub enum Bug {
     /// key), and after a refund it emails the customer a receipt nobody asked for. Each is an
     /// effect no intent authorised.
     Overreach,
+    /// Every delivery of an event is new work: its intent is started again (a new key)
+    /// whether or not the event was taken before.
+    WebhookNoDedupe,
+    /// The 2xx goes first, and the work after it: a crash in between leaves an event the
+    /// service believes delivered and nobody acted on.
+    WebhookAckFirst,
+    /// A delivery is believed as it comes: no signature check, and the event's copy of the
+    /// payment taken for its state.
+    WebhookTrustsBody,
 }
 
 /// The waits a careful executor chooses for itself, within the limits the harness announces.
@@ -227,16 +239,18 @@ pub struct Naive {
     pub bug: Option<Bug>,
     /// Whether it announces workflow steps (an executor written before them does not).
     pub workflows: bool,
+    /// Whether it announces webhooks (intents an event starts).
+    pub webhooks: bool,
     pub choices: Choices,
 }
 
 impl Naive {
     pub fn correct(style: Style) -> Naive {
-        Naive { style, bug: None, workflows: true, choices: Choices::default() }
+        Naive { style, bug: None, workflows: true, webhooks: true, choices: Choices::default() }
     }
 
     pub fn with(style: Style, bug: Bug) -> Naive {
-        Naive { style, bug: Some(bug), workflows: true, choices: Choices::default() }
+        Naive { style, bug: Some(bug), workflows: true, webhooks: true, choices: Choices::default() }
     }
 
     /// The same executor with other choices.
@@ -264,16 +278,23 @@ impl SimFactory for Naive {
         self.workflows
     }
 
+    fn supports_webhooks(&self) -> bool {
+        self.webhooks
+    }
+
     fn start(&self, setup: WorkerSetup) -> Result<Box<dyn SimExecutor>, String> {
-        let store = if self.bug == Some(Bug::MemoryOnly) {
-            Store::Memory(Vec::new())
+        let (store, hooks) = if self.bug == Some(Bug::MemoryOnly) {
+            (Store::Memory(Vec::new()), HookStore::Memory(Default::default()))
         } else {
             std::fs::create_dir_all(&setup.state_dir).map_err(|e| e.to_string())?;
-            Store::File(setup.state_dir.join(STORE_FILE))
+            (
+                Store::File(setup.state_dir.join(STORE_FILE)),
+                HookStore::File(setup.state_dir.join(webhooks::HOOKS_FILE)),
+            )
         };
         let mut limits = setup.limits;
         self.choices.timing.apply(&mut limits);
-        Ok(Box::new(Worker {
+        Ok(Box::new(Handle(Arc::new(Worker {
             style: self.style,
             bug: self.bug,
             choices: self.choices,
@@ -292,7 +313,11 @@ impl SimFactory for Naive {
             store: Mutex::new(store),
             keys: AtomicU64::new(0),
             redone: Mutex::new(false),
-        }))
+            webhook_url: setup.webhook_url,
+            hooks: Mutex::new(hooks),
+            endpoint_ready: AtomicBool::new(false),
+            webhook_turn: tokio::sync::Mutex::new(()),
+        }))))
     }
 }
 
@@ -316,7 +341,17 @@ struct Worker {
     keys: AtomicU64,
     /// [`Bug::RedoEverything`] redoes the completed steps once per incarnation.
     redone: Mutex<bool>,
+    /// Where it listens for webhooks, if the scenario has intents an event starts.
+    webhook_url: Option<String>,
+    hooks: Mutex<HookStore>,
+    /// Whether this life's endpoint is registered at its URL.
+    endpoint_ready: AtomicBool,
+    /// Deliveries are taken one at a time.
+    webhook_turn: tokio::sync::Mutex<()>,
 }
+
+/// A worker as the sim runs it: shared with its endpoint, which takes deliveries beside it.
+struct Handle(Arc<Worker>);
 
 impl Worker {
     /// Whether this worker may act: always, but with [`Choices::single_worker`] only while it
@@ -343,25 +378,29 @@ impl Drop for Worker {
     }
 }
 
-impl SimExecutor for Worker {
+impl SimExecutor for Handle {
     fn propose<'a>(&'a mut self, intent: &'a IntentSpec) -> BoxFuture<'a, Result<(), Refusal>> {
-        Box::pin(async move { self.propose_now(intent) })
+        Box::pin(async move { self.0.propose_now(intent) })
     }
 
     fn drain(&mut self, timeout_ms: u64) -> BoxFuture<'_, Result<Vec<StateChange>, String>> {
-        Box::pin(async move { Ok(self.drain_for(timeout_ms).await) })
+        Box::pin(async move { Ok(self.0.drain_for(timeout_ms).await) })
     }
 
     fn reconcile(&mut self) -> BoxFuture<'_, Result<Vec<StateChange>, String>> {
         Box::pin(async move {
-            if self.has(Bug::NoReconciliation) || !self.active() {
+            if self.0.has(Bug::NoReconciliation) || !self.0.active() {
                 return Ok(vec![]);
             }
-            Ok(self.pass().await.changes)
+            Ok(self.0.pass().await.changes)
         })
     }
 
     fn status(&mut self) -> BoxFuture<'_, Result<Vec<Claim>, String>> {
-        Box::pin(async move { Ok(self.store().all().iter().map(Rec::claim).collect()) })
+        Box::pin(async move { Ok(self.0.store().all().iter().map(Rec::claim).collect()) })
+    }
+
+    fn webhooks(&self) -> Option<Arc<dyn WebhookReceiver>> {
+        Some(Arc::new(webhooks::Receiver(Arc::clone(&self.0))))
     }
 }

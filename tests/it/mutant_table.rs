@@ -507,4 +507,37 @@ pub const MUTANTS: &[Mutant] = &[
         // Generated refusals that need a decision, and refunds where messages are announced.
         generated: Some(NO_UNAUTHORISED),
     },
+    Mutant {
+        name: "webhook-no-dedupe",
+        style: Style::KeyRetry,
+        bug: Bug::WebhookNoDedupe,
+        failure_modes: &["webhook_delivered_twice", "webhook_ack_lost"],
+        // The second delivery, at once or after the lost 2xx, starts the email again under a
+        // new key.
+        catalog: &[("fault_duplicate_webhook", NO_DUPLICATE), ("fault_lose_webhook_ack", NO_DUPLICATE)],
+        also: &[],
+        // The generator draws no intent an event starts yet.
+        generated: None,
+    },
+    Mutant {
+        name: "webhook-ack-first",
+        style: Style::KeyRetry,
+        bug: Bug::WebhookAckFirst,
+        failure_modes: &["webhook_acked_before_work"],
+        // Killed as it reads the payment, after its 200: the service never sends the event
+        // again, and the email never goes.
+        catalog: &[("webhook_crash_before_acting", EXPECTED_STATES)],
+        also: &[],
+        generated: None,
+    },
+    Mutant {
+        name: "webhook-trusts-body",
+        style: Style::KeyRetry,
+        bug: Bug::WebhookTrustsBody,
+        failure_modes: &["webhook_forged"],
+        // The forgery claims order 2 was paid; believed, it sends order 2's welcome.
+        catalog: &[("webhook_forged_payment", NO_UNAUTHORISED)],
+        also: &[],
+        generated: None,
+    },
 ];

@@ -333,25 +333,34 @@ const MODES_WITHOUT_A_MUTANT: &[(&str, &str)] = &[
         "the provider's own second delivery of a message: no executor makes it or can prevent \
          it, and the checker blames nobody for it (`fault_redeliver` passes)",
     ),
-    ("webhook_ack_lost", WEBHOOK_MODE),
-    ("webhook_acked_before_work", WEBHOOK_MODE),
-    ("webhook_dedupe_in_memory", WEBHOOK_MODE),
-    ("webhook_delivered_twice", WEBHOOK_MODE),
-    ("webhook_endpoint_down", WEBHOOK_MODE),
-    ("webhook_forged", WEBHOOK_MODE),
-    ("webhook_out_of_order", WEBHOOK_MODE),
-    ("webhook_replayed", WEBHOOK_MODE),
+    (
+        "webhook_dedupe_in_memory",
+        "an executor acts through its durable intent log, so events remembered in memory only are harmless to \
+         it: the restarted worker's log holds the intent once; the webhook example app's memory-dedupe switch, \
+         with no-key, fails its scenario through twice serve",
+    ),
+    (
+        "webhook_endpoint_down",
+        "nothing can go twice: the event arrives once, late, and every handler that acts once the endpoint \
+         is back passes; it holds that one does",
+    ),
+    (
+        "webhook_out_of_order",
+        "an event that arrives after a newer one harms only work that depends on the order of events, and a \
+         welcome email per order does not; it holds that each order is still welcomed once",
+    ),
+    (
+        "webhook_replayed",
+        "a replay carries an event id already taken, so a handler that dedupes does nothing with it even \
+         without the age check; the webhook example app's naive handler (no dedupe, no signature check) fails \
+         it through twice serve",
+    ),
     (
         "stale_nonce",
         "a nonce the lagging node reports reuses the executor's own earlier one, which the \
          node refuses (nonce too low): the transfer fails honestly, an unmet expectation only",
     ),
 ];
-
-/// Why a webhook failure mode has no mutant (`docs/failure-modes.md` says the same).
-const WEBHOOK_MODE: &str = "a webhook handler's bug, which the mutants cannot have yet: they do not announce \
-     webhooks, so twice run proposes them no intent an event starts; the reference executor passes its \
-     scenario in the sim and live, and the naive handlers of the webhook example app fail it through twice serve";
 
 /// The doc's rows of exempt modes: the mode's cell, then the reason's.
 fn doc_exemption(mode: &str) -> Option<String> {

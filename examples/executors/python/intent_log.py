@@ -104,7 +104,8 @@ CREATE TABLE IF NOT EXISTS webhook_events (
     event_id TEXT PRIMARY KEY,
     event_type TEXT NOT NULL,
     object_id TEXT NOT NULL,
-    taken_ms INTEGER NOT NULL
+    received_ms INTEGER NOT NULL,
+    started_ms INTEGER
 );
 CREATE TABLE IF NOT EXISTS webhook_endpoints (
     worker_id TEXT PRIMARY KEY,

@@ -216,14 +216,15 @@ fn a_triggered_proposal_is_kept_not_recorded_and_answered_in_its_place() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// An event taken before its trigger arrives starts the intent as the trigger is proposed.
+/// An event that started before its trigger arrived starts the intent as the trigger is
+/// proposed.
 #[test]
 fn a_trigger_proposed_after_its_event_was_taken_starts_at_once() {
     let dir = temp_dir("taken-first");
     let ex = executor(&dir, Arc::new(crate::world::NoHooks));
-    ex.log().take_event("evt_1", "payment_intent.succeeded", "pi_9", 5).unwrap();
-    ex.log().take_event("evt_1", "payment_intent.succeeded", "pi_9", 6).unwrap();
-    assert!(ex.log().event_taken("evt_1").unwrap());
+    ex.log().receive_event("evt_1", "payment_intent.succeeded", "pi_9", 5).unwrap();
+    ex.log().event_started("evt_1", 6).unwrap();
+    assert!(ex.log().event_received("evt_1").unwrap());
     let intent = ex.propose(triggered("late", "pi_9")).unwrap();
     assert_eq!(intent.state, State::Recorded);
     let recorded: Vec<String> = ex.status(None).unwrap().into_iter().map(|i| i.id).collect();
@@ -259,6 +260,6 @@ async fn a_forged_or_stale_delivery_is_refused_and_starts_nothing() {
         assert!(answer.note.contains(why), "{answer:?}");
     }
     assert!(ex.status(None).unwrap().is_empty(), "nothing started");
-    assert!(!ex.log().event_taken("evt_1").unwrap());
+    assert!(!ex.log().event_received("evt_1").unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }

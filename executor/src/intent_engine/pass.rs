@@ -36,8 +36,10 @@ impl Executor {
 
     /// One pass over the unresolved intents.
     pub async fn pass(&self) -> Result<PassReport, LogError> {
-        // A worker that listens for webhooks has its endpoint before it waits for one.
+        // A worker that listens for webhooks has its endpoint before it waits for one, and
+        // starts what the events it received ask for before it looks at its intents.
         self.ensure_endpoint().await;
+        self.start_received().await;
         let now = self.now();
         let active = self.log().active()?;
         let mut report = PassReport::default();

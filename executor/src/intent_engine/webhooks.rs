@@ -4,18 +4,27 @@
 //! a genuine event of that type about that object arrives. The worker then registers an
 //! endpoint of its own with the payments API (once a trigger is kept and it listens; a
 //! restarted worker moves its endpoint to its new URL rather than making another, which would
-//! leave the deliveries owed to the old one unanswered). A delivery is taken in this order,
-//! and answered 2xx only once what it asks for is durable:
+//! leave the deliveries owed to the old one unanswered).
 //!
-//! 1. the signature is checked against the endpoint's secret and the wall clock (a forged or
-//!    replayed delivery gets a 400 and starts nothing);
-//! 2. an event already taken is answered 200 at once (the service delivers at least once);
-//! 3. the payment is read from the API now (the event's copy may be stale, or a lie): only a
-//!    payment that succeeded starts anything;
-//! 4. each trigger of the event is proposed as an intent, whose id the log holds once, so an
-//!    event taken twice by two workers, or again after a crash, still starts it once;
-//! 5. the event is noted as taken, and the answer is 200. A crash anywhere before leaves no
-//!    2xx, and the service's retry finds the worker again.
+//! A delivery is taken one at a time, and answered 2xx only once it is durable: the
+//! signature is checked against the endpoint's secret and the wall clock (a forged or
+//! replayed delivery gets a 400 and is not kept); an event received before is answered 200
+//! at once (the service delivers at least once); a new one is kept as received, then 200. A
+//! crash before that leaves no 2xx, and the service's retry finds the worker again.
+//!
+//! What the event asks for is done by the passes, which the worker's own retries drive (a
+//! handler that did it would depend on the service's few retries for its own reads): each
+//! received event's payment is read from the API (the event's copy may be stale, or a lie),
+//! and once it shows `succeeded` the event's triggers are proposed as intents, whose ids the
+//! log holds once, so an event received twice, by two workers or again after a crash, still
+//! starts each once; then the event is noted as started. A read that fails, or that does not
+//! show the payment yet (reads may lag), is tried again at the next pass.
+//!
+//! A registration that went wrong (no answer, an error) may have made an endpoint whose
+//! secret never arrived: the service sends that endpoint's events where this worker cannot
+//! verify them. The worker registers again and, until every trigger it keeps has started,
+//! reads the service's own `payment_intent.succeeded` events from the API at each pass
+//! (`GET /v1/events`), keeping those it never received.
 
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -58,7 +67,7 @@ impl Executor {
             return Err(ProposeError::Conflict(intent.id));
         }
         self.armed.store(true, Ordering::SeqCst);
-        if self.log().event_taken_for(&trigger.event_type, &trigger.object_id)? {
+        if self.log().event_started_for(&trigger.event_type, &trigger.object_id)? {
             return self.fire(&trigger);
         }
         Ok(intent)
@@ -95,13 +104,47 @@ impl Executor {
     /// Registers this worker's endpoint, or moves it to this life's URL, if a trigger is kept
     /// and the worker listens; once per life. A failure is tried again at the next pass.
     pub(super) async fn ensure_endpoint(&self) {
-        if self.endpoint_ready.load(Ordering::SeqCst) || !self.armed.load(Ordering::SeqCst) {
+        let Some(service) =
+            self.config.services.get("payments").filter(|_| self.armed.load(Ordering::SeqCst))
+        else {
             return;
+        };
+        if !self.endpoint_ready.load(Ordering::SeqCst) {
+            let url = self.webhook_url.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let Some(url) = url else { return };
+            match self.register(service, &url).await {
+                Ok(()) => self.endpoint_ready.store(true, Ordering::SeqCst),
+                // An endpoint may have been made whose secret never reached us: the events
+                // sent to it are read from the API once a new one is registered.
+                Err(_) => self.missed_events.store(true, Ordering::SeqCst),
+            }
         }
-        let url = self.webhook_url.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let (Some(url), Some(service)) = (url, self.config.services.get("payments")) else { return };
-        if self.register(service, &url).await.is_ok() {
-            self.endpoint_ready.store(true, Ordering::SeqCst);
+        if self.endpoint_ready.load(Ordering::SeqCst) && self.missed_events.load(Ordering::SeqCst) {
+            self.recover_missed_events(service).await;
+        }
+    }
+
+    /// Keeps as received the events the service made that never reached this worker: each
+    /// `payment_intent.succeeded` the API lists (its own record, so genuine) about a trigger
+    /// kept. Until every trigger kept has started, at every pass; a failure is tried again at
+    /// the next.
+    async fn recover_missed_events(&self, service: &vocabulary::protocol::Service) {
+        let Ok(list) = self.call(services::list_events(service, &self.config, EVENT_TYPES[0])).await else {
+            return;
+        };
+        let events = list.get("data").and_then(Value::as_array).cloned().unwrap_or_default();
+        for event in events {
+            let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+            let (Some(id), Some(kind), Some(object)) = (text("/id"), text("/type"), text("/data/object/id"))
+            else {
+                continue;
+            };
+            if !self.log().triggers_for(&kind, &object).unwrap_or_default().is_empty() {
+                let _ = self.log().receive_event(&id, &kind, &object, self.now());
+            }
+        }
+        if self.log().all_triggers_started().unwrap_or(false) {
+            self.missed_events.store(false, Ordering::SeqCst);
         }
     }
 
@@ -109,12 +152,20 @@ impl Executor {
         let worker = self.config.worker_id.clone();
         let kept = self.log().endpoint(&worker).map_err(|e| e.to_string())?;
         let endpoint = match kept {
-            Some(e) if e.url == url => return Ok(()),
-            Some(e) => {
+            Some(e) if e.is_registered() && e.url == url => return Ok(()),
+            Some(e) if e.is_registered() => {
                 self.call(services::move_endpoint(service, &self.config, &e.id, url)).await?;
                 Endpoint { url: url.to_string(), ..e }
             }
-            None => {
+            kept => {
+                // A registration of an earlier life whose answer never came (it was killed
+                // sending it): what it made, its events are read from the API instead.
+                if kept.is_some() {
+                    self.missed_events.store(true, Ordering::SeqCst);
+                }
+                // Kept before it leaves, as an intent is `submitted`: a crash that follows
+                // leaves the next life knowing a registration may have been made.
+                self.log().keep_endpoint(&worker, &Endpoint::in_flight(url)).map_err(|e| e.to_string())?;
                 let made =
                     self.call(services::register_endpoint(service, &self.config, url, EVENT_TYPES)).await?;
                 let field = |name: &str| made.get(name).and_then(Value::as_str).map(str::to_string);
@@ -152,6 +203,7 @@ impl Executor {
             .log()
             .endpoint(&self.config.worker_id)
             .map_err(log_error)?
+            .filter(Endpoint::is_registered)
             .ok_or((503, "no endpoint registered yet".to_string()))?;
         // The wall clock, as the SDKs check it: the service signs with its wall clock too.
         let now_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -166,23 +218,31 @@ impl Executor {
         if !EVENT_TYPES.contains(&kind.as_str()) {
             return Ok(format!("{kind}: not an event this executor acts on"));
         }
-        if self.log().event_taken(&id).map_err(log_error)? {
-            return Ok(format!("{id} was taken already"));
+        if self.log().receive_event(&id, &kind, &object, self.now()).map_err(log_error)? {
+            Ok(format!("{id} received"))
+        } else {
+            Ok(format!("{id} was received already"))
         }
-        let service = self.config.services.get("payments").ok_or((503, "no payments service".to_string()))?;
-        let payment = self
-            .call(services::read_payment_intent(service, &self.config, &object))
-            .await
-            .map_err(|e| (503, format!("cannot read the payment now: {e}")))?;
-        let status = payment.get("status").and_then(Value::as_str).unwrap_or("unknown");
-        if status != "succeeded" {
-            return Ok(format!("{object} is {status} now: nothing to start"));
+    }
+
+    /// Starts what the events received ask for, where the service shows it: each event's
+    /// payment is read now, and once it shows `succeeded` its triggers are proposed and the
+    /// event noted as started. What cannot be read, or does not show yet, waits for the next
+    /// pass.
+    pub(super) async fn start_received(&self) {
+        let armed = self.armed.load(Ordering::SeqCst);
+        let Some(service) = self.config.services.get("payments").filter(|_| armed) else { return };
+        let waiting = self.log().events_waiting().unwrap_or_default();
+        for (id, kind, object) in waiting {
+            let read = self.call(services::read_payment_intent(service, &self.config, &object)).await;
+            let status = read.ok().and_then(|p| p.get("status").and_then(Value::as_str).map(str::to_string));
+            if status.as_deref() != Some("succeeded") {
+                continue;
+            }
+            let Ok(triggers) = self.log().triggers_for(&kind, &object) else { return };
+            if triggers.iter().all(|t| self.fire(t).is_ok()) {
+                let _ = self.log().event_started(&id, self.now());
+            }
         }
-        let triggers = self.log().triggers_for(&kind, &object).map_err(log_error)?;
-        for trigger in &triggers {
-            self.fire(trigger).map_err(|e| (500, e.to_string()))?;
-        }
-        self.log().take_event(&id, &kind, &object, self.now()).map_err(log_error)?;
-        Ok(format!("{id} taken: {} intents started", triggers.len()))
     }
 }

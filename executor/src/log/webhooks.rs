@@ -1,6 +1,7 @@
 //! What receiving webhooks needs kept: the intents an event will start (`triggers`), the
-//! events already taken (`webhook_events`, so that a second delivery of one is answered
-//! without acting) and each worker's endpoint (`webhook_endpoints`: its id and secret, so that
+//! events received (`webhook_events`: kept before the 2xx, so that a second delivery of one
+//! is answered without acting, and started by a pass once the payment shows it) and each
+//! worker's endpoint (`webhook_endpoints`: its id and secret, so that
 //! a restarted worker keeps the endpoint the service owes deliveries to).
 //!
 //! A trigger is kept as the proposal that arms it; firing it proposes that intent, whose id
@@ -25,6 +26,18 @@ pub struct Endpoint {
     pub id: String,
     pub secret: String,
     pub url: String,
+}
+
+impl Endpoint {
+    /// The row kept while a registration is on its way: no id and no secret yet.
+    pub fn in_flight(url: &str) -> Endpoint {
+        Endpoint { id: String::new(), secret: String::new(), url: url.to_string() }
+    }
+
+    /// Whether the service's answer made it: an id and a secret.
+    pub fn is_registered(&self) -> bool {
+        !self.id.is_empty() && !self.secret.is_empty()
+    }
 }
 
 /// What arming a trigger found.
@@ -89,38 +102,75 @@ impl IntentLog {
         rows.collect::<Result<_, _>>().map_err(|e| self.sqlite(e))
     }
 
-    /// Whether event `event_id` was taken already.
-    pub fn event_taken(&self, event_id: &str) -> Result<bool, LogError> {
+    /// Whether every trigger kept has started (its intent is recorded).
+    pub fn all_triggers_started(&self) -> Result<bool, LogError> {
+        self.conn
+            .prepare_cached("SELECT 1 FROM triggers WHERE intent_id NOT IN (SELECT id FROM intents) LIMIT 1")
+            .and_then(|mut s| s.exists([]))
+            .map(|waiting| !waiting)
+            .map_err(|e| self.sqlite(e))
+    }
+
+    /// Whether event `event_id` was received already.
+    pub fn event_received(&self, event_id: &str) -> Result<bool, LogError> {
         self.conn
             .prepare_cached("SELECT 1 FROM webhook_events WHERE event_id = ?1")
             .and_then(|mut s| s.exists([event_id]))
             .map_err(|e| self.sqlite(e))
     }
 
-    /// Whether an event of `event_type` about `object_id` was taken (a trigger armed after its
-    /// event fires at once).
-    pub fn event_taken_for(&self, event_type: &str, object_id: &str) -> Result<bool, LogError> {
+    /// Whether an event of `event_type` about `object_id` started its triggers (a trigger
+    /// armed after that starts at once).
+    pub fn event_started_for(&self, event_type: &str, object_id: &str) -> Result<bool, LogError> {
         self.conn
-            .prepare_cached("SELECT 1 FROM webhook_events WHERE event_type = ?1 AND object_id = ?2")
+            .prepare_cached(
+                "SELECT 1 FROM webhook_events WHERE event_type = ?1 AND object_id = ?2 AND started_ms IS NOT NULL",
+            )
             .and_then(|mut s| s.exists([event_type, object_id]))
             .map_err(|e| self.sqlite(e))
     }
 
-    /// Notes event `event_id` as taken (its triggers fired before this); a second note of it
-    /// changes nothing.
-    pub fn take_event(
+    /// Keeps event `event_id` as received, durably, unless it was (a second delivery of it
+    /// changes nothing); true when it is new.
+    pub fn receive_event(
         &mut self,
         event_id: &str,
         event_type: &str,
         object_id: &str,
         at_ms: u64,
-    ) -> Result<(), LogError> {
+    ) -> Result<bool, LogError> {
         self.conn
             .prepare_cached(
-                "INSERT OR IGNORE INTO webhook_events (event_id, event_type, object_id, taken_ms) \
+                "INSERT OR IGNORE INTO webhook_events (event_id, event_type, object_id, received_ms) \
                  VALUES (?1, ?2, ?3, ?4)",
             )
             .and_then(|mut s| s.execute(params![event_id, event_type, object_id, at_ms as i64]))
+            .map(|n| n == 1)
+            .map_err(|e| self.sqlite(e))
+    }
+
+    /// The events received whose triggers have not started yet, oldest first: (id, type,
+    /// object).
+    pub fn events_waiting(&self) -> Result<Vec<(String, String, String)>, LogError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT event_id, event_type, object_id FROM webhook_events WHERE started_ms IS NULL \
+                 ORDER BY received_ms, event_id",
+            )
+            .map_err(|e| self.sqlite(e))?;
+        let rows =
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(|e| self.sqlite(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.sqlite(e))
+    }
+
+    /// Notes that event `event_id` started its triggers.
+    pub fn event_started(&mut self, event_id: &str, at_ms: u64) -> Result<(), LogError> {
+        self.conn
+            .prepare_cached(
+                "UPDATE webhook_events SET started_ms = ?2 WHERE event_id = ?1 AND started_ms IS NULL",
+            )
+            .and_then(|mut s| s.execute(params![event_id, at_ms as i64]))
             .map(|_| ())
             .map_err(|e| self.sqlite(e))
     }
@@ -182,11 +232,14 @@ mod tests {
         assert_eq!(ids, ["a", "b"]);
         assert!(log.triggers_for("payment_intent.succeeded", "pi_2").unwrap().is_empty());
 
-        assert!(!log.event_taken_for("payment_intent.succeeded", "pi_1").unwrap());
-        log.take_event("evt_1", "payment_intent.succeeded", "pi_1", 1).unwrap();
-        log.take_event("evt_1", "payment_intent.succeeded", "pi_1", 2).unwrap();
-        assert!(log.event_taken("evt_1").unwrap() && !log.event_taken("evt_2").unwrap());
-        assert!(log.event_taken_for("payment_intent.succeeded", "pi_1").unwrap());
+        assert!(log.receive_event("evt_1", "payment_intent.succeeded", "pi_1", 1).unwrap());
+        assert!(!log.receive_event("evt_1", "payment_intent.succeeded", "pi_1", 2).unwrap());
+        assert!(log.event_received("evt_1").unwrap() && !log.event_received("evt_2").unwrap());
+        assert!(!log.event_started_for("payment_intent.succeeded", "pi_1").unwrap());
+        assert_eq!(log.events_waiting().unwrap().len(), 1);
+        log.event_started("evt_1", 3).unwrap();
+        assert!(log.events_waiting().unwrap().is_empty());
+        assert!(log.event_started_for("payment_intent.succeeded", "pi_1").unwrap());
 
         assert_eq!(log.endpoint("w1").unwrap(), None);
         let first = Endpoint { id: "we_1".into(), secret: "whsec_1".into(), url: "http://a/webhooks".into() };
@@ -198,7 +251,7 @@ mod tests {
 
         // What the sim's next run on this warm name starts from: every table empty.
         log.empty().unwrap();
-        assert!(!log.has_triggers().unwrap() && !log.event_taken("evt_1").unwrap());
+        assert!(!log.has_triggers().unwrap() && !log.event_received("evt_1").unwrap());
         assert_eq!(log.endpoint("w1").unwrap(), None);
     }
 }

@@ -66,3 +66,20 @@ pub fn read_payment_intent(service: &Service, config: &Config, id: &str) -> Http
         timeout_ms: config.limits.request_timeout_ms,
     }
 }
+
+/// The `GET /v1/events?type=...` that lists the service's own events of a type, newest first:
+/// what a worker that may have missed a delivery reads them from (the API is authenticated,
+/// so what it lists is genuine).
+pub fn list_events(service: &Service, config: &Config, event_type: &str) -> HttpRequest {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("type", event_type)
+        .append_pair("limit", "100")
+        .finish();
+    HttpRequest {
+        method: "GET",
+        url: format!("{}/v1/events?{query}", super::base(service)),
+        headers: vec![("authorization".into(), format!("Bearer {}", api_key(config)))],
+        body: Vec::new(),
+        timeout_ms: config.limits.request_timeout_ms,
+    }
+}

@@ -84,6 +84,9 @@ impl Worker {
     }
 
     pub(super) fn propose_now(&self, spec: &IntentSpec) -> Result<(), Refusal> {
+        if spec.on_event.is_some() {
+            return self.arm(spec);
+        }
         // A step's references are checked with a stand-in value; the real one is known only
         // when its predecessors have taken effect.
         let references = vocabulary::workflow::references(&spec.params).map_err(Refusal::Other)?;
@@ -229,6 +232,7 @@ impl Worker {
     /// lineage releases is sent in the next pass, as the reference does), then sends and
     /// lookups, concurrently.
     pub(super) async fn pass(&self) -> Turn {
+        self.ensure_endpoint().await;
         let (blocked, active): (Vec<Rec>, Vec<Rec>) = self
             .store()
             .all()
