@@ -213,12 +213,7 @@ impl Store {
     fn save(&mut self, recs: Vec<Rec>) {
         match self {
             Store::Memory(held) => *held = recs,
-            Store::File(path) => {
-                let tmp = path.with_extension("tmp");
-                std::fs::write(&tmp, serde_json::to_vec(&recs).expect("records serialize"))
-                    .expect("the naive store is writable");
-                std::fs::rename(&tmp, path).expect("the naive store is writable");
-            }
+            Store::File(path) => write_whole(path, &recs),
         }
     }
 
@@ -245,4 +240,13 @@ impl Store {
         self.save(all);
         Some(rec)
     }
+}
+
+/// Writes `value` as JSON to `path` whole: to a file beside it, then renamed into place, so
+/// that a crash leaves the old file or the new one, never half of one.
+pub(super) fn write_whole(path: &std::path::Path, value: &impl Serialize) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(value).expect("the naive state serializes"))
+        .expect("the naive state is writable");
+    std::fs::rename(&tmp, path).expect("the naive state is writable");
 }

@@ -54,12 +54,7 @@ impl HookStore {
         change(&mut hooks);
         match self {
             HookStore::Memory(held) => *held = hooks,
-            HookStore::File(path) => {
-                let tmp = path.with_extension("tmp");
-                std::fs::write(&tmp, serde_json::to_vec(&hooks).expect("hooks serialize"))
-                    .expect("the naive hooks are writable");
-                std::fs::rename(&tmp, path).expect("the naive hooks are writable");
-            }
+            HookStore::File(path) => super::store::write_whole(path, &hooks),
         }
     }
 }

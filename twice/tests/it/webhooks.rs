@@ -169,11 +169,12 @@ fn an_executor_without_webhooks_has_the_triggered_intents_reported_unsupported()
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A registration whose answer is lost, with keys the payments service ignores: the endpoint
-/// it made, whose secret never arrived, is the only one when the customer pays. The worker
-/// registers again and reads the event it missed from the API.
-const REGISTRATION_LOST: &str = r#"
-name = "registration-lost"
+/// One welcome email that order 1's payment starts, with keys the payments service ignores,
+/// and `rest` (a fault or an event): each robustness case below is this and its one trouble.
+fn welcome_once(name: &str, rest: &str) -> Scenario {
+    let text = format!(
+        r#"
+name = "{name}"
 [services.payments]
 idempotency_keys = "ignored"
 settle_ms_max = 500
@@ -183,72 +184,56 @@ read_lag_ms_max = 300
 [[intents]]
 id = "welcome"
 action = "messages.send"
-params = { to = "ada@example.com", subject = "Welcome", body = "Order 1 is paid." }
-on_event = { type = "payment_intent.succeeded", payment_intent = "pi_order_1" }
-[[faults]]
+params = {{ to = "ada@example.com", subject = "Welcome", body = "Order 1 is paid." }}
+on_event = {{ type = "payment_intent.succeeded", payment_intent = "pi_order_1" }}
+[expect]
+welcome = "confirmed"
+{rest}
+"#
+    );
+    scenarios::parse_scenario(&text, "test").expect("a valid scenario")
+}
+
+/// The troubles, each with whether the worker must read a missed event from the API: a
+/// registration whose answer is lost (the endpoint it made, whose secret never arrived, is the
+/// only one when the customer pays); the worker killed while its registration is on its way
+/// (the next life finds the registration it kept before sending); every read of the payment
+/// refused while faults last (the event was kept before the 200, and the passes read the
+/// payment again once reads come back).
+const TROUBLES: &[(&str, &str, bool)] = &[
+    (
+        "registration-lost",
+        r#"[[faults]]
 service = "payments"
 method = "POST"
 path = "/v1/webhook_endpoints"
 nth = 1
-fault = { kind = "timeout_after_commit", hold_ms = 3000 }
-[expect]
-welcome = "confirmed"
-"#;
-
-/// The worker killed while its registration is on its way: the next life finds the
-/// registration it kept before sending, and so knows an endpoint may exist that it has no
-/// secret for.
-const REGISTRATION_CRASH: &str = r#"
-name = "registration-crash"
-[services.payments]
-idempotency_keys = "ignored"
-settle_ms_max = 500
-[services.messages]
-settle_ms_max = 500
-read_lag_ms_max = 300
-[[intents]]
-id = "welcome"
-action = "messages.send"
-params = { to = "ada@example.com", subject = "Welcome", body = "Order 1 is paid." }
-on_event = { type = "payment_intent.succeeded", payment_intent = "pi_order_1" }
-[[events]]
+fault = { kind = "timeout_after_commit", hold_ms = 3000 }"#,
+        true,
+    ),
+    (
+        "registration-crash",
+        r#"[[events]]
 at = { service = "payments", method = "POST", path = "/v1/webhook_endpoints", nth = 1 }
-do = "crash"
-[expect]
-welcome = "confirmed"
-"#;
-
-/// A delivery whose payment the worker cannot read (every read refused for longer than the
-/// service retries) is still carried out: the event was kept before the 200, and the passes
-/// read the payment again once the reads come back.
-const READS_REFUSED: &str = r#"
-name = "reads-refused"
-[services.payments]
-settle_ms_max = 500
-[services.messages]
-settle_ms_max = 500
-read_lag_ms_max = 300
-[[intents]]
-id = "welcome"
-action = "messages.send"
-params = { to = "ada@example.com", subject = "Welcome", body = "Order 1 is paid." }
-on_event = { type = "payment_intent.succeeded", payment_intent = "pi_order_1" }
-[[faults]]
+do = "crash""#,
+        true,
+    ),
+    (
+        "reads-refused",
+        r#"[[faults]]
 service = "payments"
 method = "GET"
 path = "/v1/payment_intents/pi_order_1"
-fault = "refuse"
-[expect]
-welcome = "confirmed"
-"#;
+fault = "refuse""#,
+        false,
+    ),
+];
 
 #[test]
 fn the_reference_executor_recovers_a_lost_registration_a_crash_while_registering_and_refused_reads() {
     let dir = std::env::temp_dir().join(format!("twice-webhooks-robust-{}", std::process::id()));
-    for (text, reads_events) in
-        [(REGISTRATION_LOST, true), (REGISTRATION_CRASH, true), (READS_REFUSED, false)]
-    {
-        let scenario = scenarios::parse_scenario(text, "test").expect("a valid scenario");
+    for (name, trouble, reads_events) in TROUBLES {
+        let scenario = welcome_once(name, trouble);
         let observed = sim::run_blocking(&scenario, 1, &Reference, &dir).expect("it sets up");
         let verdicts = checker::check(&scenario, &observed);
         let violated: Vec<String> =
@@ -257,7 +242,7 @@ fn the_reference_executor_recovers_a_lost_registration_a_crash_while_registering
         assert_eq!(observed.ledgers["messages"].len(), 1, "{}: one email", scenario.name);
         let listed =
             observed.journals["payments"].iter().any(|e| e.method == "GET" && e.path == "/v1/events");
-        assert_eq!(listed, reads_events, "{}: the missed event read from the API", scenario.name);
+        assert_eq!(listed, *reads_events, "{}: the missed event read from the API", scenario.name);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
