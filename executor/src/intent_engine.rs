@@ -184,6 +184,9 @@ pub struct Executor {
     /// Whether a registration went wrong in this life: an endpoint may have been made that it
     /// has no secret for, and the events sent to it are read from the API instead.
     missed_events: AtomicBool,
+    /// Where the payments service's acks may lie: when this life's registration was answered,
+    /// until the endpoint shows when read back.
+    unconfirmed_since_ms: Mutex<Option<u64>>,
     /// Deliveries are taken one at a time: a second delivery of an event that arrives while
     /// the first is being taken finds it taken, rather than reading the payment again.
     webhook_turn: tokio::sync::Mutex<()>,
@@ -245,6 +248,7 @@ impl Executor {
             armed: AtomicBool::new(false),
             endpoint_ready: AtomicBool::new(false),
             missed_events: AtomicBool::new(false),
+            unconfirmed_since_ms: Mutex::new(None),
             webhook_turn: tokio::sync::Mutex::new(()),
         }
     }

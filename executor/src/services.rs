@@ -35,7 +35,9 @@ use vocabulary::protocol::Service;
 pub use chain::{ChainFacts, chain_facts, chain_key, rpc_request};
 pub use files::{quoted_md5, read_precondition};
 pub use messages::{INTENT_HEADER, SENDER};
-pub use payments::{INTENT_METADATA_KEY, list_events, move_endpoint, read_payment_intent, register_endpoint};
+pub use payments::{
+    INTENT_METADATA_KEY, list_events, move_endpoint, read_endpoint, read_payment_intent, register_endpoint,
+};
 
 use chain::{classify_broadcast, lookup_transfer};
 use files::{classify_put, lookup_object, object_url};

@@ -119,9 +119,50 @@ impl Executor {
                 Err(_) => self.missed_events.store(true, Ordering::SeqCst),
             }
         }
+        let since = *self.unconfirmed_since_ms.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(since) = since.filter(|_| self.endpoint_ready.load(Ordering::SeqCst)) {
+            self.confirm_endpoint(service, since).await;
+        }
         if self.endpoint_ready.load(Ordering::SeqCst) && self.missed_events.load(Ordering::SeqCst) {
             self.recover_missed_events(service).await;
         }
+    }
+
+    /// Reads back a registration answered where acks may lie: the endpoint shows at its URL
+    /// (confirmed), or it still does not once no read can lag and no request can land any
+    /// more since the answer came (the 200 did nothing: registered again at the next pass,
+    /// the events of the meantime read from the API), or neither yet (read again next pass).
+    async fn confirm_endpoint(&self, service: &vocabulary::protocol::Service, since_ms: u64) {
+        let worker = self.config.worker_id.clone();
+        let Ok(Some(endpoint)) = self.log().endpoint(&worker) else { return };
+        let read = services::read_endpoint(service, &self.config, &endpoint.id);
+        let looked_at = self.now();
+        let Ok(answer) = self.world.transport.send(read).await else { return };
+        let shown = answer.json().and_then(|e| e.get("url").and_then(Value::as_str).map(str::to_string));
+        if answer.status == 200 && shown.as_deref() == Some(endpoint.url.as_str()) {
+            *self.unconfirmed_since_ms.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            return;
+        }
+        let contract = &service.contract;
+        let settled_at = since_ms
+            + contract.settle_ms_max
+            + contract.read_lag_ms_max
+            + self.config.limits.request_timeout_ms
+            + super::SAFETY_MARGIN_MS;
+        if !(answer.status == 200 || answer.status == 404) || looked_at < settled_at {
+            return;
+        }
+        // The 200 did nothing. A create is made again (its events may have gone nowhere); a
+        // move is sent again.
+        if answer.status == 404 {
+            let _ = self.log().keep_endpoint(&worker, &Endpoint::in_flight(&endpoint.url));
+        } else {
+            let _ =
+                self.log().keep_endpoint(&worker, &Endpoint { url: shown.unwrap_or_default(), ..endpoint });
+        }
+        *self.unconfirmed_since_ms.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.endpoint_ready.store(false, Ordering::SeqCst);
+        self.missed_events.store(true, Ordering::SeqCst);
     }
 
     /// Keeps as received the events the service made that never reached this worker: each
@@ -175,7 +216,11 @@ impl Executor {
                 Endpoint { id, secret, url: url.to_string() }
             }
         };
-        self.log().keep_endpoint(&worker, &endpoint).map_err(|e| e.to_string())
+        self.log().keep_endpoint(&worker, &endpoint).map_err(|e| e.to_string())?;
+        if service.contract.acks == vocabulary::Acks::MayLie {
+            *self.unconfirmed_since_ms.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.now());
+        }
+        Ok(())
     }
 
     /// Sends `request`; its JSON answer when the status is 2xx.

@@ -83,3 +83,15 @@ pub fn list_events(service: &Service, config: &Config, event_type: &str) -> Http
         timeout_ms: config.limits.request_timeout_ms,
     }
 }
+
+/// The `GET /v1/webhook_endpoints/{id}` that reads an endpoint back: where acks may lie, a
+/// registration's 200 proves nothing until the endpoint shows.
+pub fn read_endpoint(service: &Service, config: &Config, id: &str) -> HttpRequest {
+    HttpRequest {
+        method: "GET",
+        url: format!("{}/v1/webhook_endpoints/{id}", super::base(service)),
+        headers: vec![("authorization".into(), format!("Bearer {}", api_key(config)))],
+        body: Vec::new(),
+        timeout_ms: config.limits.request_timeout_ms,
+    }
+}

@@ -169,15 +169,17 @@ fn an_executor_without_webhooks_has_the_triggered_intents_reported_unsupported()
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// One welcome email that order 1's payment starts, with keys the payments service ignores,
-/// and `rest` (a fault or an event): each robustness case below is this and its one trouble.
-fn welcome_once(name: &str, rest: &str) -> Scenario {
+/// One welcome email that order 1's payment starts, with keys the payments service ignores
+/// (and its other `payments` terms), and `rest` (a fault or an event): each robustness case
+/// below is this and its one trouble.
+fn welcome_once(name: &str, payments: &str, rest: &str) -> Scenario {
     let text = format!(
         r#"
 name = "{name}"
 [services.payments]
 idempotency_keys = "ignored"
 settle_ms_max = 500
+{payments}
 [services.messages]
 settle_ms_max = 500
 read_lag_ms_max = 300
@@ -194,15 +196,18 @@ welcome = "confirmed"
     scenarios::parse_scenario(&text, "test").expect("a valid scenario")
 }
 
-/// The troubles, each with whether the worker must read a missed event from the API: a
-/// registration whose answer is lost (the endpoint it made, whose secret never arrived, is the
-/// only one when the customer pays); the worker killed while its registration is on its way
-/// (the next life finds the registration it kept before sending); every read of the payment
-/// refused while faults last (the event was kept before the 200, and the passes read the
-/// payment again once reads come back).
-const TROUBLES: &[(&str, &str, bool)] = &[
+/// The troubles, each with its payments terms and whether the worker must read a missed event
+/// from the API: a registration whose answer is lost (the endpoint it made, whose secret never
+/// arrived, is the only one when the customer pays); the worker killed while its registration
+/// is on its way (the next life finds the registration it kept before sending); a
+/// registration answered 200 that did nothing, where acks may lie (read back, and made again
+/// once the endpoint still does not show past the read lag); every read of the payment refused
+/// while faults last (the event was kept before the 200, and the passes read the payment again
+/// once reads come back).
+const TROUBLES: &[(&str, &str, &str, bool)] = &[
     (
         "registration-lost",
+        "",
         r#"[[faults]]
 service = "payments"
 method = "POST"
@@ -213,13 +218,26 @@ fault = { kind = "timeout_after_commit", hold_ms = 3000 }"#,
     ),
     (
         "registration-crash",
+        "",
         r#"[[events]]
 at = { service = "payments", method = "POST", path = "/v1/webhook_endpoints", nth = 1 }
 do = "crash""#,
         true,
     ),
     (
+        "registration-did-nothing",
+        r#"acks = "may_lie""#,
+        r#"[[faults]]
+service = "payments"
+method = "POST"
+path = "/v1/webhook_endpoints"
+nth = 1
+fault = "silent_noop""#,
+        true,
+    ),
+    (
         "reads-refused",
+        "",
         r#"[[faults]]
 service = "payments"
 method = "GET"
@@ -230,10 +248,10 @@ fault = "refuse""#,
 ];
 
 #[test]
-fn the_reference_executor_recovers_a_lost_registration_a_crash_while_registering_and_refused_reads() {
+fn the_reference_executor_recovers_from_each_trouble_of_its_registration_and_its_reads() {
     let dir = std::env::temp_dir().join(format!("twice-webhooks-robust-{}", std::process::id()));
-    for (name, trouble, reads_events) in TROUBLES {
-        let scenario = welcome_once(name, trouble);
+    for (name, payments, trouble, reads_events) in TROUBLES {
+        let scenario = welcome_once(name, payments, trouble);
         let observed = sim::run_blocking(&scenario, 1, &Reference, &dir).expect("it sets up");
         let verdicts = checker::check(&scenario, &observed);
         let violated: Vec<String> =
