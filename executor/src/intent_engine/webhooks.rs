@@ -24,7 +24,9 @@
 //! secret never arrived: the service sends that endpoint's events where this worker cannot
 //! verify them. The worker registers again and, until every trigger it keeps has started,
 //! reads the service's own `payment_intent.succeeded` events from the API at each pass
-//! (`GET /v1/events`), keeping those it never received.
+//! (`GET /v1/events`), keeping those it never received. Where the payments service's acks may
+//! lie, a registration's 200 is read back before it is trusted, and made again when the
+//! endpoint still does not show once no read can lag.
 
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
