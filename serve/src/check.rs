@@ -20,7 +20,7 @@ pub struct CheckArgs {
     pub report_dir: PathBuf,
     /// Judge at once, without waiting for the world to settle (a late commit, a delivery still
     /// due, a request still in flight): the verdict is marked "judged before the world settled",
-    /// with what was still pending.
+    /// with what was still pending, and with nothing violated exits 3, not 0.
     #[arg(long)]
     pub no_wait: bool,
 }
@@ -29,7 +29,8 @@ pub struct CheckArgs {
 pub const CHECK_MS_MAX: u64 = 60_000;
 
 /// `twice check`: posts the claims to a running serve, writes the report files of its
-/// verdict, and exits as `twice run` does (0 held, 1 violated, 2 could not check).
+/// verdict, and exits as `twice run` does (0 held, 1 violated, 2 could not check), or 3 when
+/// `--no-wait` judged a world still unsettled and found nothing violated yet.
 pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
     let started = std::time::Instant::now();
     let text = std::fs::read_to_string(&args.urls_file)
@@ -78,7 +79,14 @@ pub fn check(args: CheckArgs) -> anyhow::Result<i32> {
         args.report_dir.display(),
         started.elapsed().as_secs_f64()
     );
-    Ok(if results.failed() { runner::exit::VIOLATION } else { runner::exit::OK })
+    let code = runner::exit::of(&results);
+    if code == runner::exit::UNSETTLED {
+        println!(
+            "twice check: no verdict yet: nothing was violated in what was read, but the world had \
+             not settled (above); check again without --no-wait (exit {code})"
+        );
+    }
+    Ok(code)
 }
 
 /// The URLs in a URLs file's text: its string entries (the file also lists the funded dev

@@ -394,7 +394,7 @@ async fn check_claims(world: &World, body: &[u8], wait: bool) -> Response<Full<B
     observed.unsettled = settling.unsettled;
     let result = run::judge(&case, world.seed, world.seed, observed, REPLAY_PREFIX);
     let results = run::results_of(world.seed, "serve", "an application (claims)".into(), None, vec![result]);
-    let code = if results.failed() { exit::VIOLATION } else { exit::OK };
+    let code = exit::of(&results);
     let held = checker::all_held(&results.results[0].verdicts);
     answer(
         200,

@@ -12,7 +12,7 @@ import { readFile, stat } from "node:fs/promises";
 import { resolve as resolvePath } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { TwiceError, TwiceHTTPError, TwiceTimeout, TwiceViolation } from "./errors.js";
+import { TwiceError, TwiceHTTPError, TwiceTimeout, TwiceUnsettled, TwiceViolation } from "./errors.js";
 import {
   type ArmedRule,
   type Claim,
@@ -49,9 +49,18 @@ const POLL_SLACK_MS = 5_000;
  */
 export const CHECK_SETTLE_WAIT_MS_MAX = 1_201_000;
 
+/**
+ * `twice check`'s exit code for a check asked not to wait that found nothing violated in a
+ * world still unsettled: no verdict yet.
+ */
+export const EXIT_UNSETTLED = 3;
+
 /** Options of `Twice.check`. */
 export interface CheckOptions {
-  /** Throw `TwiceViolation` when an invariant was violated (default true). */
+  /**
+   * Throw `TwiceViolation` when an invariant was violated, and `TwiceUnsettled` when none was
+   * but the check did not wait and the world had not settled (default true).
+   */
   raiseOnViolation?: boolean;
   /**
    * Wait for the world to settle before judging (default true); `false` judges at once, and a
@@ -281,10 +290,12 @@ export class Twice implements AsyncDisposable {
    * pending says so (`verdict.settled` is false, `verdict.pending` lists what, and the summary
    * says "judged before the world settled").
    *
-   * Returns the verdict when every invariant held. When one was violated, throws
-   * `TwiceViolation` whose message is the verdict's summary, unless `raiseOnViolation` is
-   * false. A claim serve refuses (an unknown intent, a misspelt state) throws `TwiceHTTPError`
-   * naming the field and the value.
+   * Returns the verdict when every invariant held on a settled world. When one was violated,
+   * throws `TwiceViolation` whose message is the verdict's summary; when none was but the world
+   * had not settled (`{ wait: false }` with something pending: `exitCode` 3), throws
+   * `TwiceUnsettled`: no verdict yet. Neither is thrown when `raiseOnViolation` is false. A
+   * claim serve refuses (an unknown intent, a misspelt state) throws `TwiceHTTPError` naming
+   * the field and the value.
    */
   async check(claims: Iterable<Claim>, options: CheckOptions = {}): Promise<Verdict> {
     const body = { claims: Array.from(claims, claimJson) };
@@ -292,7 +303,9 @@ export class Twice implements AsyncDisposable {
     const url = `${this.control}/__twice/check${wait ? "" : "?wait=false"}`;
     const timeoutMs = this.requestTimeoutMs + (wait ? CHECK_SETTLE_WAIT_MS_MAX : 0);
     const verdict = new Verdict(await this.request("POST", url, body, { timeoutMs }));
-    if ((options.raiseOnViolation ?? true) && !verdict.held) throw new TwiceViolation(verdict);
+    const raise = options.raiseOnViolation ?? true;
+    if (raise && !verdict.held) throw new TwiceViolation(verdict);
+    if (raise && verdict.exitCode === EXIT_UNSETTLED) throw new TwiceUnsettled(verdict);
     return verdict;
   }
 

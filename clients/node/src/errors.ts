@@ -48,6 +48,23 @@ export class TwiceTimeout extends TwiceError {}
 export class ServeStartError extends TwiceError {}
 
 /**
+ * No verdict yet: the check was asked not to wait (`{ wait: false }`), nothing was violated in
+ * what serve read, but something still pending (a late commit, a delivery due) could change a
+ * ledger. Harm may still land, so a test that stopped here would pass on a world that is not
+ * done: check again with `wait` left true. The message is the verdict's summary, which lists
+ * what was pending; the verdict (`exitCode` 3, `settled` false) is in `verdict`.
+ */
+export class TwiceUnsettled extends Error {
+  readonly verdict: Verdict;
+
+  constructor(verdict: Verdict) {
+    super(verdict.summary);
+    this.name = "TwiceUnsettled";
+    this.verdict = verdict;
+  }
+}
+
+/**
  * The verdict on the claims: at least one invariant was violated.
  *
  * Its message is the verdict's own `summary`, which names each violated invariant with the

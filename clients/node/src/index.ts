@@ -30,7 +30,14 @@ export {
   Twice,
 } from "./client.js";
 export type { Account, CheckOptions, ServeHandle, TwiceOptions } from "./client.js";
-export { ServeStartError, TwiceError, TwiceHTTPError, TwiceTimeout, TwiceViolation } from "./errors.js";
+export {
+  ServeStartError,
+  TwiceError,
+  TwiceHTTPError,
+  TwiceTimeout,
+  TwiceUnsettled,
+  TwiceViolation,
+} from "./errors.js";
 export { isState, parseIntent, Scenario, STATES, Step, Verdict } from "./model.js";
 export type {
   ArmedRule,

@@ -12,7 +12,15 @@ import { pathToFileURL } from "node:url";
 
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, test } from "../src/vitest.js";
-import { Twice, TwiceError, TwiceHTTPError, TwiceTimeout, TwiceViolation, type Claim } from "../src/index.js";
+import {
+  Twice,
+  TwiceError,
+  TwiceHTTPError,
+  TwiceTimeout,
+  TwiceUnsettled,
+  TwiceViolation,
+  type Claim,
+} from "../src/index.js";
 import {
   LATE_COMMIT_TOML,
   LATE_DELIVERY_TOML,
@@ -271,9 +279,13 @@ describe("check", () => {
     expect((await refund(twice.url("payments"), "pi_78", 700, "k78-2")).status).toBe(200);
     const claim: Claim = { id: "refund-78", action: "payments.refund", state: "confirmed", attempts: 2 };
 
-    // Asked at once, the check sees one refund and says the world had not settled.
-    const atOnce = await twice.check([claim], { wait: false });
-    expect([atOnce.held, atOnce.settled]).toEqual([true, false]);
+    // Asked at once, the check sees one refund and says the world had not settled: nothing
+    // violated yet is no pass (the late refund may still land), so it throws TwiceUnsettled.
+    const early = await twice.check([claim], { wait: false }).catch((e: unknown) => e);
+    expect(early).toBeInstanceOf(TwiceUnsettled);
+    const atOnce = (early as TwiceUnsettled).verdict;
+    expect((early as TwiceUnsettled).message).toBe(atOnce.summary);
+    expect([atOnce.held, atOnce.settled, atOnce.exitCode]).toEqual([true, false, 3]);
     const late = atOnce.pending.filter((p) => p.what === "late-commit");
     expect(late.map((p) => [p.service, p.request])).toEqual([["payments", "POST /v1/refunds"]]);
     expect(atOnce.summary).toContain("judged before the world settled (asked not to wait)");

@@ -30,6 +30,7 @@ from twice import (
     TwiceError,
     TwiceHTTPError,
     TwiceTimeout,
+    TwiceUnsettled,
     TwiceViolation,
     bundled_twice,
     find_twice,
@@ -319,9 +320,13 @@ def test_check_waits_for_a_late_commit_so_a_retry_under_a_new_key_is_a_duplicate
     assert refund(twice.url("payments"), "pi_78", 700, "k78-2")[0] == 200
     claim = Claim(id="refund-78", action="payments.refund", state="confirmed", attempts=2)
 
-    # Asked at once, the check sees one refund and says the world had not settled.
-    at_once = twice.check([claim], wait=False)
-    assert at_once.held and not at_once.settled
+    # Asked at once, the check sees one refund and says the world had not settled: nothing
+    # violated yet is no pass (the late refund may still land), so it raises TwiceUnsettled.
+    with pytest.raises(TwiceUnsettled) as early:
+        twice.check([claim], wait=False)
+    assert isinstance(early.value, AssertionError) and str(early.value) == early.value.verdict.summary
+    at_once = early.value.verdict
+    assert at_once.held and not at_once.settled and at_once.exit_code == 3
     [late] = [p for p in at_once.pending if p["what"] == "late-commit"]
     assert (late["service"], late["request"]) == ("payments", "POST /v1/refunds")
     assert "judged before the world settled (asked not to wait)" in at_once.summary

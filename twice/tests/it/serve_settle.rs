@@ -106,6 +106,7 @@ fn the_check_waits_for_a_late_commit_and_no_wait_judges_at_once_marked() {
         let late_request = late[0]["request_id"].as_str().unwrap().to_string();
         assert!(late[0]["due_ms"].as_u64().unwrap() > read_at_ms, "due after the read: {observed}");
         assert_eq!(at_once["held"], true, "one refund so far: the invariants hold on what was read");
+        assert_eq!(at_once["exit_code"], 3, "but nothing violated yet on an unsettled world is no pass");
         let summary = at_once["summary"].as_str().unwrap();
         assert!(summary.contains("judged before the world settled (asked not to wait)"), "{summary}");
         assert!(summary.contains("payments: late-commit of POST /v1/refunds"), "{summary}");

@@ -30,14 +30,28 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from twice.client import Twice, TwiceError, TwiceHTTPError, TwiceTimeout, TwiceViolation
+    from twice.client import (
+        Twice,
+        TwiceError,
+        TwiceHTTPError,
+        TwiceTimeout,
+        TwiceUnsettled,
+        TwiceViolation,
+    )
     from twice.model import STATES, Claim, Intent, Scenario, Step, Verdict, VerdictLine
     from twice.serve import ServeProcess, ServeStartError, bundled_twice, find_twice
 
 # Each name is loaded from its module when first asked for, so that `import twice.protocol` (in
 # an executor, started once per worker) does not pay for the client's HTTP stack.
 _HOMES = {
-    "twice.client": ("Twice", "TwiceError", "TwiceHTTPError", "TwiceTimeout", "TwiceViolation"),
+    "twice.client": (
+        "Twice",
+        "TwiceError",
+        "TwiceHTTPError",
+        "TwiceTimeout",
+        "TwiceUnsettled",
+        "TwiceViolation",
+    ),
     "twice.model": ("STATES", "Claim", "Intent", "Scenario", "Step", "Verdict", "VerdictLine"),
     "twice.serve": ("ServeProcess", "ServeStartError", "bundled_twice", "find_twice"),
 }
@@ -69,6 +83,7 @@ __all__ = [
     "TwiceError",
     "TwiceHTTPError",
     "TwiceTimeout",
+    "TwiceUnsettled",
     "TwiceViolation",
     "Verdict",
     "VerdictLine",

@@ -27,6 +27,7 @@ __all__ = [
     "TwiceError",
     "TwiceHTTPError",
     "TwiceTimeout",
+    "TwiceUnsettled",
     "TwiceViolation",
 ]
 
@@ -46,6 +47,9 @@ _POLL_SLACK_S = 5.0
 #: `SETTLE_WAIT_MS_MAX`: the longest settle bound a scenario may announce, plus a margin); a
 #: check's request may take that long beyond the client's own timeout.
 CHECK_SETTLE_WAIT_S_MAX = 1_201.0
+#: `twice check`'s exit code for a check asked not to wait that found nothing violated in a
+#: world still unsettled: no verdict yet.
+EXIT_UNSETTLED = 3
 
 JSON = Any
 
@@ -83,6 +87,20 @@ class TwiceViolation(AssertionError):
     `pytest.mark.xfail(raises=TwiceViolation)` can expect it. The message is the verdict's own
     `summary`, which names each violated invariant with the ledger's evidence and the command
     that replays the scenario; the whole verdict is in `verdict`.
+    """
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.summary)
+        self.verdict = verdict
+
+
+class TwiceUnsettled(AssertionError):
+    """No verdict yet: the check was asked not to wait (`wait=False`), nothing was violated in
+    what serve read, but something still pending (a late commit, a delivery due) could change
+    a ledger. Harm may still land, so a test that stopped here would pass on a world that is
+    not done: check again with `wait=True` (the default). An `AssertionError`, as
+    `TwiceViolation` is; the message is the verdict's summary, which lists what was pending, and
+    the verdict (`exit_code` 3, `settled` false) is in `verdict`.
     """
 
     def __init__(self, verdict: Verdict) -> None:
@@ -236,9 +254,11 @@ class Twice:
         with something still pending says so (`verdict.settled` is false, `verdict.pending`
         lists what, and the summary says "judged before the world settled").
 
-        Returns the verdict when every invariant held. When one was violated, raises
-        `TwiceViolation` (an `AssertionError`, so a test fails) whose message is the verdict's
-        summary, unless `raise_on_violation` is false. A claim serve refuses (an unknown
+        Returns the verdict when every invariant held on a settled world. When one was
+        violated, raises `TwiceViolation` (an `AssertionError`, so a test fails) whose message
+        is the verdict's summary; when none was but the world had not settled (`wait=False`
+        with something pending: `exit_code` 3), raises `TwiceUnsettled`: no verdict yet.
+        Neither is raised when `raise_on_violation` is false. A claim serve refuses (an unknown
         intent, a misspelt state) raises `TwiceHTTPError` naming the field and the value.
         """
         __tracebackhide__ = True  # pytest shows the test's line, not this one
@@ -250,6 +270,8 @@ class Twice:
         verdict = Verdict.from_json(self._request("POST", url, body, timeout_s=timeout_s))
         if raise_on_violation and not verdict.held:
             raise TwiceViolation(verdict)
+        if raise_on_violation and verdict.exit_code == EXIT_UNSETTLED:
+            raise TwiceUnsettled(verdict)
         return verdict
 
     # -- Each fake's control API ------------------------------------------------------------

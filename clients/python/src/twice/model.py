@@ -208,7 +208,8 @@ class VerdictLine:
 class Verdict:
     """The verdict on a test's claims, as `twice run` gives it for a run.
 
-    `exit_code` is `twice check`'s (0 every invariant held, 1 one was violated); `summary`
+    `exit_code` is `twice check`'s (0 every invariant held, 1 one was violated, 3 none was but
+    the check did not wait and the world had not settled: no verdict yet); `summary`
     the terminal text; `lines` one `VerdictLine` per invariant; `results` the whole of
     `results.json`."""
 
