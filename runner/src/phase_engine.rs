@@ -8,7 +8,8 @@
 //! any fake, at most the announced settle bound); **reconcile** (paused workers resumed, then
 //! up to [`RECONCILE_ROUNDS_MAX`] rounds, each restarting crashed workers on the same state
 //! directory and asking every worker for a reconcile pass and a drain, until `w1`'s `status`
-//! shows nothing unresolved); **finish** (no more background work, the world settled again,
+//! shows nothing unresolved and, while the executor still sends requests, every intent a
+//! genuine event starts that it accepted); **finish** (no more background work, the world settled again,
 //! crashed workers restarted, `w1`'s `status` taken as its claims, what the fakes still have
 //! pending and then their ledgers and journals read, with the time of the read); then every
 //! worker is shut down.
@@ -43,7 +44,7 @@ pub use backend::{Backend, CallError, Life, Reached, Reply, Request, Roster, Sta
 
 use crate::setup::{self, RECONCILE_ROUNDS_MAX};
 pub use crate::world::{Timeline, World};
-use results::{Moment, Observed};
+use results::{Claim, Moment, Observed};
 use vocabulary::protocol::Limits;
 
 /// Why a driver could not run a scenario (a harness problem, not a verdict).
@@ -439,21 +440,48 @@ impl<B: Backend> Engine<'_, B> {
             if !self.restart_crashed().await {
                 return;
             }
+            let requests_before = World::requests_seen(&self.fakes);
             for name in &names {
                 if !self.pass(name, Request::Reconcile).await || !self.pass(name, Request::Drain).await {
                     return;
                 }
             }
+            let mut pause_ms = round_pause_ms;
             match self.call(FIRST_WORKER, Request::Status).await {
-                Ok(Reply::Claims(claims)) if claims.iter().all(|c| !unresolved(&c.state)) => break,
+                Ok(Reply::Claims(claims)) if claims.iter().all(|c| !unresolved(&c.state)) => {
+                    // An accepted intent a genuine event starts that status does not hold yet
+                    // is owed another round while the executor is still at work on it (its
+                    // requests reach the fakes: a registration that only succeeds once the
+                    // faults are healed), after a short pause: nothing of its own is in flight.
+                    let at_work = World::requests_seen(&self.fakes) > requests_before;
+                    if self.triggers_shown(&claims) || !at_work {
+                        break;
+                    }
+                    pause_ms = self.limits.request_timeout_ms + setup::ROUND_MARGIN_MS;
+                }
                 Err(CallError::Broken(why)) => return self.fail(why),
                 Ok(_) | Err(CallError::Gone) => {}
             }
-            self.wait(Wait::For { ms: round_pause_ms }).await;
+            self.wait(Wait::For { ms: pause_ms }).await;
             if self.broken() {
                 return;
             }
         }
+    }
+
+    /// Whether `claims` hold every intent a genuine event starts that the executor accepted.
+    /// One not there yet waits for the executor to act on its event, which a later round may
+    /// bring: a worker whose registration only succeeds once the faults are healed reads the
+    /// events it missed then. Status need not list such an intent before, so without this the
+    /// rounds would end with the executor's work still owed to it (an executor that lost the
+    /// event sends nothing more, and the rounds end).
+    fn triggers_shown(&self, claims: &[Claim]) -> bool {
+        self.scenario
+            .intents
+            .iter()
+            .filter(|i| i.on_event.as_ref().is_some_and(|t| !t.forged))
+            .filter(|i| self.observed.acknowledged.contains(&i.id))
+            .all(|i| claims.iter().any(|c| c.id == i.id))
     }
 
     /// Starts every crashed worker again on its state directory; false if one would not.

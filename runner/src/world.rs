@@ -150,6 +150,11 @@ impl<'a> World<'a> {
             .any(|p| p.kind == fake_services::PendingKind::Webhook)
     }
 
+    /// How many requests the fakes have seen so far, all services together.
+    pub fn requests_seen(fakes: &Fakes) -> usize {
+        fakes.all().iter().map(|f| f.journal().len()).sum()
+    }
+
     pub fn pending(fakes: &Fakes) -> Vec<Pending> {
         fakes
             .all()

@@ -24,6 +24,7 @@ mod boundaries;
 mod byo;
 mod byo_python;
 mod clients_doc;
+mod example_webhooks;
 mod examples;
 // The executor's process and world rigs, kept with its own tests; these tests drive the binary
 // with them too, and use only part of them.

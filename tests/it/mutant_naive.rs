@@ -39,7 +39,7 @@ mod webhooks;
 #[path = "mutant_naive/worker.rs"]
 mod worker;
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use executor::world::{TokioClock, Transport};
@@ -315,7 +315,7 @@ impl SimFactory for Naive {
             redone: Mutex::new(false),
             webhook_url: setup.webhook_url,
             hooks: Mutex::new(hooks),
-            endpoint_ready: AtomicBool::new(false),
+            listening: Mutex::new(Default::default()),
             webhook_turn: tokio::sync::Mutex::new(()),
         }))))
     }
@@ -344,8 +344,8 @@ struct Worker {
     /// Where it listens for webhooks, if the scenario has intents an event starts.
     webhook_url: Option<String>,
     hooks: Mutex<HookStore>,
-    /// Whether this life's endpoint is registered at its URL.
-    endpoint_ready: AtomicBool,
+    /// What this life knows of its endpoint beyond the file.
+    listening: Mutex<webhooks::Listening>,
     /// Deliveries are taken one at a time.
     webhook_turn: tokio::sync::Mutex<()>,
 }

@@ -14,10 +14,11 @@
 use std::path::{Path, PathBuf};
 
 use checker::{
-    self, HAZARD_KEY_PAST_RETENTION, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES,
-    LINEAGE, NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NOTHING_LOST, REFUSAL_RESPECTED, WORKFLOW,
+    self, EXPECTED_STATES, HAZARD_KEY_PAST_RETENTION, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION,
+    HONEST_TERMINAL_STATES, LINEAGE, NO_DUPLICATE_EFFECT, NO_STALE_WRITE, NO_UNAUTHORISED_EFFECT,
+    NOTHING_LOST, REFUSAL_RESPECTED, WORKFLOW,
 };
-use results::{Outcome, Source};
+use results::{Outcome, ScenarioResult, Source};
 use runner::live::ExecutorCommand;
 use runner::run::{self, Case, Driver, RunContext};
 
@@ -197,6 +198,16 @@ const VARIANTS: &[BugRow] = &[
     // The workspace's 422, answered while the worker is stopped, is not held against it; the
     // refund's 403, read once it runs, is.
     ("retry-403", "refusal_answered_while_paused", REFUSAL_RESPECTED),
+    // Every delivery is new work, done in the handler: the second one, at once or after the
+    // lost 200, starts the email again under a new key and sends it.
+    ("webhook-no-dedupe", "fault_duplicate_webhook", NO_DUPLICATE_EFFECT),
+    ("webhook-no-dedupe", "fault_lose_webhook_ack", NO_DUPLICATE_EFFECT),
+    // Answered 200 with the event in memory only, then killed as it reads the payment: the
+    // service never sends the event again, and the email never goes.
+    ("webhook-ack-first", "webhook_crash_before_acting", EXPECTED_STATES),
+    // No signature check, and the body's "succeeded" believed: the forgery starts order 2's
+    // welcome, which nobody paid for.
+    ("webhook-trusts-body", "webhook_forged_payment", NO_UNAUTHORISED_EFFECT),
 ];
 
 /// Bugs whose skipped safeguard no catalog scenario can exploit against this executor, because
@@ -220,6 +231,59 @@ const HAZARD_VARIANTS: &[BugRow] = &[
 #[test]
 fn every_python_bug_is_caught_by_its_scenarios_naming_its_invariant() {
     bug_table("python-executor", VARIANTS, HAZARD_VARIANTS, |bug| python_executor(&["--bug", bug]));
+}
+
+/// The catalog's eight webhook scenarios (docs/webhooks.md), live: every intent a genuine
+/// event starts is carried out once, the one only a forged event asks for is never started,
+/// and the payments journal shows the design of `webhooks.py`: the endpoint is registered by
+/// the worker's first life under a key of its own (a restarted life moves it, never makes
+/// another), each genuine event's payment is read from the API, and nothing is read for a
+/// forgery, which is refused at its signature.
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
+#[test]
+fn the_python_executor_receives_webhooks_in_the_catalogs_webhook_scenarios() {
+    let driver = Driver::Live(python_executor(&[]));
+    crate::example_webhooks::receives_webhooks("python-executor", &driver, journal_problems);
+}
+
+/// What the payments journal of a passed webhook scenario shows against `webhooks.py`'s design.
+fn journal_problems(case: &Case, result: &ScenarioResult) -> Vec<String> {
+    let name = &case.scenario.name;
+    let mut problems = Vec::new();
+    let payments = result.observed.journals.get("payments").map(Vec::as_slice).unwrap_or_default();
+    let reads_of = |payment_intent: &str| {
+        let path = format!("/v1/payment_intents/{payment_intent}");
+        payments.iter().filter(|e| e.method == "GET" && e.path == path).count()
+    };
+    for spec in &case.scenario.intents {
+        let Some(trigger) = &spec.on_event else { continue };
+        let reads = reads_of(&trigger.payment_intent);
+        if (reads == 0) != trigger.forged {
+            problems.push(format!("{name}: {} read {} {reads} times", spec.id, trigger.payment_intent));
+        }
+    }
+    for entry in payments.iter().filter(|e| e.method == "POST" && e.path.starts_with("/v1/webhook_endpoints"))
+    {
+        let origin = entry.origin.as_deref().unwrap_or("");
+        let create = entry.path == "/v1/webhook_endpoints";
+        let own_key = entry.idempotency_key.as_deref().is_some_and(|k| k.starts_with("twice-endpoint-w1-"));
+        if create && !(origin == "w1#1" && own_key) {
+            problems.push(format!("{name}: an endpoint made by {origin} under {:?}", entry.idempotency_key));
+        }
+        if !create && origin == "w1#1" {
+            problems.push(format!("{name}: the first life moved an endpoint: {}", entry.path));
+        }
+    }
+    problems
+}
+
+/// A registration is a write like any other (`webhooks.py`'s `register`, `confirm_endpoint`
+/// and `recover_missed_events`): [`crate::example_webhooks::recovers_from_registration_troubles`].
+#[ignore = "needs the SDK venv that cargo xtask test prepares (TWICE_PYTHON)"]
+#[test]
+fn the_python_executor_recovers_from_each_trouble_of_its_webhook_registration() {
+    let driver = Driver::Live(python_executor(&[]));
+    crate::example_webhooks::recovers_from_registration_troubles("python-executor", &driver);
 }
 
 /// A refund whose reply is lost, a workspace, an object and a transfer: the first two are

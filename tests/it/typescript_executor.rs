@@ -12,8 +12,8 @@
 use std::path::PathBuf;
 
 use checker::{
-    HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES, LINEAGE, NO_DUPLICATE_EFFECT,
-    NOTHING_LOST, REFUSAL_RESPECTED,
+    EXPECTED_STATES, HAZARD_NO_FENCING_TOKEN, HAZARD_NO_PRECONDITION, HONEST_TERMINAL_STATES, LINEAGE,
+    NO_DUPLICATE_EFFECT, NO_UNAUTHORISED_EFFECT, NOTHING_LOST, REFUSAL_RESPECTED,
 };
 use runner::live::ExecutorCommand;
 
@@ -87,6 +87,15 @@ fn a_refusal_answered_while_it_is_stopped_is_not_held_against_the_typescript_exe
     }
 }
 
+/// The catalog's webhook scenarios, live: each passes, every intent an event starts is carried
+/// out once, and the one only a forged event asks for is never started.
+#[ignore = "needs Node and the TypeScript example that cargo xtask test builds"]
+#[test]
+fn the_typescript_executor_receives_webhooks() {
+    let driver = runner::Driver::Live(node_executor(&[]));
+    crate::example_webhooks::receives_webhooks("typescript-executor", &driver, |_, _| Vec::new());
+}
+
 /// Each classic bug of the TypeScript executor (`--bug NAME`, one `if (bugs.BUG === ...)`
 /// each), the catalog scenario that catches it, and the invariant that scenario must report
 /// broken. The same table is in `examples/executors/typescript/README.md`.
@@ -118,6 +127,16 @@ const VARIANTS: &[BugRow] = &[
     ("constant-fencing-token", "files_stale_worker_after_read", NO_DUPLICATE_EFFECT),
     // The 403 lasts one request: the retry goes through, a refund nobody decided on.
     ("retry-403", "refund_permission_denied", REFUSAL_RESPECTED),
+    // Every delivery is new work, done at once: the second delivery (at once, or after the
+    // lost 200) starts the email again under a new key.
+    ("webhook-no-dedupe", "fault_duplicate_webhook", NO_DUPLICATE_EFFECT),
+    ("webhook-no-dedupe", "fault_lose_webhook_ack", NO_DUPLICATE_EFFECT),
+    // The 200 goes before the event is kept: killed as it reads the payment, the worker
+    // forgets the event, the service never sends it again, and the email never goes.
+    ("webhook-ack-first", "webhook_crash_before_acting", EXPECTED_STATES),
+    // No signature check, the body's status believed: the forgery says order 2 was paid, and
+    // order 2's welcome goes out.
+    ("webhook-trusts-body", "webhook_forged_payment", NO_UNAUTHORISED_EFFECT),
 ];
 
 /// A bug whose skipped safeguard no catalog scenario can exploit against this executor: with
@@ -226,4 +245,13 @@ mod workflows {
         let report = flow::a_restart_before_the_last_step(Under::Node).await;
         assert_eq!((report.first_step_effects, report.last_step_effects), (1, 1), "{report:?}");
     }
+}
+
+/// A registration is a write like any other (`webhooks.ts`'s `register`, `confirm` and
+/// `recoverMissedEvents`): [`crate::example_webhooks::recovers_from_registration_troubles`].
+#[ignore = "needs Node and the TypeScript example that cargo xtask test builds"]
+#[test]
+fn the_typescript_executor_recovers_from_each_trouble_of_its_webhook_registration() {
+    let driver = runner::Driver::Live(node_executor(&[]));
+    crate::example_webhooks::recovers_from_registration_troubles("typescript-executor", &driver);
 }

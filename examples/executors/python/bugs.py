@@ -44,4 +44,7 @@ BUGS = {
     "redo-workflow": "after a restart, an unfinished workflow runs again from its start: done steps sent again",
     "re-resolve": "a step's references are read from the services at every send, not from its own record",
     "retry-403": "a refusal that needs a decision (401, 403, 400, 422) is a bad moment, retried like a 429",
+    "webhook-no-dedupe": "every delivery is new work: its event id is never looked for, and each delivery starts its intents afresh, under a new key, even where they exist",
+    "webhook-ack-first": "a delivery is answered 200 at once; the event is kept in memory for the pass to act on",
+    "webhook-trusts-body": "an event's body is believed: no signature check, and its copy of the payment's status is the payment's",
 }

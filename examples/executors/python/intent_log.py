@@ -364,3 +364,112 @@ class IntentLog:
                 note,
             ),
         )
+
+    # -- intents an event starts (docs/protocol.md §3.2, "Intents an event starts") -------------
+    #
+    # A trigger is kept as the proposal that arms it; starting it proposes that intent, whose
+    # id the intents table holds at most once, so an event taken twice still starts it once.
+    # An event is kept in webhook_events before its delivery is answered 2xx (a second delivery
+    # of it finds it there), and noted as started once a pass has started its triggers. A
+    # worker's endpoint (its id and whsec_ secret) is kept in webhook_endpoints under its
+    # worker id, so that a restarted worker keeps the endpoint the service owes deliveries to.
+
+    def arm(self, intent_id, event_type, object_id, proposal):
+        """Keeps a trigger unless its id is kept already: "kept" (now, or before with the same
+        event and proposal) or "conflict" (kept with another)."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO triggers (intent_id, event_type, object_id, proposal) VALUES (?, ?, ?, ?)",
+                (intent_id, event_type, object_id, proposal),
+            )
+            kept = db.execute(
+                "SELECT event_type, object_id, proposal FROM triggers WHERE intent_id = ?", (intent_id,)
+            ).fetchone()
+        return "kept" if tuple(kept) == (event_type, object_id, proposal) else "conflict"
+
+    def has_triggers(self):
+        """Whether any trigger is kept: only then does a worker need an endpoint."""
+        with self.lock:
+            return self.db.execute("SELECT 1 FROM triggers LIMIT 1").fetchone() is not None
+
+    def triggers_for(self, event_type, object_id):
+        """The triggers an event of `event_type` about `object_id` starts, in the order armed:
+        (intent id, proposal)."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT intent_id, proposal FROM triggers WHERE event_type = ? AND object_id = ? ORDER BY rowid",
+                (event_type, object_id),
+            )
+            return rows.fetchall()
+
+    def receive_event(self, event_id, event_type, object_id, at_ms):
+        """Keeps event `event_id` as received, durably, unless it was: True when it is new (a
+        second delivery of it changes nothing)."""
+        with self.transaction() as db:
+            return (
+                db.execute(
+                    "INSERT OR IGNORE INTO webhook_events (event_id, event_type, object_id, received_ms)"
+                    " VALUES (?, ?, ?, ?)",
+                    (event_id, event_type, object_id, at_ms),
+                ).rowcount
+                == 1
+            )
+
+    def events_waiting(self):
+        """The events received whose triggers have not started yet, oldest first: (event id,
+        type, object id)."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT event_id, event_type, object_id FROM webhook_events WHERE started_ms IS NULL"
+                " ORDER BY received_ms, event_id"
+            )
+            return rows.fetchall()
+
+    def event_started(self, event_id, at_ms):
+        """Notes that event `event_id` started its triggers."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE webhook_events SET started_ms = ? WHERE event_id = ? AND started_ms IS NULL",
+                (at_ms, event_id),
+            )
+
+    def event_started_for(self, event_type, object_id):
+        """Whether an event of `event_type` about `object_id` started its triggers (a trigger
+        armed after that starts at once)."""
+        with self.lock:
+            return (
+                self.db.execute(
+                    "SELECT 1 FROM webhook_events WHERE event_type = ? AND object_id = ? AND started_ms IS NOT NULL",
+                    (event_type, object_id),
+                ).fetchone()
+                is not None
+            )
+
+    def all_triggers_started(self):
+        """Whether every trigger kept has started (its intent is recorded): until then a worker
+        that may have missed an event reads the service's events from the API."""
+        with self.lock:
+            return (
+                self.db.execute(
+                    "SELECT 1 FROM triggers WHERE intent_id NOT IN (SELECT id FROM intents) LIMIT 1"
+                ).fetchone()
+                is None
+            )
+
+    def endpoint(self, worker_id):
+        """Worker `worker_id`'s endpoint, (id, secret, url), or None. An empty id and secret: a
+        registration to `url` kept before it left, whose answer never came (yet)."""
+        with self.lock:
+            return self.db.execute(
+                "SELECT endpoint_id, secret, url FROM webhook_endpoints WHERE worker_id = ?", (worker_id,)
+            ).fetchone()
+
+    def keep_endpoint(self, worker_id, endpoint_id, secret, url):
+        """Keeps worker `worker_id`'s endpoint: a new one, or the old one at a new URL."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO webhook_endpoints (worker_id, endpoint_id, secret, url) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (worker_id) DO UPDATE SET endpoint_id = excluded.endpoint_id,"
+                " secret = excluded.secret, url = excluded.url",
+                (worker_id, endpoint_id, secret, url),
+            )

@@ -323,6 +323,51 @@ class Payments(Service):
             return Lookup(FAILED, detail=f"listing refunds: {error}")
         return Lookup(FAILED, detail=f"more than {LOOKUP_PAGES_MAX} pages of refunds")
 
+    # -- intents an event starts: the worker's endpoint, and the payment an event is about ---
+
+    def register_endpoint(self, url, event_types, key):
+        """`POST /v1/webhook_endpoints` under `key`: (id, whsec_ secret) of the new endpoint,
+        which the create's answer alone carries. Raises whatever the SDK raises."""
+        with self._stripe() as client:
+            made = client.v1.webhook_endpoints.create(
+                params={"url": url, "enabled_events": list(event_types)}, options={"idempotency_key": key}
+            ).to_dict()  # a StripeObject is not a dict; its data is
+        if not made.get("id") or not made.get("secret"):
+            raise ValueError(f"the endpoint's answer has no id and secret: {made}")
+        return made["id"], made["secret"]
+
+    def move_endpoint(self, endpoint_id, url):
+        """`POST /v1/webhook_endpoints/{id}` with `url`: the endpoint now delivers there."""
+        with self._stripe() as client:
+            client.v1.webhook_endpoints.update(endpoint_id, params={"url": url})
+
+    def endpoint_url(self, endpoint_id):
+        """`GET /v1/webhook_endpoints/{id}`: the URL the endpoint delivers to as the API shows it
+        now, or None where the API does not have it (404). Where acks may lie, a registration's
+        (or a move's) 200 proves nothing until this shows it. Raises on any other failure."""
+        stripe = light_imports.import_stripe()
+        try:
+            with self._stripe() as client:
+                return client.v1.webhook_endpoints.retrieve(endpoint_id).to_dict().get("url")
+        except stripe.InvalidRequestError as error:
+            if error.http_status == 404:
+                return None
+            raise
+
+    def events(self, event_type):
+        """`GET /v1/events?type=...&limit=100`: the service's own events of `event_type`, newest
+        first, as dicts. The API is authenticated, so what it lists is genuine: what a worker
+        that may have missed a delivery reads its events from. Raises whatever the SDK raises."""
+        with self._stripe() as client:
+            page = client.v1.events.list(params={"type": event_type, "limit": 100}).to_dict()
+        return page.get("data") or []
+
+    def payment_status(self, payment_intent):
+        """The payment intent's status as the API shows it now (an event's copy of it may be
+        stale, or a lie). Raises whatever the SDK raises."""
+        with self._stripe() as client:
+            return client.v1.payment_intents.retrieve(payment_intent).to_dict().get("status")
+
 
 # ---------------------------------------------------------------------------------------
 # workspaces.create: plain requests

@@ -21,7 +21,9 @@ It speaks the stdio protocol `twice/1` (docs/protocol.md) and mirrors the refere
 - leases with fencing tokens keep two workers off one intent; a replacement waits for the
   intent it replaces; what cannot be decided goes to a person (`escalated`) with evidence;
 - a workflow step (`after`) waits for the intents it comes after, and resolves its parameter
-  references once, from their recorded results, before its first send.
+  references once, from their recorded results, before its first send;
+- an intent an event starts (`on_event`) is kept until a genuine, signed delivery of that
+  event is kept and the payment shows it, then started once (webhooks.py).
 
 This module is what a worker process runs; `executor.py` starts it.
 """
@@ -40,6 +42,7 @@ import uuid
 import actions
 import bugs
 import services
+import webhooks
 from intent_log import Intent, IntentLog
 from twice.protocol import (
     CRASH,
@@ -71,6 +74,8 @@ from services import (
 
 # Steps that build on steps: `after` and parameter references (docs/protocol.md §3.2).
 FEATURE_WORKFLOWS = "workflows"
+# Intents an event starts: `on_event` (docs/protocol.md §3.2; webhooks.py).
+FEATURE_WEBHOOKS = "webhooks"
 EXECUTOR = {"name": "twice-python-executor", "version": "0.1.0"}
 LOG_FILE = "intents.sqlite"
 # Added to every bound waited out before a negative answer is believed: our clock and the
@@ -177,6 +182,8 @@ class Executor:
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=limits["batch_max"])
         # `--bug redo-workflow`: whether this life has run its workflows again yet.
         self.redone = False
+        # Its listener, endpoint and deliveries, once a trigger is kept.
+        self.webhooks = webhooks.Webhooks(self)
 
     # -- propose and status -----------------------------------------------------------
 
@@ -191,10 +198,24 @@ class Executor:
             raise ProtocolError(MALFORMED, "intent.action must be a string")
         if replaces is not None and not isinstance(replaces, str):
             raise ProtocolError(MALFORMED, "intent.replaces must be a string or null")
+        on_event = message.get("on_event")
+        if on_event is not None:
+            # An intent an event starts comes after nothing and replaces nothing.
+            try:
+                event = webhooks.check_on_event(on_event)
+            except ValueError as problem:
+                raise ProtocolError(MALFORMED, f"intent {intent_id}: {problem}") from None
+            if replaces is not None or message.get("after"):
+                text = f"intent {intent_id}: an intent an event starts comes after nothing and replaces nothing"
+                raise ProtocolError(MALFORMED, text)
         if action not in self.announced:
             raise ProtocolError(
                 NOT_SUPPORTED, f'action "{action}" is not supported; supported: {", ".join(self.announced)}'
             )
+        if on_event is not None and "payments" not in self.services:
+            # Its event comes from the payments service, through an endpoint registered there.
+            text = f'intent {intent_id} waits for {event[0]}: it needs service "payments", which init did not configure'
+            raise ProtocolError(NOT_SUPPORTED, text)
         service = actions.SERVICE_OF[action]
         if service not in self.services:
             raise ProtocolError(
@@ -255,6 +276,9 @@ class Executor:
             created_ms=now,
             updated_ms=now,
         )
+        if on_event is not None:
+            # Kept as a trigger (durably), not recorded: nothing is sent for it until its event.
+            return self.webhooks.arm(intent, *event)
         # Durable (synchronous=FULL) before we answer: propose_ok promises it survives SIGKILL.
         outcome, stored = self.log.record(intent)
         if outcome == "conflict":
@@ -287,6 +311,10 @@ class Executor:
         in the next pass, once the event that released it is out); then every other intent
         gets its turn on a thread of its own."""
         tally = Tally()
+        # A worker that listens for webhooks has its endpoint before it waits for one, and starts
+        # what the events it received ask for before it looks at its intents.
+        self.unless_locked(self.webhooks.ensure_endpoint)
+        self.unless_locked(self.webhooks.start_received)
         if bugs.BUG == "redo-workflow" and not self.redone:
             self.redone = True
             self.redo_workflows()
@@ -320,6 +348,16 @@ class Executor:
             # for a lease, a backoff or a settle bound to pass).
             if tally.sent == 0 and tally.changes == 0:
                 time.sleep(self.limits["pass_pause_ms"] / 1000)
+
+    def unless_locked(self, work):
+        """`work()`, unless the log stays locked past the busy timeout (another worker may be
+        stopped in mid-commit): then the next pass does it."""
+        try:
+            work()
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) and "busy" not in str(error):
+                raise
+            log.warning("the intent log is locked; %s skipped this pass (%s)", work.__name__, error)
 
     def turn_unless_locked(self, intent, tally):
         try:
@@ -1021,7 +1059,8 @@ class Server:
             )
         except Exception as e:
             raise ProtocolError(CRASH, f"cannot open the state in {state_dir}: {e}") from e
-        return {"executor": EXECUTOR, "actions": list(self.announced), "features": [FEATURE_WORKFLOWS]}
+        features = [FEATURE_WORKFLOWS, FEATURE_WEBHOOKS]
+        return {"executor": EXECUTOR, "actions": list(self.announced), "features": features}
 
 
 def main(argv):

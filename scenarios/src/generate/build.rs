@@ -14,13 +14,14 @@ use vocabulary::{
 };
 
 use super::draw::{
-    COMMIT_AFTER_TIMEOUT, EventDraw, FORGET_KEYS, FaultDraw, IGNORE_KEYS, IntentDraw, LEASE_MS, NOT_NOW,
-    PAUSE, READ_KINDS, REJECT, REQUEST_TIMEOUT_MS, STALE_READ, Size, Step, Swarm, Terms, UNSURE_KINDS,
-    aimed_steps, enabled, event_draw, fault_draw, intent_draw, late_write, service_of, surface, swarm, terms,
-    weighted_kind,
+    COMMIT_AFTER_TIMEOUT, DUPLICATE_WEBHOOK, EventDraw, FORGET_KEYS, FaultDraw, IGNORE_KEYS, IntentDraw,
+    LEASE_MS, NOT_NOW, PAUSE, READ_KINDS, REJECT, REQUEST_TIMEOUT_MS, STALE_READ, Size, Step, Swarm, Terms,
+    UNSURE_KINDS, aimed_steps, enabled, event_draw, fault_draw, intent_draw, late_write, service_of, surface,
+    swarm, terms, weighted_kind,
 };
 use crate::model::{
     Event, EventAction, IntentSpec, LimitOverrides, ObjectSeed, PhaseName, Point, Scenario, ServiceFault,
+    TRIGGER_EVENT, Trigger,
 };
 
 /// The longest clock jump: on a service that keeps no keys it moves no term.
@@ -162,16 +163,20 @@ fn build(
 
 /// The intents of a case, one per draw among the actions the swarm leaves on, with the
 /// objects that exist before the run for puts to overwrite. A draw may make its intent the
-/// replacement of the last one of its action, a sibling sharing its business key, or a step
-/// after the intent before it.
+/// replacement of the last one of its action, a sibling sharing its business key, a step
+/// after the intent before it, or (a message) one that a payment's webhook starts.
 fn intents(swarm: &Swarm, intent_draws: &[IntentDraw]) -> (Vec<IntentSpec>, Vec<ObjectSeed>) {
     let actions_on = enabled(&swarm.actions_off);
     let mut intents: Vec<IntentSpec> = Vec::new();
     let mut objects = Vec::new();
     for (i, draw) in intent_draws.iter().enumerate() {
         let action = &vocabulary::ACTIONS[actions_on[draw.action % actions_on.len()]];
-        let previous =
-            intents.iter().rev().find(|p| p.action == action.name).filter(|_| draw.replaces_previous);
+        // An intent an event starts is replaced by nothing.
+        let previous = intents
+            .iter()
+            .rev()
+            .find(|p| p.action == action.name && !p.is_triggered())
+            .filter(|_| draw.replaces_previous);
         // A sibling shares its predecessor's key without replacing it: what the checker must
         // tell apart by tag or by parameters.
         let sibling = action.shares_business_key && draw.exists;
@@ -193,12 +198,14 @@ fn intents(swarm: &Swarm, intent_draws: &[IntentDraw]) -> (Vec<IntentSpec>, Vec<
             params,
             replaces,
             after: Vec::new(),
-            on_event: None,
+            on_event: triggered(action, draw, i + 1),
         };
         // A step of a workflow: after the intent before it, when neither is part of a lineage
-        // (a replacement's own order is its lineage's).
-        if let Some(before) = intents.last().filter(|b| draw.after_previous && b.replaces.is_none())
+        // (a replacement's own order is its lineage's) nor waits for an event.
+        if let Some(before) =
+            intents.last().filter(|b| draw.after_previous && b.replaces.is_none() && !b.is_triggered())
             && intent.replaces.is_none()
+            && !intent.is_triggered()
             && !intents.iter().any(|x| x.replaces.as_deref() == Some(before.id.as_str()))
         {
             as_step(&mut intent, before, draw.reads);
@@ -206,6 +213,20 @@ fn intents(swarm: &Swarm, intent_draws: &[IntentDraw]) -> (Vec<IntentSpec>, Vec<
         intents.push(intent);
     }
     (intents, objects)
+}
+
+/// The event that starts intent `n`, if its draw makes it one a webhook starts: a message
+/// drawn as a sibling and a step without a predecessor to be either (a welcome email once an
+/// order is paid; one message in eleven, so that plain messages keep most draws). Its
+/// payment intent is its own, paid by the customer once the executor listens, or, where the
+/// draw reads no reference, paid by nobody and claimed by a forged event.
+fn triggered(action: &ActionSpec, draw: &IntentDraw, n: usize) -> Option<Trigger> {
+    let drawn = draw.exists && !draw.replaces_previous;
+    (action.name == "messages.send" && drawn).then(|| Trigger {
+        kind: TRIGGER_EVENT.to_string(),
+        payment_intent: format!("pi_order_{n}"),
+        forged: !draw.reads && draw.after_previous,
+    })
 }
 
 /// The services the intents act on, in the vocabulary's order: faults and events aim at
@@ -291,6 +312,12 @@ impl Case<'_> {
         faults: &[ServiceFault],
     ) -> Option<ServiceFault> {
         let step = self.steps.get(&i).copied();
+        if step.is_none()
+            && !d.at_read
+            && let Some(pi) = d.aim.and_then(|a| self.genuine_trigger(a))
+        {
+            return self.webhook_fault(i, d, pi);
+        }
         let service = step.map(|(_, intent)| service_of(intent)).unwrap_or_else(|| self.aim(d.service));
         let contract = &self.contracts[service];
         // A rejection's status takes a second draw besides `param` (which sizes latencies and
@@ -340,6 +367,34 @@ impl Case<'_> {
         let mut rule = self.rule(i, d, service, step, kind, fault);
         place_window(&mut rule, d, before, step, self.sharp);
         Some(ServiceFault { service: service.to_string(), rule })
+    }
+
+    /// The payment intent whose genuine event starts the intent draw `aim` points at, if it is
+    /// one an event starts and the event is not forged.
+    fn genuine_trigger(&self, aim: usize) -> Option<&str> {
+        let intent = &self.intents[aim % self.intents.len()];
+        intent.on_event.as_ref().filter(|t| !t.forged).map(|t| t.payment_intent.as_str())
+    }
+
+    /// One of the payment intents whose genuine event starts an intent, by draw `n`.
+    fn paid_order(&self, n: usize) -> Option<&str> {
+        let paid: Vec<&str> = (0..self.intents.len()).filter_map(|a| self.genuine_trigger(a)).collect();
+        (!paid.is_empty()).then(|| paid[n % paid.len()])
+    }
+
+    /// Fault `i` as a webhook fault on the event of payment intent `pi`: its kind among the
+    /// five by the draw, sized to the payments contract, on the payment's confirmation (where
+    /// the event is made). `None` where the contract does not admit it.
+    fn webhook_fault(&self, i: usize, d: &FaultDraw, pi: &str) -> Option<ServiceFault> {
+        let contract = &self.contracts["payments"];
+        let kind = DUPLICATE_WEBHOOK + d.kind as usize % vocabulary::rule::WEBHOOK_FAULT_KINDS.len();
+        let fault = fault_for(kind, d.param, d.param, contract, false);
+        contract.admits(&fault).ok()?;
+        let mut rule = FaultRule::always(fault);
+        rule.id = Some(format!("f{}", i + 1));
+        rule.method = Some("POST".into());
+        rule.path = Some(format!("/v1/payment_intents/{pi}/confirm"));
+        Some(ServiceFault { service: "payments".into(), rule })
     }
 
     /// The rule of fault `i` (of `kind`) on `service`: at a read or at the write, narrowed to
@@ -394,8 +449,8 @@ fn admitted_kinds(
         .copied()
         .filter(|k| keys || !matches!(*k, IGNORE_KEYS | FORGET_KEYS))
         .filter(|k| fault_of(*k).check_service(service).is_ok())
-        // A webhook fault acts on the webhooks an app's endpoint receives; generated scenarios
-        // have no intent a webhook triggers yet, so one would act on nothing.
+        // A webhook fault acts on an event's deliveries: drawn only where aimed at an intent
+        // an event starts (`Case::webhook_fault`), never on a service's writes.
         .filter(|k| !fault_of(*k).is_webhook())
         .filter(|k| *k != COMMIT_AFTER_TIMEOUT || late_commits)
         .filter(|k| contract.admits(&fault_of(*k)).is_ok())
@@ -452,6 +507,18 @@ impl Case<'_> {
             let request =
                 Point::Request { service: service.to_string(), method: Some(method.into()), path: None, nth };
             match events_on[d.kind % events_on.len()] {
+                // At a read, where a genuine event starts an intent: killed as it reads the
+                // payment the event is about.
+                0 if d.at_read && self.paid_order(d.intent).is_some() => {
+                    let pi = self.paid_order(d.intent).unwrap_or_default();
+                    let at = Point::Request {
+                        service: "payments".into(),
+                        method: Some("GET".into()),
+                        path: Some(format!("/v1/payment_intents/{pi}")),
+                        nth: 1,
+                    };
+                    events.push(Event { at, action: EventAction::Crash { worker: w1() } });
+                }
                 0 => events.push(Event { at: request, action: EventAction::Crash { worker: w1() } }),
                 1 => {
                     let intent = &self.intents[d.intent % self.intents.len()];

@@ -92,8 +92,9 @@ pub(super) fn terms() -> impl Strategy<Value = Terms> {
 /// Fault kinds, in the order [`fault_for`](super::build::fault_for) makes them. The first
 /// four leave the caller unsure whether its write happened, the heart of every failure mode:
 /// they weigh [`UNSURE_WEIGHT`] each in a draw, the others one.
-/// The webhook faults come last and are not drawn (see `build::admitted_kinds`): the swarm
-/// holds a flag for each kind drawn, so that adding them moved no draw of any case.
+/// The webhook faults come last and are drawn only where a draw aims at an intent a genuine
+/// event starts (`build::Case::webhook_fault`): the swarm holds a flag for each of the others,
+/// so that adding them moved no draw of any case.
 pub(super) const FAULT_KINDS: usize =
     vocabulary::rule::FAULT_KINDS.len() - vocabulary::rule::WEBHOOK_FAULT_KINDS.len();
 pub(super) const UNSURE_KINDS: usize = 4;
@@ -117,7 +118,7 @@ pub(super) const LATENCY: usize = 10;
 /// ([`FaultSpec::services`]).
 pub(super) const DELIVER_LATE: usize = 11;
 pub(super) const REDELIVER: usize = 12;
-/// The webhook faults, made by the table and never drawn yet (see `build::admitted_kinds`).
+/// The webhook faults, drawn only where aimed at an intent an event starts.
 pub(super) const DUPLICATE_WEBHOOK: usize = 13;
 pub(super) const DELAY_WEBHOOK: usize = 14;
 pub(super) const LOSE_WEBHOOK_ACK: usize = 15;
@@ -317,11 +318,16 @@ pub(super) fn service_of(intent: &IntentSpec) -> &'static str {
     vocabulary::action(&intent.action).map_or("payments", |a| a.service)
 }
 
-/// Whether a rule can single out an intent's requests (see `build::aim_at`): not a transfer's,
-/// whose recipient is inside the signed bytes. A "not now" that would land on whichever
+/// Whether a rule can single out an intent's requests (see `build::aim_at`), and it has any:
+/// not a transfer's, whose recipient is inside the signed bytes, nor a forgery's intent. A "not now" that would land on whichever
 /// transfer goes first leaves a nonce gap behind it rather than the step it stands for.
 fn aimable(intent: &IntentSpec) -> bool {
-    service_of(intent) != "chain"
+    service_of(intent) != "chain" && sent(intent)
+}
+
+/// Whether an intent is ever sent: not one only a forged event would start.
+fn sent(intent: &IntentSpec) -> bool {
+    intent.on_event.as_ref().is_none_or(|t| !t.forged)
 }
 
 /// Whether an intent's effect is looked up by the first read its service sees from it: a
@@ -374,7 +380,7 @@ pub(super) fn aimed_steps<'a>(
     // cannot: the service ignores keys, forgets them before the read-back, or its acks may
     // lie), where a second effect could land at all (no unique business key to refuse it),
     // and where the settle bound leaves time for the pause within the lease.
-    let late = intents.iter().filter(|i| read_back_first(i)).min_by_key(|i| {
+    let late = intents.iter().filter(|i| read_back_first(i) && sent(i)).min_by_key(|i| {
         contracts.get(service_of(i)).map(|c| {
             let key_settles = c.idempotency_keys == KeyPolicy::Honored
                 && c.acks == Acks::Reliable

@@ -232,7 +232,7 @@ impl Worker {
     /// lineage releases is sent in the next pass, as the reference does), then sends and
     /// lookups, concurrently.
     pub(super) async fn pass(&self) -> Turn {
-        self.ensure_endpoint().await;
+        self.webhooks_pass().await;
         let (blocked, active): (Vec<Rec>, Vec<Rec>) = self
             .store()
             .all()

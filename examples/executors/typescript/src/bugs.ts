@@ -20,6 +20,10 @@ export const BUGS: Record<string, string> = {
     "a constant Fencing-Token: 1 and If-Match: * keep a stale worker out, so leases and row versions are not needed",
   "retry-403": "a refusal that needs a decision (401, 403, 400, 422) is a bad moment, retried like a 429",
   "no-fencing": "no fencing token on creates and no precondition on puts",
+  "webhook-no-dedupe":
+    "every webhook delivery is new work: its event id is never looked for, and the intents it starts begin afresh under a new key",
+  "webhook-ack-first": "a delivery is answered 200 first, its event kept in memory for the pass: the 200 means it is done",
+  "webhook-trusts-body": "a delivery's body is believed: no signature check, and its copy of the payment's status is the payment's",
 };
 
 /** The bug that is switched on (set once at start-up by executor.ts), or null. */

@@ -21,7 +21,9 @@
  * - leases with fencing tokens keep two workers off one intent; a replacement waits for the
  *   intent it replaces; what cannot be decided goes to a person (`escalated`) with evidence;
  * - a workflow step (`after`) waits for the intents it comes after, and resolves its parameter
- *   references once, from their recorded results, before its first send.
+ *   references once, from their recorded results, before its first send;
+ * - an intent an event starts (`on_event`) is kept as a trigger until a genuine webhook about
+ *   its payment arrives, and is then started once (webhooks.ts).
  *
  * Usage: node dist/executor.js [--bug NAME] [--actions ACTION,...] [--single-worker]
  */
@@ -33,7 +35,7 @@ import * as readline from "node:readline";
 import * as actions from "./actions";
 import * as bugs from "./bugs";
 import * as sdks from "./sdks";
-import { copyIntent, IntentLog, isLocked, newIntent, view, type Intent } from "./intentLog";
+import { copyIntent, IntentLog, isLocked, newIntent, view, type Intent, type Trigger } from "./intentLog";
 import {
   ABSENT,
   AMBIGUOUS,
@@ -51,12 +53,16 @@ import {
   type Contract,
   type Lookup,
   type Outcome,
+  type Payments,
   type Service,
 } from "./services";
+import { Webhooks } from "./webhooks";
 
 const PROTOCOL = "twice/1";
 /** Steps that build on steps: `after` and parameter references (docs/protocol.md §3.2). */
 const FEATURE_WORKFLOWS = "workflows";
+/** Intents an event starts: `on_event` (docs/protocol.md §3.2). */
+const FEATURE_WEBHOOKS = "webhooks";
 const EXECUTOR = { name: "twice-typescript-executor", version: "0.1.0" };
 const LOG_FILE = "intents.sqlite";
 /**
@@ -196,6 +202,9 @@ class Executor {
   readonly owner: string;
   readonly services: Record<string, Service> = {};
   readonly log: IntentLog;
+  /** Triggers, the endpoint, deliveries and the events' work (webhooks.ts). */
+  readonly webhooks: Webhooks;
+  readonly safetyMarginMs = SAFETY_MARGIN_MS;
 
   constructor(
     readonly workerId: string,
@@ -213,6 +222,16 @@ class Executor {
     }
     fs.mkdirSync(stateDir, { recursive: true });
     this.log = new IntentLog(path.join(stateDir, LOG_FILE));
+    this.webhooks = new Webhooks(this);
+  }
+
+  /** The payments service of init, which webhooks come from. */
+  payments(): Payments | undefined {
+    return this.services.payments as Payments | undefined;
+  }
+
+  warn(text: string): void {
+    warn(text);
   }
 
   get timeoutMs(): number {
@@ -249,6 +268,22 @@ class Executor {
       throw new ProtocolError(MALFORMED, "intent.after: invalid type, expected a list of intent ids (or null)");
     }
     const afterIds = after as string[];
+    const onEvent = message.on_event ?? null;
+    if (onEvent !== null) {
+      if (
+        !actions.isObject(onEvent) ||
+        typeof onEvent.type !== "string" ||
+        typeof onEvent.payment_intent !== "string"
+      ) {
+        throw new ProtocolError(MALFORMED, `intent ${intentId}: on_event must be an object with a string type and payment_intent`);
+      }
+      if (afterIds.length > 0 || replaces !== null) {
+        throw new ProtocolError(
+          MALFORMED,
+          `intent ${intentId}: an intent an event starts comes after nothing and replaces nothing`,
+        );
+      }
+    }
     const params = message.params;
     // A step (it comes after something, or a parameter is an object, which only a reference
     // may be) is refused naming the intent, as the reference executor does.
@@ -268,6 +303,9 @@ class Executor {
       throw problem;
     }
     const canonical = actions.canonicalJson(checked);
+    if (actions.isObject(onEvent)) {
+      return this.arm(intentId, action, canonical, onEvent.type as string, onEvent.payment_intent as string);
+    }
 
     let state = "recorded";
     let reason: string | null = null;
@@ -311,6 +349,52 @@ class Executor {
   }
 
   /**
+   * Keeps a checked proposal that an event starts, as a trigger: nothing is sent for it, and
+   * `status` does not list it, until a genuine event starts it. The same id kept with another
+   * payload is a conflict; a trigger whose event was taken before starts at once.
+   */
+  private arm(intentId: string, action: string, canonical: string, eventType: string, objectId: string): Record<string, unknown> {
+    const trigger: Trigger = {
+      intentId,
+      eventType,
+      objectId,
+      // The event is part of what was authorised: the same id with another event is a conflict.
+      proposal: JSON.stringify({ action, params: canonical, on_event: { type: eventType, payment_intent: objectId } }),
+    };
+    if (this.log.arm(trigger) === "conflict") {
+      throw new ProtocolError(KEY_EXISTS, `intent id ${intentId} was already kept with another action, payload or event`);
+    }
+    this.webhooks.arm();
+    if (this.log.eventStartedFor(eventType, objectId)) return this.fire(trigger);
+    // Not recorded, so no key yet: the intent as proposed.
+    return view(newIntent({ id: intentId, action, params: canonical, paramsHash: "", key: "", state: "recorded" }));
+  }
+
+  /**
+   * Turns `trigger` into a plain intent, recorded as any proposal is: the log holds its id
+   * once, so a second start (another delivery, another worker, a restart) finds it there.
+   */
+  fire(trigger: Trigger): Record<string, unknown> {
+    const kept = JSON.parse(trigger.proposal) as { action: string; params: string };
+    const existing = this.log.get(trigger.intentId);
+    if (existing !== null && bugs.BUG === "webhook-no-dedupe") {
+      // The bug: every delivery is new work, so the intent begins afresh under a new key, as
+      // if it had never been started (and sent).
+      const afresh = copyIntent(existing);
+      afresh.key = newKey();
+      afresh.state = "recorded";
+      afresh.attempts = 0;
+      afresh.maybeExecuted = false;
+      afresh.keyFirstSentMs = null;
+      afresh.lastSentMs = null;
+      afresh.evidence = { key: afresh.key };
+      this.commit(existing, afresh, "started again by a delivery of its event", new Tally());
+      return view(afresh);
+    }
+    return this.propose({ id: trigger.intentId, action: kept.action, params: JSON.parse(kept.params) as unknown });
+  }
+
+  /**
    * A step's `after` names intents this log recorded, each once, and every reference reads a
    * result field of one of them from a parameter that may take one.
    */
@@ -345,6 +429,10 @@ class Executor {
    */
   async runPass(): Promise<Tally> {
     const tally = new Tally();
+    // A worker that listens for webhooks has its endpoint before it waits for one, and starts
+    // what the events it received ask for before it looks at its intents.
+    await this.webhooks.ensureEndpoint();
+    await this.webhooks.startReceived();
     const active = this.log.active().slice(0, this.limits.batch_max);
     for (const intent of active) {
       if (intent.state === "blocked") await this.turnUnlessLocked(intent, tally);
@@ -1041,7 +1129,7 @@ class Server {
   }
 
   private async handle(kind: unknown, request: Record<string, unknown>): Promise<Record<string, unknown>> {
-    if (kind === "init") return this.init(request);
+    if (kind === "init") return await this.init(request);
     if (!["propose", "status", "reconcile", "drain", "shutdown"].includes(kind as string)) {
       throw new ProtocolError(NOT_SUPPORTED, `unknown request type '${String(kind)}'`);
     }
@@ -1068,7 +1156,7 @@ class Server {
     return {};
   }
 
-  private init(request: Record<string, unknown>): Record<string, unknown> {
+  private async init(request: Record<string, unknown>): Promise<Record<string, unknown>> {
     if (request.protocol !== PROTOCOL) {
       throw new ProtocolError(
         NOT_SUPPORTED,
@@ -1109,9 +1197,15 @@ class Server {
     } catch (e) {
       throw new ProtocolError(CRASH, `cannot open the state in ${stateDir}: ${(e as Error).message}`);
     }
+    try {
+      // Deliveries reach this life on a loopback port of its own.
+      await this.executor.webhooks.listen();
+    } catch (e) {
+      throw new ProtocolError(CRASH, `cannot listen for webhooks: ${(e as Error).message}`);
+    }
     // `init_ok` goes out before the SDKs load (`sdks.ts` says why).
     sdks.preloadAfterAnswer(Object.keys(serviceConfig));
-    return { executor: EXECUTOR, actions: [...this.announced], features: [FEATURE_WORKFLOWS] };
+    return { executor: EXECUTOR, actions: [...this.announced], features: [FEATURE_WORKFLOWS, FEATURE_WEBHOOKS] };
   }
 }
 

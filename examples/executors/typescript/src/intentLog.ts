@@ -78,6 +78,45 @@ export function newIntent(fields: Partial<Intent> & Pick<Intent, "id" | "action"
   };
 }
 
+/**
+ * An intent waiting for its event (docs/protocol.md §3.2, "Intents an event starts"): its id,
+ * the event, and the proposal that arms it (`{"action", "params", "on_event"}` as JSON, the
+ * parameters in canonical form), from which it is started once.
+ */
+export interface Trigger {
+  intentId: string;
+  eventType: string;
+  objectId: string;
+  proposal: string;
+}
+
+/** A webhook event kept as received. */
+export interface ReceivedEvent {
+  eventId: string;
+  eventType: string;
+  objectId: string;
+}
+
+/**
+ * A worker's webhook endpoint: its id, its `whsec_` secret and the URL it was registered at;
+ * id and secret empty while the registration is in flight.
+ */
+export interface Endpoint {
+  id: string;
+  secret: string;
+  url: string;
+}
+
+/** The row kept before a registration leaves: the URL, no id and no secret yet. */
+export function inFlightEndpoint(url: string): Endpoint {
+  return { id: "", secret: "", url };
+}
+
+/** Whether the service's answer to the registration made it: an id and a secret. */
+export function isRegistered(endpoint: Endpoint): boolean {
+  return endpoint.id !== "" && endpoint.secret !== "";
+}
+
 /** A deep copy: a turn changes its copy, and the log's row stays what was read. */
 export function copyIntent(intent: Intent): Intent {
   return { ...intent, evidence: structuredClone(intent.evidence), afterIds: [...intent.afterIds] };
@@ -420,6 +459,101 @@ export class IntentLog {
         .prepare("DELETE FROM nonces WHERE account = ? AND nonce = ? AND intent_id = ?")
         .run(account, nonce, intent.id);
     }
+  }
+
+  // -- intents an event starts (webhooks.ts): the triggers, the events received, the endpoints --
+
+  /**
+   * Keeps `trigger` unless its intent id is kept already; "kept" (now, or before with the same
+   * proposal) or "conflict" (kept with another). One statement: a concurrent arm of the same id
+   * finds the first one's row.
+   */
+  arm(trigger: Trigger): "kept" | "conflict" {
+    this.db
+      .prepare("INSERT OR IGNORE INTO triggers (intent_id, event_type, object_id, proposal) VALUES (?, ?, ?, ?)")
+      .run(trigger.intentId, trigger.eventType, trigger.objectId, trigger.proposal);
+    const kept = this.db.prepare("SELECT proposal FROM triggers WHERE intent_id = ?").get(trigger.intentId) as {
+      proposal: string;
+    };
+    return kept.proposal === trigger.proposal ? "kept" : "conflict";
+  }
+
+  /** The triggers an event of `eventType` about `objectId` starts, in the order armed. */
+  triggersFor(eventType: string, objectId: string): Trigger[] {
+    const rows = this.db
+      .prepare(
+        "SELECT intent_id, event_type, object_id, proposal FROM triggers WHERE event_type = ? AND object_id = ? ORDER BY rowid",
+      )
+      .all(eventType, objectId) as Array<{ intent_id: string; event_type: string; object_id: string; proposal: string }>;
+    return rows.map((r) => ({ intentId: r.intent_id, eventType: r.event_type, objectId: r.object_id, proposal: r.proposal }));
+  }
+
+  /** Whether any trigger is kept: only then does a worker need an endpoint. */
+  hasTriggers(): boolean {
+    return this.db.prepare("SELECT 1 FROM triggers LIMIT 1").get() !== undefined;
+  }
+
+  /** Whether an event of `eventType` about `objectId` started its triggers (one armed after that starts at once). */
+  eventStartedFor(eventType: string, objectId: string): boolean {
+    const row = this.db
+      .prepare("SELECT 1 FROM webhook_events WHERE event_type = ? AND object_id = ? AND started_ms IS NOT NULL")
+      .get(eventType, objectId);
+    return row !== undefined;
+  }
+
+  /**
+   * Keeps event `eventId` as received, durably (synchronous=FULL), unless it was: a second
+   * delivery of it changes nothing. True when it is new.
+   */
+  receiveEvent(eventId: string, eventType: string, objectId: string, atMs: number): boolean {
+    const changes = this.db
+      .prepare("INSERT OR IGNORE INTO webhook_events (event_id, event_type, object_id, received_ms) VALUES (?, ?, ?, ?)")
+      .run(eventId, eventType, objectId, atMs).changes;
+    return changes === 1;
+  }
+
+  /** The events received whose triggers have not started yet, oldest first. */
+  eventsWaiting(): ReceivedEvent[] {
+    const rows = this.db
+      .prepare(
+        "SELECT event_id, event_type, object_id FROM webhook_events WHERE started_ms IS NULL ORDER BY received_ms, event_id",
+      )
+      .all() as Array<{ event_id: string; event_type: string; object_id: string }>;
+    return rows.map((r) => ({ eventId: r.event_id, eventType: r.event_type, objectId: r.object_id }));
+  }
+
+  /** Notes that event `eventId` started its triggers. */
+  eventStarted(eventId: string, atMs: number): void {
+    this.db.prepare("UPDATE webhook_events SET started_ms = ? WHERE event_id = ? AND started_ms IS NULL").run(atMs, eventId);
+  }
+
+  /**
+   * Whether every trigger kept has started (its intent is in the log): until then a worker
+   * that may have missed events reads them from the API at every pass.
+   */
+  allTriggersStarted(): boolean {
+    return this.db.prepare("SELECT 1 FROM triggers WHERE intent_id NOT IN (SELECT id FROM intents) LIMIT 1").get() === undefined;
+  }
+
+  /**
+   * Worker `workerId`'s endpoint, if it registered one; an empty id and secret while a
+   * registration is in flight (or its answer never came: `isRegistered` says which).
+   */
+  endpoint(workerId: string): Endpoint | null {
+    const row = this.db
+      .prepare("SELECT endpoint_id, secret, url FROM webhook_endpoints WHERE worker_id = ?")
+      .get(workerId) as { endpoint_id: string; secret: string; url: string } | undefined;
+    return row === undefined ? null : { id: row.endpoint_id, secret: row.secret, url: row.url };
+  }
+
+  /** Keeps worker `workerId`'s endpoint: a new one, or the old one at a new URL. */
+  keepEndpoint(workerId: string, endpoint: Endpoint): void {
+    this.db
+      .prepare(
+        "INSERT INTO webhook_endpoints (worker_id, endpoint_id, secret, url) VALUES (?, ?, ?, ?) " +
+          "ON CONFLICT (worker_id) DO UPDATE SET endpoint_id = excluded.endpoint_id, secret = excluded.secret, url = excluded.url",
+      )
+      .run(workerId, endpoint.id, endpoint.secret, endpoint.url);
   }
 
   private history(intent: Intent, fromState: string | null, note: string): void {

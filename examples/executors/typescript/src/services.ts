@@ -310,8 +310,9 @@ export function noResendOnClose(
   return new NoResendOnClose();
 }
 
-class Payments extends Service {
-  private client(): Stripe {
+export class Payments extends Service {
+  /** A stripe-node client pointed at this service (the fake), its own retries off. */
+  client(): Stripe {
     const url = new URL(this.url);
     const StripeClass = sdks.stripe();
     return new StripeClass(this.secrets.payments_api_key ?? "sk_test_twice", {
@@ -378,6 +379,84 @@ class Payments extends Service {
     }
     return { kind: FAILED, detail: `more than ${LOOKUP_PAGES_MAX} pages of refunds` };
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// webhooks (webhooks.ts): the endpoint, and the payment an event is about, through stripe-node
+
+/** A registered webhook endpoint as the service answered: its id, its `whsec_` secret, its URL. */
+export interface RegisteredEndpoint {
+  id: string;
+  secret: string;
+  url: string;
+}
+
+/** The event types a trigger can name, and so the ones an endpoint asks for. */
+export const WEBHOOK_EVENT_TYPES = ["payment_intent.succeeded"] as const;
+
+/**
+ * `POST /v1/webhook_endpoints` with `url` and `enabled_events[]`, under `idempotencyKey`: a
+ * registration whose answer was lost and is sent again makes one endpoint.
+ */
+export async function registerEndpoint(payments: Payments, url: string, idempotencyKey: string): Promise<RegisteredEndpoint> {
+  const made = await payments
+    .client()
+    .webhookEndpoints.create({ url, enabled_events: [...WEBHOOK_EVENT_TYPES] }, { idempotencyKey });
+  if (!made.id || !made.secret) throw new Error(`the endpoint's answer has no id and secret: ${JSON.stringify(made)}`);
+  return { id: made.id, secret: made.secret, url: made.url };
+}
+
+/** `POST /v1/webhook_endpoints/{id}` with `url`: a restarted worker's endpoint, moved to its new port. */
+export async function moveEndpoint(payments: Payments, id: string, url: string): Promise<void> {
+  await payments.client().webhookEndpoints.update(id, { url });
+}
+
+/**
+ * `GET /v1/webhook_endpoints/{id}`: where acks may lie, a registration's 200 proves nothing
+ * until the endpoint shows. The URL it shows; `null` when the service answers 404 (no such
+ * endpoint). Throws for any other failure (a timeout, a 5xx): nothing learnt.
+ */
+export async function readEndpoint(payments: Payments, id: string): Promise<string | null> {
+  try {
+    return (await payments.client().webhookEndpoints.retrieve(id)).url;
+  } catch (error) {
+    if (error instanceof sdks.stripe().errors.StripeError && error.statusCode === 404) return null;
+    throw error;
+  }
+}
+
+/** An event the service lists: its id, its type, and the id of the object it is about. */
+export interface ListedEvent {
+  id: string;
+  type: string;
+  objectId: string | undefined;
+}
+
+/**
+ * `GET /v1/events?type=...&limit=100` (`events.list`): the service's own events of a type,
+ * newest first. The API is authenticated, so what it lists is genuine.
+ */
+export async function listEvents(payments: Payments, type: string): Promise<ListedEvent[]> {
+  const list = await payments.client().events.list({ type, limit: 100 });
+  return list.data.map((event) => {
+    const object = event.data.object as { id?: unknown };
+    return { id: event.id, type: event.type, objectId: typeof object?.id === "string" ? object.id : undefined };
+  });
+}
+
+/** `GET /v1/payment_intents/{id}`: the payment's status now, as the service keeps it. */
+export async function paymentStatus(payments: Payments, paymentIntent: string): Promise<string> {
+  return (await payments.client().paymentIntents.retrieve(paymentIntent)).status;
+}
+
+/**
+ * stripe-node's own check of a delivery (`stripe.webhooks.constructEvent`): the
+ * `Stripe-Signature` header against the endpoint's secret and the wall clock (300 s of
+ * tolerance, the SDK's default: an older signature is a replay). Throws when it fails; the
+ * event otherwise.
+ */
+export function verifiedEvent(body: string, signature: string | undefined, secret: string): unknown {
+  return sdks.stripe().webhooks.constructEvent(body, signature ?? "", secret);
 }
 
 // ---------------------------------------------------------------------------------------

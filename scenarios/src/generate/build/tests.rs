@@ -37,6 +37,10 @@ fn the_generator_draws_every_action_fault_kind_and_event() {
         let s = case(1, index).unwrap();
         for (n, i) in s.intents.iter().enumerate() {
             seen.insert(format!("action {}", i.action));
+            if let Some(t) = &i.on_event {
+                let whose = if t.forged { "forged" } else { "genuine" };
+                seen.insert(format!("intent a {whose} event starts"));
+            }
             if i.replaces.is_some() {
                 seen.insert(format!("lineage {}", i.action));
             }
@@ -50,6 +54,10 @@ fn the_generator_draws_every_action_fault_kind_and_event() {
             }
         }
         for f in &s.faults {
+            if f.rule.path.as_deref().is_some_and(|p| p.ends_with("/confirm")) {
+                seen.insert(format!("{} on a payment's event", f.rule.fault.kind()));
+                continue;
+            }
             let at = if f.rule.method.as_deref() == Some(surface(&f.service).write.0)
                 && f.rule.fields.get("rpc_method").is_none_or(|m| m == "eth_sendRawTransaction")
             {
@@ -74,6 +82,11 @@ fn the_generator_draws_every_action_fault_kind_and_event() {
         let takeover = s.events.iter().any(|e| matches!(e.action, EventAction::StartWorker { .. }));
         for e in &s.events {
             let what = match (&e.at, &e.action) {
+                (Point::Request { path: Some(p), .. }, EventAction::Crash { .. })
+                    if p.starts_with("/v1/payment_intents/pi_order_") =>
+                {
+                    "crash reading a paid order".into()
+                }
                 (Point::Request { service, method, .. }, EventAction::Crash { .. }) => {
                     let at =
                         if method.as_deref() == Some(surface(service).write.0) { "write" } else { "read" };
@@ -109,7 +122,7 @@ fn the_generator_draws_every_action_fault_kind_and_event() {
         let delivers = vocabulary::rule::DELIVERY_SERVICES.contains(service);
         for kind in vocabulary::rule::FAULT_KINDS {
             let delivery = matches!(*kind, "deliver_late" | "redeliver");
-            // Not drawn until generated scenarios have intents a webhook triggers.
+            // On a payment's event only (below).
             let webhook = vocabulary::rule::WEBHOOK_FAULT_KINDS.contains(kind);
             if (keys || !matches!(*kind, "ignore_keys" | "forget_keys"))
                 && (delivers || !delivery)
@@ -130,7 +143,13 @@ fn the_generator_draws_every_action_fault_kind_and_event() {
         }
         want(format!("clock jump on {service}"));
     }
+    for kind in vocabulary::rule::WEBHOOK_FAULT_KINDS {
+        want(format!("{kind} on a payment's event"));
+    }
     for what in [
+        "intent a genuine event starts",
+        "intent a forged event starts",
+        "crash reading a paid order",
         "crash after propose",
         "crash after a phase",
         "pause with a takeover",
@@ -143,4 +162,41 @@ fn the_generator_draws_every_action_fault_kind_and_event() {
         want(what.to_string());
     }
     assert!(missing.is_empty(), "not drawn in 3,000 cases: {missing:?}");
+}
+
+#[test]
+fn a_generated_event_fault_and_crash_aim_at_a_paid_order_and_the_case_is_valid() {
+    let mut found = (0, 0);
+    for index in 0..2_000 {
+        let s = case(3, index).unwrap();
+        let genuine: Vec<&str> = s
+            .intents
+            .iter()
+            .filter_map(|i| i.on_event.as_ref().filter(|t| !t.forged).map(|t| t.payment_intent.as_str()))
+            .collect();
+        for f in s.faults.iter().filter(|f| f.rule.fault.is_webhook()) {
+            let path = f.rule.path.as_deref().unwrap_or_default();
+            assert!(
+                genuine.iter().any(|pi| path == format!("/v1/payment_intents/{pi}/confirm")),
+                "{index}: {path}"
+            );
+            assert_eq!((f.service.as_str(), f.rule.method.as_deref()), ("payments", Some("POST")));
+            found.0 += 1;
+        }
+        for e in &s.events {
+            if let Point::Request { path: Some(path), .. } = &e.at {
+                assert!(genuine.iter().any(|pi| *path == format!("/v1/payment_intents/{pi}")), "{index}");
+                found.1 += 1;
+            }
+        }
+        for i in s.intents.iter().filter(|i| i.is_triggered()) {
+            assert!(i.after.is_empty() && i.replaces.is_none(), "{index}: {}", i.id);
+            assert!(!s.intents.iter().any(|x| x.after.contains(&i.id) || x.replaces == Some(i.id.clone())));
+        }
+        // The intents as a scenario file would hold them (the generator's own fairness rules
+        // for events differ from a file's).
+        let intents_only = Scenario { events: Vec::new(), faults: Vec::new(), ..s.clone() };
+        assert!(intents_only.validate().is_ok(), "{index}: {:?}", intents_only.validate());
+    }
+    assert!(found.0 > 20 && found.1 > 5, "{found:?}");
 }
