@@ -33,7 +33,7 @@ const CATALOG_SEED: u64 = 1;
 /// The seed of the generated search.
 const GENERATOR_SEED: u64 = 20;
 /// Generated cases searched, at most, per mutant. At seed 20 the last found is `trust-the-202`
-/// (case 2,210; its median over 20 seeds is 306, docs/benchmarks.md "Search power").
+/// (case 2,210; its median over 20 seeds is 361, docs/benchmarks.md, twice-tests/search).
 const GENERATED_CASES: u64 = 3_000;
 /// Candidate runs a shrink may spend: what `twice run` spends.
 const SHRINK_RUNS_MAX: usize = runner::pipeline::SHRINK_RUNS_MAX;
