@@ -5,6 +5,7 @@
 use super::*;
 use crate::generate::draw::FAULT_KINDS;
 use crate::generate::replay::case;
+use crate::model::{EventAction, Point};
 
 #[test]
 fn generated_faults_stay_inside_their_contracts() {
